@@ -1,0 +1,233 @@
+//! Ingest benchmark: 1,000,000 test cases in 500 generated GoogleTest-like
+//! files (2% failures, about 110 MB), measured as
+//!
+//! - `tokenize`: the physical floor — one quick-xml pass over the same bytes
+//!   that only counts `<testcase>` elements;
+//! - `merge`: rocmatrix collecting the files and writing the merged junit.xml;
+//! - `report`: the full report (junit.xml, results.json, summary.md, index.html);
+//! - `junitparser`: `junitparser merge` from PyPI on the same files.
+//!
+//! Each runs in its own process under `/usr/bin/time -v` for wall time and
+//! peak memory. Run with `cargo bench --bench ingest`; set
+//! `ROCMATRIX_BENCH_DIR` to keep the generated files somewhere else, and
+//! `ROCMATRIX_BENCH_SKIP_JUNITPARSER=1` to skip the (slow) Python reference.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const FILES: usize = 500;
+const CELLS: usize = 20;
+const CASES_PER_FILE: usize = 2000;
+
+fn generate(dir: &Path) -> std::io::Result<u64> {
+    let done = dir.join(".complete");
+    if done.is_file() {
+        return Ok(std::fs::read_to_string(&done)?.trim().parse().unwrap_or(0));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    let mut total = 0u64;
+    // Deterministic pseudo-random failures: a 64-bit LCG.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    for f in 0..FILES {
+        let cell = dir.join(format!("cell{:02}", f % CELLS));
+        std::fs::create_dir_all(&cell)?;
+        let mut s = String::with_capacity(CASES_PER_FILE * 120);
+        s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"2000\" failures=\"40\" disabled=\"0\" errors=\"0\" time=\"1.5\" timestamp=\"2026-01-01T00:00:00.000\" name=\"AllTests\">\n");
+        for suite in 0..20 {
+            let _ = writeln!(
+                s,
+                "  <testsuite name=\"Kernel{f:03}Suite{suite:02}\" tests=\"100\" failures=\"2\" disabled=\"0\" skipped=\"0\" errors=\"0\" time=\"0.1\" timestamp=\"2026-01-01T00:00:00.000\">"
+            );
+            for t in 0..CASES_PER_FILE / 20 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let fail = (seed >> 33) % 50 == 0;
+                let _ = write!(
+                    s,
+                    "    <testcase name=\"Case{t:03}\" status=\"run\" result=\"completed\" time=\"0.001\" classname=\"Kernel{f:03}Suite{suite:02}\""
+                );
+                if fail {
+                    let _ = write!(
+                        s,
+                        ">\n      <failure message=\"kernel.cpp:{t}&#x0A;Expected equality of these values:&#x0A;  out[{t}]&#x0A;    Which is: 1&#x0A;  2\" type=\"\"><![CDATA[kernel.cpp:{t}\nExpected equality of these values:\n  out[{t}]\n    Which is: 1\n  2]]></failure>\n    </testcase>\n"
+                    );
+                } else {
+                    s.push_str(" />\n");
+                }
+            }
+            s.push_str("  </testsuite>\n");
+        }
+        s.push_str("</testsuites>\n");
+        total += s.len() as u64;
+        std::fs::write(cell.join(format!("gtest-{f:03}.xml")), s)?;
+    }
+    std::fs::write(&done, total.to_string())?;
+    Ok(total)
+}
+
+fn cell_dirs(dir: &Path) -> Vec<PathBuf> {
+    (0..CELLS)
+        .map(|c| dir.join(format!("cell{c:02}")))
+        .collect()
+}
+
+fn child(mode: &str, dir: &Path, out: &Path) {
+    let t0 = Instant::now();
+    match mode {
+        "tokenize" => {
+            let mut n = 0u64;
+            for c in cell_dirs(dir) {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(&c)
+                    .expect("cell dir")
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .collect();
+                files.sort();
+                for f in files {
+                    let file = std::fs::File::open(&f).expect("open");
+                    let mut r =
+                        quick_xml::Reader::from_reader(BufReader::with_capacity(256 * 1024, file));
+                    let mut buf = Vec::new();
+                    loop {
+                        match r.read_event_into(&mut buf) {
+                            Ok(quick_xml::events::Event::Start(e))
+                            | Ok(quick_xml::events::Event::Empty(e))
+                                if e.local_name().as_ref() == b"testcase" =>
+                            {
+                                n += 1
+                            }
+                            Ok(quick_xml::events::Event::Eof) => break,
+                            Err(e) => panic!("{e}"),
+                            _ => {}
+                        }
+                        buf.clear();
+                    }
+                }
+            }
+            println!("testcases {n}");
+        }
+        "collect" => {
+            let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
+            let r = rocmatrix::results::collect(
+                &src,
+                Default::default(),
+                &mut rocmatrix::results::NoSink,
+            );
+            println!("testcases {}", r.totals().total());
+        }
+        "merge" => {
+            let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
+            std::fs::create_dir_all(out).expect("out");
+            let mut w =
+                rocmatrix::report::junit::JunitWriter::create(&out.join("junit.xml"), "bench")
+                    .expect("junit");
+            let r = rocmatrix::results::collect(&src, Default::default(), &mut w);
+            let bytes = w.finish().expect("finish");
+            println!("testcases {} junit.xml {bytes} bytes", r.totals().total());
+        }
+        "report" => {
+            let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
+            let s = rocmatrix::report::build(&src, out, None).expect("report");
+            println!("{}", s.line());
+        }
+        other => panic!("unknown mode {other}"),
+    }
+    eprintln!("inner wall {:.3}s", t0.elapsed().as_secs_f64());
+}
+
+struct Measure {
+    wall: String,
+    rss_kib: u64,
+}
+
+fn timed(cmd: &mut Command) -> Option<Measure> {
+    let out = match cmd.output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("cannot run {cmd:?}: {e}");
+            return None;
+        }
+    };
+    if !out.status.success() {
+        eprintln!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        return None;
+    }
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    let mut wall = String::new();
+    let mut rss_kib = 0;
+    for line in BufReader::new(&out.stderr[..])
+        .lines()
+        .map_while(Result::ok)
+    {
+        let l = line.trim();
+        if let Some(v) = l.strip_prefix("Elapsed (wall clock) time (h:mm:ss or m:ss): ") {
+            wall = v.to_string();
+        }
+        if let Some(v) = l.strip_prefix("Maximum resident set size (kbytes): ") {
+            rss_kib = v.parse().unwrap_or(0);
+        }
+    }
+    Some(Measure { wall, rss_kib })
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        child(
+            &args[i + 1],
+            Path::new(&args[i + 2]),
+            Path::new(&args[i + 3]),
+        );
+        return;
+    }
+    let dir = std::env::var_os("ROCMATRIX_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("rocmatrix-bench-ingest"));
+    let t0 = Instant::now();
+    let bytes = generate(&dir).expect("generate");
+    println!(
+        "input: {FILES} files, {} test cases, {:.1} MB in {} ({:.1}s to generate or find)",
+        FILES * CASES_PER_FILE,
+        bytes as f64 / 1e6,
+        dir.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    let me = std::env::current_exe().expect("current exe");
+    let out = std::env::temp_dir().join("rocmatrix-bench-out");
+    let mut rows: Vec<(String, Measure)> = Vec::new();
+    for mode in ["tokenize", "merge", "report"] {
+        let mut cmd = Command::new("/usr/bin/time");
+        cmd.arg("-v")
+            .arg(&me)
+            .args(["--child", mode])
+            .arg(&dir)
+            .arg(out.join(mode));
+        if let Some(m) = timed(&mut cmd) {
+            rows.push((mode.to_string(), m));
+        }
+    }
+    if std::env::var_os("ROCMATRIX_BENCH_SKIP_JUNITPARSER").is_none() {
+        let _ = std::fs::create_dir_all(&out);
+        let mut cmd = Command::new("/usr/bin/time");
+        cmd.args(["-v", "junitparser", "merge", "--glob"])
+            .arg(format!("{}/cell*/*.xml", dir.display()))
+            .arg(out.join("junitparser.xml"));
+        if let Some(m) = timed(&mut cmd) {
+            rows.push(("junitparser merge".to_string(), m));
+        }
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "\n{:<20} {:>12} {:>14}", "what", "wall", "peak RSS");
+    for (name, m) in &rows {
+        let _ = writeln!(
+            stdout,
+            "{:<20} {:>12} {:>10.1} MiB",
+            name,
+            m.wall,
+            m.rss_kib as f64 / 1024.0
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! Compressed offload bundles (`CCOB`): magic, u16 version, u16 method
+//! (0 zlib, 1 zstd), then v1: u32 uncompressed size, u64 hash (20-byte
+//! header); v2: u32 total size, u32 uncompressed size, u64 hash (24 bytes);
+//! v3: u64 total size, u64 uncompressed size, u64 hash (32 bytes). The hash
+//! is the low 8 bytes of the MD5 of the uncompressed plain bundle.
+
+use std::io::{BufRead, Read};
+
+use md5::{Digest, Md5};
+use serde::Serialize;
+
+use super::{read_u16, read_u32, read_u64, FormatError};
+
+pub const MAGIC: &[u8; 4] = b"CCOB";
+
+/// Refuse payloads claiming to expand more than this factor: garbage must not
+/// make us allocate gigabytes. Real bundles compress 3–20×.
+const MAX_RATIO: u64 = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    Zlib,
+    Zstd,
+}
+
+/// A parsed `CCOB` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Header {
+    pub version: u16,
+    pub method: Method,
+    pub header_len: usize,
+    /// Whole compressed bundle, header included (v2 and v3 only).
+    pub total_size: Option<u64>,
+    pub uncompressed_size: u64,
+    pub hash: u64,
+}
+
+/// Parses the header at `buf[0]`. `Ok(None)` if the bytes start with `CCOB`
+/// but the version or method is unknown (likely a chance match, not a bundle).
+pub fn header(buf: &[u8]) -> Result<Option<Header>, FormatError> {
+    if !buf.starts_with(MAGIC) {
+        return Err(FormatError::new(0, "no CCOB magic"));
+    }
+    let truncated = |at: usize| FormatError::new(at, "truncated CCOB header");
+    let version = read_u16(buf, 4).ok_or_else(|| truncated(4))?;
+    let method = match read_u16(buf, 6).ok_or_else(|| truncated(6))? {
+        0 => Method::Zlib,
+        1 => Method::Zstd,
+        _ => return Ok(None),
+    };
+    let (header_len, total_size, uncompressed_size, hash) = match version {
+        1 => (
+            20,
+            None,
+            read_u32(buf, 8).ok_or_else(|| truncated(8))? as u64,
+            read_u64(buf, 12).ok_or_else(|| truncated(12))?,
+        ),
+        2 => (
+            24,
+            Some(read_u32(buf, 8).ok_or_else(|| truncated(8))? as u64),
+            read_u32(buf, 12).ok_or_else(|| truncated(12))? as u64,
+            read_u64(buf, 16).ok_or_else(|| truncated(16))?,
+        ),
+        3 => (
+            32,
+            Some(read_u64(buf, 8).ok_or_else(|| truncated(8))?),
+            read_u64(buf, 16).ok_or_else(|| truncated(16))?,
+            read_u64(buf, 24).ok_or_else(|| truncated(24))?,
+        ),
+        _ => return Ok(None),
+    };
+    Ok(Some(Header {
+        version,
+        method,
+        header_len,
+        total_size,
+        uncompressed_size,
+        hash,
+    }))
+}
+
+/// The truncated MD5 clang stores: the first 8 digest bytes as a LE u64.
+pub fn truncated_md5(data: &[u8]) -> u64 {
+    let digest = Md5::digest(data);
+    let mut low = [0u8; 8];
+    low.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(low)
+}
+
+/// Decompresses the bundle at `buf[0]`: the plain bundle bytes and the number
+/// of bytes the compressed bundle occupies.
+pub fn decompress(buf: &[u8], h: &Header) -> Result<(Vec<u8>, u64), FormatError> {
+    let payload_end = match h.total_size {
+        Some(total) => {
+            if total < h.header_len as u64 || total > buf.len() as u64 {
+                return Err(FormatError::new(
+                    8,
+                    format!("total size {total} outside 20..={} bytes", buf.len()),
+                ));
+            }
+            total as usize
+        }
+        None => buf.len(),
+    };
+    let payload = buf
+        .get(h.header_len..payload_end)
+        .ok_or_else(|| FormatError::new(0, "truncated CCOB header"))?;
+    let limit = (payload.len() as u64)
+        .saturating_mul(MAX_RATIO)
+        .max(1 << 20);
+    if h.uncompressed_size > limit {
+        return Err(FormatError::new(
+            h.header_len - 16,
+            format!(
+                "uncompressed size {} implausible for {} compressed bytes",
+                h.uncompressed_size,
+                payload.len()
+            ),
+        ));
+    }
+    let mut out = Vec::new();
+    let want = h.uncompressed_size;
+    let decode_err = |e: std::io::Error| {
+        FormatError::new(
+            h.header_len,
+            format!("{:?} payload does not decompress: {e}", h.method),
+        )
+    };
+    let consumed = match h.method {
+        Method::Zlib => {
+            let mut d = flate2::bufread::ZlibDecoder::new(payload);
+            (&mut d)
+                .take(want + 1)
+                .read_to_end(&mut out)
+                .map_err(decode_err)?;
+            d.total_in()
+        }
+        Method::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(payload)
+                .map_err(decode_err)?
+                .single_frame();
+            (&mut d)
+                .take(want + 1)
+                .read_to_end(&mut out)
+                .map_err(decode_err)?;
+            let mut rest = d.finish();
+            let left = rest.fill_buf().map(|b| b.len()).unwrap_or(0);
+            (payload.len() - left) as u64
+        }
+    };
+    if out.len() as u64 != want {
+        return Err(FormatError::new(
+            h.header_len,
+            format!("decompressed to {} bytes, header says {want}", out.len()),
+        ));
+    }
+    let got = truncated_md5(&out);
+    if got != h.hash {
+        return Err(FormatError::new(
+            h.header_len - 8,
+            format!("hash mismatch: header {:#018x}, data {got:#018x}", h.hash),
+        ));
+    }
+    let len = match h.total_size {
+        Some(t) => t,
+        None => h.header_len as u64 + consumed,
+    };
+    Ok((out, len))
+}
+
+/// Compresses a plain bundle the way clang does (used by tests and fuzz seeds).
+pub fn write(plain: &[u8], version: u16, method: Method) -> Vec<u8> {
+    use std::io::Write;
+    let payload = match method {
+        Method::Zlib => {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+            let _ = e.write_all(plain);
+            e.finish().unwrap_or_default()
+        }
+        Method::Zstd => zstd::bulk::compress(plain, 19).unwrap_or_default(),
+    };
+    let hash = truncated_md5(plain);
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(method as u16).to_le_bytes());
+    match version {
+        1 => out.extend_from_slice(&(plain.len() as u32).to_le_bytes()),
+        2 => {
+            out.extend_from_slice(&((24 + payload.len()) as u32).to_le_bytes());
+            out.extend_from_slice(&(plain.len() as u32).to_le_bytes());
+        }
+        _ => {
+            out.extend_from_slice(&((32 + payload.len()) as u64).to_le_bytes());
+            out.extend_from_slice(&(plain.len() as u64).to_le_bytes());
+        }
+    }
+    out.extend_from_slice(&hash.to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::plain;
+
+    fn sample() -> Vec<u8> {
+        plain::write(
+            &[
+                ("host-x86_64-unknown-linux-gnu-", b""),
+                ("hipv4-amdgcn-amd-amdhsa--gfx1030", &[7u8; 5000]),
+            ],
+            4096,
+        )
+    }
+
+    #[test]
+    fn every_version_and_method_round_trips() {
+        let plain = sample();
+        for version in [1, 2, 3] {
+            for method in [Method::Zlib, Method::Zstd] {
+                let mut c = write(&plain, version, method);
+                let h = header(&c).unwrap().unwrap();
+                assert_eq!((h.version, h.method), (version, method));
+                assert_eq!(h.header_len, [20, 24, 32][version as usize - 1]);
+                let n = c.len() as u64;
+                // Trailing bytes (the next bundle) are not consumed.
+                c.extend_from_slice(b"CCOB\x09\x00trailing");
+                let (out, len) = decompress(&c, &h).unwrap();
+                assert_eq!(out, plain);
+                assert_eq!(len, n, "v{version} {method:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn hash_is_checked() {
+        let mut c = write(&sample(), 2, Method::Zstd);
+        c[16] ^= 1;
+        let h = header(&c).unwrap().unwrap();
+        assert!(decompress(&c, &h)
+            .unwrap_err()
+            .message
+            .contains("hash mismatch"));
+    }
+
+    #[test]
+    fn known_md5_low_bytes() {
+        // MD5("") = d41d8cd98f00b204e9800998ecf8427e
+        assert_eq!(
+            truncated_md5(b"").to_le_bytes(),
+            [0xd4, 0x1d, 0x8c, 0xd9, 0x8f, 0x00, 0xb2, 0x04]
+        );
+    }
+
+    #[test]
+    fn lies_in_headers_are_errors() {
+        let c = write(&sample(), 3, Method::Zlib);
+        for n in 0..c.len() {
+            if let Ok(Some(h)) = header(&c[..n]) {
+                assert!(decompress(&c[..n], &h).is_err(), "truncated to {n}");
+            }
+        }
+        let mut big = c.clone();
+        big[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        let h = header(&big).unwrap().unwrap();
+        assert!(decompress(&big, &h)
+            .unwrap_err()
+            .message
+            .contains("implausible"));
+        assert_eq!(header(b"CCOB\x07\x00\x01\x00").unwrap(), None);
+        assert_eq!(header(b"CCOB\x01\x00\x05\x00").unwrap(), None);
+    }
+}

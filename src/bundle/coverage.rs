@@ -1,0 +1,129 @@
+//! gfx coverage: for each library (a file carrying offload code) and each gfx
+//! target asked for, whether the library has code for it exactly, code that
+//! runs on it under the policy (which target and how), or nothing.
+//!
+//! Works on any directory root, e.g. an environment image's filesystem
+//! exported to a temporary directory; paths are reported relative to it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::scan::FileReport;
+use crate::gpu::compat::{best_for, How};
+use crate::gpu::TargetId;
+use crate::spec::GpuPolicy;
+
+/// One cell of the table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Verdict {
+    Exact { target: TargetId },
+    Compatible { target: TargetId, how: How },
+    Missing,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Verdict::Exact { .. } => f.write_str("exact"),
+            Verdict::Compatible { target, how } => write!(f, "via {target} ({how})"),
+            Verdict::Missing => f.write_str("missing"),
+        }
+    }
+}
+
+/// One library's verdict for one gfx target.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CoverageCell {
+    pub gfx: TargetId,
+    pub verdict: Verdict,
+}
+
+/// One library's row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CoverageRow {
+    pub library: PathBuf,
+    pub targets: Vec<TargetId>,
+    pub cells: Vec<CoverageCell>,
+}
+
+/// The verdict for one library's targets on one gfx target.
+pub fn verdict(targets: &[TargetId], gfx: &TargetId, policy: GpuPolicy) -> Verdict {
+    match best_for(targets, gfx, policy) {
+        Some((t, How::Exact)) => Verdict::Exact { target: t.clone() },
+        Some((t, how)) => Verdict::Compatible {
+            target: t.clone(),
+            how,
+        },
+        None => Verdict::Missing,
+    }
+}
+
+/// Rows for every report that carries device code. Paths under `root` are
+/// shown relative to it (as `/usr/lib/...` for an image root).
+pub fn coverage(
+    reports: &[FileReport],
+    gfx: &[TargetId],
+    policy: GpuPolicy,
+    root: Option<&Path>,
+) -> Vec<CoverageRow> {
+    reports
+        .iter()
+        .filter(|r| r.has_offload_code())
+        .map(|r| {
+            let targets = r.targets();
+            let library = match root.and_then(|root| r.path.strip_prefix(root).ok()) {
+                Some(rel) => Path::new("/").join(rel),
+                None => r.path.clone(),
+            };
+            CoverageRow {
+                library,
+                cells: gfx
+                    .iter()
+                    .map(|g| CoverageCell {
+                        gfx: g.clone(),
+                        verdict: verdict(&targets, g, policy),
+                    })
+                    .collect(),
+                targets,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> TargetId {
+        TargetId::parse(s).unwrap()
+    }
+
+    #[test]
+    fn verdicts_per_policy() {
+        let lib = [t("gfx900"), t("gfx1030"), t("gfx1100")];
+        assert_eq!(
+            verdict(&lib, &t("gfx1030"), GpuPolicy::Exact),
+            Verdict::Exact {
+                target: t("gfx1030")
+            }
+        );
+        assert_eq!(
+            verdict(&lib, &t("gfx1031"), GpuPolicy::Exact),
+            Verdict::Missing
+        );
+        assert_eq!(
+            verdict(&lib, &t("gfx1031"), GpuPolicy::Override).to_string(),
+            "via gfx1030 (HSA_OVERRIDE_GFX_VERSION=10.3.0)"
+        );
+        assert_eq!(
+            verdict(&lib, &t("gfx906"), GpuPolicy::Extended).to_string(),
+            "via gfx900 (distro-extended)"
+        );
+        assert_eq!(
+            verdict(&lib, &t("gfx942"), GpuPolicy::Extended),
+            Verdict::Missing
+        );
+    }
+}

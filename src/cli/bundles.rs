@@ -1,0 +1,87 @@
+//! `rocmatrix bundles PATH…`: per file, the gfx targets its offload bundles
+//! (or bare code object) carry. Directories are walked.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::bundle::{scan_paths, BundleError, FileReport};
+use crate::error::{Error, ExitCode};
+
+#[derive(Debug, Args)]
+pub struct BundlesArgs {
+    /// Files or directories.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Print JSON (every bundle and entry) instead of one line per file.
+    #[arg(long)]
+    pub json: bool,
+    /// Also list host files without device code.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// Scans, printing errors to stderr; returns the reports and the exit code
+/// the errors call for (2 for malformed files, 3 for unreadable ones).
+pub(crate) fn scan(paths: &[PathBuf]) -> (Vec<FileReport>, ExitCode) {
+    let mut reports = Vec::new();
+    let mut code = ExitCode::Success;
+    for r in scan_paths(paths) {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("error: {e}");
+                let c = Error::from(e).exit_code();
+                if code == ExitCode::Success || c == ExitCode::Infrastructure {
+                    code = c;
+                }
+            }
+        }
+    }
+    (reports, code)
+}
+
+pub fn run(args: BundlesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let (reports, code) = scan(&args.paths);
+    let shown: Vec<&FileReport> = reports
+        .iter()
+        .filter(|r| args.all || r.has_offload_code())
+        .collect();
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&shown).unwrap_or_default();
+        s.push('\n');
+        s
+    } else {
+        let mut s = String::new();
+        for r in &shown {
+            let targets: Vec<String> = r.targets().iter().map(|t| t.to_string()).collect();
+            let compressed = r
+                .bundles
+                .iter()
+                .filter_map(|b| b.compression)
+                .map(|c| format!("CCOB v{} {:?}", c.version, c.method).to_lowercase())
+                .next();
+            let how = match (r.bundles.len(), compressed) {
+                (0, _) => "code object".to_string(),
+                (n, Some(c)) => format!("{n} bundle(s), {c}"),
+                (n, None) => format!("{n} bundle(s)"),
+            };
+            let list = if targets.is_empty() {
+                "no device code".to_string()
+            } else {
+                targets.join(" ")
+            };
+            s.push_str(&format!("{}: {list} [{how}]\n", r.path.display()));
+        }
+        s
+    };
+    super::write_out(out, &text)?;
+    Ok(code)
+}
+
+impl From<BundleError> for Error {
+    fn from(e: BundleError) -> Self {
+        Error::Bundle(e)
+    }
+}

@@ -1,0 +1,202 @@
+//! `rocmatrix coverage PATH… --gfx gfx1031,gfx1100 --policy P`: library ×
+//! gfx → exact, compatible (via which target and how) or missing.
+//! Directories are walked; with a single directory argument (an image root)
+//! paths are shown relative to it.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::PolicyArg;
+use crate::bundle::{coverage, CoverageRow, Verdict};
+use crate::error::{Error, ExitCode};
+use crate::gpu::compat::policy_name;
+use crate::gpu::TargetId;
+
+#[derive(Debug, Args)]
+pub struct CoverageArgs {
+    /// Files or directories (e.g. an unpacked image root); with --image,
+    /// directories inside the image (default /usr/lib and /opt/rocm).
+    #[arg(required_unless_present = "image")]
+    pub paths: Vec<PathBuf>,
+    /// Read the shared libraries of this image (an environment image, say)
+    /// through the engine instead of the local file system.
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// gfx targets to check, comma-separated.
+    #[arg(long, required = true, value_delimiter = ',', value_parser = parse_target)]
+    pub gfx: Vec<TargetId>,
+    #[arg(long, value_enum, default_value_t = PolicyArg::Exact)]
+    pub policy: PolicyArg,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_target(s: &str) -> Result<TargetId, String> {
+    TargetId::parse(s.trim()).map_err(|e| e.to_string())
+}
+
+pub fn run(mut args: CoverageArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let policy = args.policy.into();
+    // An image: copy its shared libraries out into a scratch root first.
+    let _scratch = match &args.image {
+        Some(image) => {
+            let scratch = tempfile_dir()?;
+            let dirs = if args.paths.is_empty() {
+                vec![PathBuf::from("/usr/lib"), PathBuf::from("/opt/rocm")]
+            } else {
+                std::mem::take(&mut args.paths)
+            };
+            copy_libraries(image, &dirs, &scratch.0)?;
+            args.paths = vec![scratch.0.clone()];
+            Some(scratch)
+        }
+        None => None,
+    };
+    let mut rows: Vec<CoverageRow> = Vec::new();
+    let mut code = ExitCode::Success;
+    for p in &args.paths {
+        let (reports, c) = super::bundles::scan(std::slice::from_ref(p));
+        if c != ExitCode::Success {
+            code = c;
+        }
+        // One directory is an image root: show paths inside it as absolute.
+        let root = (args.paths.len() == 1 && p.is_dir()).then_some(p.as_path());
+        rows.extend(coverage(&reports, &args.gfx, policy, root));
+    }
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&serde_json::json!({
+            "policy": policy_name(policy),
+            "gfx": args.gfx,
+            "libraries": rows,
+        }))
+        .unwrap_or_default();
+        s.push('\n');
+        s
+    } else {
+        table(&rows, &args.gfx)
+    };
+    super::write_out(out, &text)?;
+    Ok(code)
+}
+
+fn table(rows: &[CoverageRow], gfx: &[TargetId]) -> String {
+    let cell = |v: &Verdict| v.to_string();
+    let lib_w = rows
+        .iter()
+        .map(|r| r.library.display().to_string().len())
+        .chain([7])
+        .max()
+        .unwrap_or(7);
+    let widths: Vec<usize> = gfx
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            rows.iter()
+                .map(|r| cell(&r.cells[i].verdict).len())
+                .chain([g.to_string().len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut s = format!("{:<lib_w$}", "library");
+    for (g, w) in gfx.iter().zip(&widths) {
+        s.push_str(&format!("  {:<w$}", g.to_string()));
+    }
+    s = s.trim_end().to_string();
+    s.push('\n');
+    for r in rows {
+        let mut line = format!("{:<lib_w$}", r.library.display().to_string());
+        for (c, w) in r.cells.iter().zip(&widths) {
+            line.push_str(&format!("  {:<w$}", cell(&c.verdict)));
+        }
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    if rows.is_empty() {
+        s.push_str("(no file with device code)\n");
+    }
+    s
+}
+
+/// A scratch directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempfile_dir() -> Result<Scratch, Error> {
+    let dir = std::env::temp_dir().join(format!("rocmatrix-coverage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(Scratch(dir))
+}
+
+/// Copies every shared library under `dirs` of `image` into `root`, keeping
+/// its path, through the engine's archive API (so remote engines work).
+fn copy_libraries(image: &str, dirs: &[PathBuf], root: &std::path::Path) -> Result<(), Error> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("<tokio runtime>", e))?;
+    rt.block_on(async {
+        let engine = crate::engine::Engine::connect().await?;
+        let name = format!("rocmatrix-coverage-{}", std::process::id());
+        let id = engine.create_stopped(image, &name).await?;
+        let mut result = Ok(());
+        for dir in dirs {
+            let archive = root.join(".archive.tar");
+            match engine
+                .download(&id, &dir.display().to_string(), &archive, 64 << 30)
+                .await
+            {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    result = Err(Error::from(e));
+                    break;
+                }
+            }
+            // The archive's entries are named after the directory's last component.
+            let dest = root
+                .join(dir.strip_prefix("/").unwrap_or(dir))
+                .parent()
+                .map(|p| p.to_path_buf())
+                .unwrap_or_else(|| root.to_path_buf());
+            let unpacked = std::fs::create_dir_all(&dest)
+                .and_then(|_| std::fs::File::open(&archive))
+                .and_then(|f| {
+                    let is_library = |p: &std::path::Path| {
+                        p.file_name().is_some_and(|n| {
+                            let n = n.to_string_lossy();
+                            n.ends_with(".so")
+                                || n.contains(".so.")
+                                || n.ends_with(".hsaco")
+                                || n.ends_with(".co")
+                        })
+                    };
+                    crate::run::untar::unpack_filtered(
+                        f,
+                        &dest,
+                        crate::run::untar::Limits {
+                            max_total: 64 << 30,
+                            max_entries: 10_000_000,
+                        },
+                        image,
+                        Some(&is_library),
+                    )
+                });
+            let _ = std::fs::remove_file(&archive);
+            if let Err(e) = unpacked {
+                result = Err(Error::io(&dest, e));
+                break;
+            }
+        }
+        let _ = engine.remove_container(&id).await;
+        result
+    })
+}

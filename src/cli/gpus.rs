@@ -1,0 +1,137 @@
+//! `rocmatrix gpus [--json] [--sysfs-root DIR] [--matrix FILE]`: the GPU
+//! inventory from the KFD topology and the checks real setups fail.
+//! Exits 3 (infrastructure) when a check fails.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::json;
+
+use super::PolicyArg;
+use crate::error::{Error, ExitCode};
+use crate::gpu::checks::{run_checks, Identity, Status};
+use crate::gpu::{Inventory, TargetId};
+use crate::plan::Plan;
+use crate::spec::{GpuUse, Spec, DEFAULT_MAX_CELLS};
+
+#[derive(Debug, Args)]
+pub struct GpusArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Where sysfs is mounted (the KFD topology is under class/kfd).
+    #[arg(long, value_name = "DIR", default_value = "/sys")]
+    pub sysfs_root: PathBuf,
+    /// Where the device nodes are (kfd, dri/renderD*).
+    #[arg(long, value_name = "DIR", default_value = "/dev")]
+    pub dev_root: PathBuf,
+    /// Also check that this host has GPUs for the gfx targets this matrix needs.
+    #[arg(long, value_name = "FILE")]
+    pub matrix: Option<PathBuf>,
+    /// Policy for matching --matrix targets (default: the matrix's own).
+    #[arg(long, value_enum)]
+    pub policy: Option<PolicyArg>,
+}
+
+/// The gfx targets of cells that need or may use a GPU, and the matrix policy.
+fn matrix_targets(file: &Path) -> Result<(Vec<TargetId>, Option<crate::spec::GpuPolicy>), Error> {
+    let spec = Spec::load(file)?;
+    let plan = Plan::build(&spec, DEFAULT_MAX_CELLS)?;
+    let mut targets: Vec<TargetId> = Vec::new();
+    let mut policy = None;
+    for cell in &plan.cells {
+        if cell.gpu.need == GpuUse::None {
+            continue;
+        }
+        policy.get_or_insert(cell.gpu.policy);
+        if let Some(t) = &cell.gpu.target {
+            let t = TargetId::parse(t)
+                .map_err(|e| Error::Usage(format!("{}: cell {}: {e}", file.display(), cell.id)))?;
+            if !targets.contains(&t) {
+                targets.push(t);
+            }
+        }
+    }
+    Ok((targets, policy))
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+pub fn run(args: GpusArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let inventory = Inventory::read(&args.sysfs_root)?;
+    let (expected, matrix_policy) = match &args.matrix {
+        Some(f) => matrix_targets(f)?,
+        None => (Vec::new(), None),
+    };
+    let policy = args
+        .policy
+        .map(Into::into)
+        .or(matrix_policy)
+        .unwrap_or_default();
+    let checks = run_checks(
+        &inventory,
+        &args.dev_root,
+        &Identity::current(),
+        &expected,
+        policy,
+    );
+    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&json!({
+            "sysfs_root": inventory.sysfs_root,
+            "kfd_present": inventory.kfd_present,
+            "gpus": inventory.gpus,
+            "checks": checks,
+        }))
+        .unwrap_or_default();
+        s.push('\n');
+        s
+    } else {
+        let mut s = String::new();
+        if inventory.gpus.is_empty() {
+            s.push_str("no GPU in the KFD topology\n");
+        } else {
+            s.push_str(&format!(
+                "{:<5} {:<8} {:<13} {:<20} {:<21} {:>4} {:>10}  {}\n",
+                "node", "gfx", "pci", "render", "uuid", "CUs", "memory", "device"
+            ));
+            for g in &inventory.gpus {
+                s.push_str(&format!(
+                    "{:<5} {:<8} {:<13} {:<20} {:<21} {:>4} {:>10}  {:04x}:{:04x} {}\n",
+                    g.node,
+                    g.processor,
+                    g.pci,
+                    g.render_node
+                        .as_ref()
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    g.uuid.as_deref().unwrap_or("-"),
+                    g.compute_units,
+                    gib(g.memory_bytes),
+                    g.vendor_id,
+                    g.device_id,
+                    g.name
+                ));
+            }
+        }
+        s.push_str("\nchecks:\n");
+        for c in &checks {
+            let status = match c.status {
+                Status::Ok => "ok",
+                Status::Warn => "warn",
+                Status::Fail => "FAIL",
+            };
+            s.push_str(&format!("  {status:<5} {:<14} {}\n", c.name, c.message));
+        }
+        s
+    };
+    super::write_out(out, &text)?;
+    Ok(if failed {
+        ExitCode::Infrastructure
+    } else {
+        ExitCode::Success
+    })
+}

@@ -1,0 +1,143 @@
+//! `rocmatrix images [--prune]`: the images rocmatrix made (by label) —
+//! environments, base images, snapshots — with sizes and last use.
+
+use std::io::Write;
+
+use clap::Args;
+
+use crate::engine::{Engine, LABEL_KIND};
+use crate::error::{Error, ExitCode};
+use crate::spec::parse_duration;
+
+#[derive(Debug, Args)]
+pub struct ImagesArgs {
+    /// Remove environment images (snapshots and base images are kept).
+    #[arg(long)]
+    pub prune: bool,
+    /// With --prune: remove snapshots too.
+    #[arg(long, requires = "prune")]
+    pub snapshots: bool,
+    /// With --prune: remove base images too.
+    #[arg(long, requires = "prune")]
+    pub bases: bool,
+    /// With --prune: only images not used for this long (e.g. 7d).
+    #[arg(long, requires = "prune", value_name = "DURATION")]
+    pub older_than: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+struct Row {
+    kind: String,
+    tag: String,
+    id: String,
+    size: i64,
+    created: i64,
+    last_use: Option<String>,
+}
+
+pub fn run(args: ImagesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let older_than = match &args.older_than {
+        Some(d) => Some(parse_duration(d).map_err(|e| Error::Usage(format!("--older-than: {e}")))?),
+        None => None,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("<tokio runtime>", e))?;
+    rt.block_on(async {
+        let engine = Engine::connect().await?;
+        let uses = crate::image::usage::load();
+        let mut rows: Vec<Row> = engine
+            .images_with_label(LABEL_KIND)
+            .await?
+            .into_iter()
+            .map(|i| {
+                let tag = i
+                    .tags
+                    .iter()
+                    .find(|t| *t != "<none>:<none>")
+                    .cloned()
+                    .unwrap_or_else(|| i.id.clone());
+                Row {
+                    kind: i.labels.get(LABEL_KIND).cloned().unwrap_or_default(),
+                    last_use: uses.get(&tag).cloned(),
+                    tag,
+                    id: i.id,
+                    size: i.size,
+                    created: i.created,
+                }
+            })
+            .collect();
+        rows.sort_by(|a, b| (&a.kind, &a.tag).cmp(&(&b.kind, &b.tag)));
+        if args.prune {
+            let now = std::time::SystemTime::now();
+            let mut removed = Vec::new();
+            for r in &rows {
+                let wanted = match r.kind.as_str() {
+                    "env" => true,
+                    "snapshot" => args.snapshots,
+                    "base" => args.bases,
+                    _ => false,
+                };
+                let idle_enough = older_than.is_none_or(|limit| {
+                    let last = r
+                        .last_use
+                        .as_deref()
+                        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+                        .unwrap_or(
+                            std::time::UNIX_EPOCH
+                                + std::time::Duration::from_secs(r.created.max(0) as u64),
+                        );
+                    now.duration_since(last).is_ok_and(|idle| idle >= limit)
+                });
+                if wanted && idle_enough {
+                    match engine.remove_image(&r.tag).await {
+                        Ok(()) => {
+                            removed.push(format!("removed {} {} ({})", r.kind, r.tag, mb(r.size)))
+                        }
+                        Err(e) => eprintln!("kept {} {}: {e}", r.kind, r.tag),
+                    }
+                }
+            }
+            let kept = rows.len() - removed.len();
+            let mut text = removed.join("\n");
+            text.push_str(&format!("\n{} removed, {kept} kept\n", removed.len()));
+            super::write_out(out, text.trim_start())?;
+            return Ok(ExitCode::Success);
+        }
+        let text = if args.json {
+            let v: Vec<serde_json::Value> = rows
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "kind": r.kind, "tag": r.tag, "id": r.id, "size": r.size,
+                        "created": r.created, "last_use": r.last_use,
+                    })
+                })
+                .collect();
+            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+        } else {
+            let mut s = format!(
+                "{:<9} {:<62} {:>9}  {}\n",
+                "kind", "image", "size", "last use"
+            );
+            for r in &rows {
+                s.push_str(&format!(
+                    "{:<9} {:<62} {:>9}  {}\n",
+                    r.kind,
+                    r.tag,
+                    mb(r.size),
+                    r.last_use.as_deref().unwrap_or("-")
+                ));
+            }
+            s
+        };
+        super::write_out(out, &text)?;
+        Ok(ExitCode::Success)
+    })
+}
+
+fn mb(bytes: i64) -> String {
+    format!("{:.0} MB", bytes as f64 / 1e6)
+}

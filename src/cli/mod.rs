@@ -1,0 +1,146 @@
+//! The command line: clap's parsed arguments, one file per command.
+//!
+//! Each command module turns its raw arguments into validated options and
+//! calls the library; `main.rs` only maps the result to an exit code.
+
+mod bundles;
+mod coverage;
+mod export;
+mod gpus;
+mod images;
+mod plan;
+pub mod report;
+mod repro;
+mod run;
+mod shell;
+mod validate;
+
+use std::io::Write;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::error::{Error, ExitCode};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rocmatrix",
+    version,
+    about = "Reproducible test matrices for the AMD ROCm stack"
+)]
+pub struct Cli {
+    /// More diagnostics on stderr (repeat for more).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a self-contained reproducer of one cell (needs only docker).
+    Export(export::ExportArgs),
+    /// List (or prune) the images rocmatrix made: environments, bases, snapshots.
+    Images(images::ImagesArgs),
+    /// Expand a matrix file and print its cells.
+    Plan(plan::PlanArgs),
+    /// Run one cell of a run again from its lock; say whether the outcome matches.
+    Repro(repro::ReproArgs),
+    /// Build each cell's environment and run its steps in containers.
+    Run(run::RunArgs),
+    /// A shell in a container of a cell's environment.
+    Shell(shell::ShellArgs),
+    /// Check matrix files without printing anything but errors.
+    Validate(validate::ValidateArgs),
+    /// List this host's GPUs (KFD topology) and check the setup.
+    Gpus(gpus::GpusArgs),
+    /// List the gfx targets each file's offload bundles carry.
+    Bundles(bundles::BundlesArgs),
+    /// Library x gfx table: exact, compatible (how) or missing code.
+    Coverage(coverage::CoverageArgs),
+    /// Build reports: of a run, of merged shard runs, or of JUnit directories.
+    Report(report::ReportArgs),
+}
+
+impl Cli {
+    /// Runs the command, writing its normal output to `out`.
+    pub fn run(self, out: &mut dyn Write) -> Result<ExitCode, Error> {
+        match self.command {
+            Command::Export(a) => export::run(a, out),
+            Command::Images(a) => images::run(a, out),
+            Command::Plan(a) => plan::run(a, out),
+            Command::Repro(a) => repro::run(a, out),
+            Command::Run(a) => run::run(a, out),
+            Command::Shell(a) => shell::run(a, out),
+            Command::Validate(a) => validate::run(a, out),
+            Command::Gpus(a) => gpus::run(a, out),
+            Command::Bundles(a) => bundles::run(a, out),
+            Command::Coverage(a) => coverage::run(a, out),
+            Command::Report(a) => report::run(a, out),
+        }
+    }
+}
+
+/// `--policy` values: how strictly a GPU's ISA must match a gfx target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    Exact,
+    Compatible,
+    Override,
+    Extended,
+}
+
+impl From<PolicyArg> for crate::spec::GpuPolicy {
+    fn from(p: PolicyArg) -> Self {
+        use crate::spec::GpuPolicy as P;
+        match p {
+            PolicyArg::Exact => P::Exact,
+            PolicyArg::Compatible => P::Compatible,
+            PolicyArg::Override => P::Override,
+            PolicyArg::Extended => P::Extended,
+        }
+    }
+}
+
+/// Where GPUs come from: the KFD topology under `sysfs_root` and the device
+/// nodes under `dev_root` (fixtures and stand-in devices in tests).
+#[derive(Debug, Clone, clap::Args)]
+pub struct GpuSource {
+    /// Root of the sysfs tree holding class/kfd/kfd/topology.
+    #[arg(long, default_value = "/sys", value_name = "DIR")]
+    pub sysfs_root: std::path::PathBuf,
+    /// Root of the device tree holding kfd and dri/renderD*.
+    #[arg(long, default_value = "/dev", value_name = "DIR")]
+    pub dev_root: std::path::PathBuf,
+}
+
+impl GpuSource {
+    /// The gate that leases this host's GPUs to cells.
+    pub fn gate(&self) -> std::sync::Arc<dyn crate::run::gpu_gate::GpuGate> {
+        match crate::gpu::inventory::Inventory::read(&self.sysfs_root) {
+            Ok(inv) => {
+                std::sync::Arc::new(crate::run::gpu_gate::KfdGate::new(&inv, &self.dev_root))
+            }
+            Err(e) => {
+                tracing::warn!("GPU inventory unreadable, no cell gets a GPU: {e}");
+                std::sync::Arc::new(crate::run::gpu_gate::NoInventory)
+            }
+        }
+    }
+}
+
+/// Parses `AXIS=VALUE`.
+pub(crate) fn parse_pair(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("`{s}` is not AXIS=VALUE")),
+    }
+}
+
+/// Writes to stdout, treating a closed pipe (`| head`) as success.
+pub(crate) fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Error> {
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::io("<stdout>", e)),
+    }
+}

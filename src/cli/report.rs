@@ -1,0 +1,130 @@
+//! `rocmatrix report`: (re)build a run's reports, merge shard runs, or
+//! report on plain directories of JUnit files.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::error::{Error, ExitCode};
+use crate::report::{self, ReportSummary};
+use crate::results::Source;
+
+/// When the command exits with 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Any failing cell or unexpected test failure.
+    Failure,
+    /// Only new failures or broken cells against --baseline (failures without a baseline).
+    Regression,
+    /// Always exit 0 once the reports are written.
+    Never,
+}
+
+#[derive(Debug, Args)]
+pub struct Judge {
+    /// Classify regressions against this run directory or results.json.
+    #[arg(long, value_name = "RUN_DIR|results.json")]
+    pub baseline: Option<PathBuf>,
+    /// What makes the exit code 1.
+    #[arg(long, value_enum, default_value_t = FailOn::Failure)]
+    pub fail_on: FailOn,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct ReportArgs {
+    #[command(subcommand)]
+    pub command: Option<ReportCommand>,
+    /// The run directory (reports go to RUN/report/).
+    #[arg(required = true)]
+    pub run: Option<PathBuf>,
+    #[command(flatten)]
+    pub judge: Judge,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportCommand {
+    /// Merge shard runs of one plan into one report.
+    Merge {
+        /// The shard run directories.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Where the merged reports go.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        judge: Judge,
+    },
+    /// Build reports from plain directories of JUnit files.
+    Junit {
+        /// Directories of JUnit files (*.xml, searched recursively).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Each DIR is one cell, named after the directory.
+        #[arg(long)]
+        cell_from_dir: bool,
+        /// Where the reports go.
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
+        #[command(flatten)]
+        judge: Judge,
+    },
+}
+
+pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let (summary, judge) = match args.command {
+        Some(ReportCommand::Merge { runs, out, judge }) => {
+            let src = Source::runs(&runs)?;
+            (report::build(&src, &out, judge.baseline.as_deref())?, judge)
+        }
+        Some(ReportCommand::Junit {
+            dirs,
+            cell_from_dir,
+            out,
+            judge,
+        }) => {
+            if !cell_from_dir {
+                return Err(Error::Usage(
+                    "report junit needs --cell-from-dir: each DIR is one cell, named after the directory"
+                        .into(),
+                ));
+            }
+            let src = Source::junit_dirs(&dirs)?;
+            (report::build(&src, &out, judge.baseline.as_deref())?, judge)
+        }
+        None => {
+            let Some(run) = args.run else {
+                return Err(Error::Usage("report needs a run directory".into()));
+            };
+            (
+                report::write_reports(&run, args.judge.baseline.as_deref())?,
+                args.judge,
+            )
+        }
+    };
+    for w in &summary.warnings {
+        tracing::warn!("{w}");
+    }
+    super::write_out(out, &format!("{}\n", summary.line()))?;
+    Ok(exit_code(&summary, judge.fail_on))
+}
+
+/// The exit code DESIGN.md documents for a report under `--fail-on`.
+pub fn exit_code(summary: &ReportSummary, fail_on: FailOn) -> ExitCode {
+    let failing = summary.failing_cells > 0;
+    let bad = match (fail_on, summary.regressions) {
+        (FailOn::Never, _) => false,
+        (FailOn::Failure, _) => failing,
+        (FailOn::Regression, Some(r)) => r > 0,
+        (FailOn::Regression, None) => {
+            tracing::info!("--fail-on regression without --baseline: failing on failures");
+            failing
+        }
+    };
+    if bad {
+        ExitCode::TestFailure
+    } else {
+        ExitCode::Success
+    }
+}

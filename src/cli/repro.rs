@@ -1,0 +1,115 @@
+//! `rocmatrix repro RUN CELL`: run one cell again from the run's lock and say
+//! whether the outcome matches.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+
+use crate::engine::Engine;
+use crate::error::{Error, ExitCode};
+use crate::image::network::NetworkChoice;
+use crate::run::export::load_cell;
+use crate::run::progress::{self, ProgressMode};
+use crate::run::runner::{self, RunRequest, RunSource};
+use crate::run::signals::Interrupt;
+use crate::run::store::DEFAULT_OUT;
+use crate::run::{RunOptions, RunStore};
+
+#[derive(Debug, Args)]
+pub struct ReproArgs {
+    /// The run (its directory, or its id under --out).
+    pub run: PathBuf,
+    /// The cell id.
+    pub cell: String,
+    #[arg(long, default_value = DEFAULT_OUT)]
+    pub out: PathBuf,
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+    #[command(flatten)]
+    pub gpus: super::GpuSource,
+}
+
+pub fn run(args: ReproArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let store = RunStore::open(&args.run, &args.out)?;
+    let (mut manifest, cell, before, lock) = load_cell(&store, &args.cell)?;
+    let before = before.ok_or_else(|| {
+        Error::Usage(format!(
+            "cell {} has no result in {} to compare with",
+            args.cell,
+            store.dir.display()
+        ))
+    })?;
+    manifest.cells = vec![cell];
+    let request = RunRequest {
+        source: RunSource::Replan(Box::new(manifest)),
+        out: args.out.clone(),
+        options: RunOptions {
+            jobs: 1,
+            fail_fast: false,
+            retries: 1,
+            network: NetworkChoice::Auto,
+            work_dir: crate::dirs::cache_dir().join("bootstrap"),
+            locked: lock.map(Arc::new),
+        },
+        listeners: vec![Arc::from(progress::listener(args.progress, 1))],
+        gpus: args.gpus.gate(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("<tokio runtime>", e))?;
+    let report = rt.block_on(async {
+        let engine = Engine::connect().await?;
+        runner::run(&engine, request, Interrupt::install())
+            .await
+            .map_err(Error::from)
+    })?;
+    if report.outcome.interrupted {
+        return Ok(ExitCode::Interrupted);
+    }
+    let Some(after) = report.records.first() else {
+        let why = report
+            .outcome
+            .not_run
+            .first()
+            .map(|(_, r)| r.clone())
+            .unwrap_or_default();
+        super::write_out(out, &format!("the cell did not run again: {why}\n"))?;
+        return Ok(ExitCode::Infrastructure);
+    };
+    let describe = |r: &crate::run::record::CellRecord| {
+        format!(
+            "{}{}",
+            r.status.as_str(),
+            r.reason
+                .as_ref()
+                .map(|x| format!(" ({x})"))
+                .unwrap_or_default()
+        )
+    };
+    let mut text = String::new();
+    for c in &report.outcome.lock_checks {
+        text.push_str(c);
+        text.push('\n');
+    }
+    let same = before.status == after.status && before.reason == after.reason;
+    text.push_str(&format!(
+        "{}: was {}, now {}\nnew run: {}\n",
+        if same {
+            "outcome matches"
+        } else {
+            "outcome differs"
+        },
+        describe(&before),
+        describe(after),
+        report.store.dir.display()
+    ));
+    super::write_out(out, &text)?;
+    Ok(if same {
+        ExitCode::Success
+    } else {
+        ExitCode::TestFailure
+    })
+}

@@ -1,0 +1,265 @@
+//! `rocmatrix run FILE` and `rocmatrix run --resume RUN`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::Args;
+
+use crate::engine::Engine;
+use crate::error::{Error, ExitCode};
+use crate::image::network::NetworkChoice;
+use crate::plan::{Plan, Shard};
+use crate::run::progress::{self, ProgressMode};
+use crate::run::record::Status;
+use crate::run::runner::{self, RunReport, RunRequest, RunSource};
+use crate::run::signals::Interrupt;
+use crate::run::store::DEFAULT_OUT;
+use crate::run::{RunOptions, RunStore};
+use crate::spec::{Spec, DEFAULT_MAX_CELLS};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The matrix file (not needed with --resume).
+    #[arg(required_unless_present = "resume")]
+    pub file: Option<PathBuf>,
+    /// Run the unfinished cells of an earlier run (its directory or id).
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["only", "shard"])]
+    pub resume: Option<PathBuf>,
+    /// Keep only cells with AXIS=VALUE (repeatable).
+    #[arg(long, value_name = "AXIS=VALUE", value_parser = super::parse_pair)]
+    pub only: Vec<(String, String)>,
+    /// Run only shard K of N.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
+    /// Cells run in parallel (default: the number of cores, capped by the
+    /// matrix file's max_parallel).
+    #[arg(long, short)]
+    pub jobs: Option<usize>,
+    /// Where run directories go (`<out>/runs/<run-id>`).
+    #[arg(long, default_value = DEFAULT_OUT)]
+    pub out: PathBuf,
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
+    pub progress: ProgressMode,
+    /// Network for image builds: auto (probe the bridge, else host), bridge, host, or a network name.
+    #[arg(long, default_value = "auto")]
+    pub network: String,
+    /// Stop starting cells after the first failure (overrides the matrix file).
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Extra attempts after infrastructure errors (overrides the matrix file).
+    #[arg(long)]
+    pub retries: Option<u32>,
+    #[arg(long, default_value_t = DEFAULT_MAX_CELLS)]
+    pub max_cells: usize,
+    #[command(flatten)]
+    pub gpus: super::GpuSource,
+    #[command(flatten)]
+    pub judge: super::report::Judge,
+    /// Rebuild environments with the exact package versions of this lock.json.
+    #[arg(long, value_name = "LOCK")]
+    pub locked: Option<PathBuf>,
+}
+
+pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let (source, fail_fast, retries, max_parallel) = match (&args.resume, &args.file) {
+        (Some(run), _) => {
+            let store = RunStore::open(run, &args.out)?;
+            (
+                RunSource::Resume(store),
+                args.fail_fast,
+                args.retries.unwrap_or(1),
+                None,
+            )
+        }
+        (None, Some(file)) => {
+            let spec = Spec::load(file)?;
+            let mut plan = Plan::build(&spec, args.max_cells)?
+                .select(&args.only)
+                .map_err(Error::Usage)?;
+            if let Some(s) = args.shard {
+                plan = plan.shard(s);
+            }
+            let (ff, r, mp) = (
+                spec.fail_fast || args.fail_fast,
+                args.retries.unwrap_or(spec.retries),
+                spec.max_parallel,
+            );
+            (
+                RunSource::New {
+                    spec: Box::new(spec),
+                    plan: Box::new(plan),
+                },
+                ff,
+                r,
+                mp,
+            )
+        }
+        (None, None) => return Err(Error::Usage("give a matrix file or --resume RUN".into())),
+    };
+    let jobs = args
+        .jobs
+        .unwrap_or(cores)
+        .min(max_parallel.unwrap_or(usize::MAX))
+        .max(1);
+    let work_dir = crate::dirs::cache_dir().join("bootstrap");
+    let total = match &source {
+        RunSource::New { plan, .. } => plan.cells.len(),
+        RunSource::Resume(store) => store.manifest()?.cells.len(),
+        RunSource::Replan(m) => m.cells.len(),
+    };
+    let options = RunOptions {
+        jobs,
+        fail_fast,
+        retries,
+        network: NetworkChoice::parse(&args.network),
+        work_dir,
+        locked: match &args.locked {
+            Some(p) => Some(Arc::new(crate::run::lock::Lock::load(p)?)),
+            None => None,
+        },
+    };
+    let listener: Arc<dyn crate::run::events::Listener> =
+        Arc::from(progress::listener(args.progress, total));
+    let request = RunRequest {
+        source,
+        out: args.out.clone(),
+        options,
+        listeners: vec![listener],
+        gpus: args.gpus.gate(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("<tokio runtime>", e))?;
+    let report = rt.block_on(async {
+        let interrupt = Interrupt::install();
+        let engine = Engine::connect().await?;
+        runner::run(&engine, request, interrupt)
+            .await
+            .map_err(Error::from)
+    })?;
+    let mut text = summary(&report);
+    // The reports judge tests against `expect:` and the baseline; the run
+    // itself knows about interruptions and infrastructure errors.
+    let code = match crate::report::write_reports(&report.store.dir, args.judge.baseline.as_deref())
+    {
+        Ok(r) => {
+            text.push_str(&format!(
+                "{}\nreport: {}\n",
+                r.line(),
+                report.store.dir.join("report/index.html").display()
+            ));
+            for w in &r.warnings {
+                text.push_str(&format!("warning: {w}\n"));
+            }
+            // Cells that only errored (infrastructure) are not test failures.
+            let tests_failed = r.totals.failed + r.totals.error > 0
+                || report.records.iter().any(|c| report.unexpected_failure(c));
+            match (
+                report.exit_code(),
+                super::report::exit_code(&r, args.judge.fail_on),
+            ) {
+                (ExitCode::Interrupted, _) => ExitCode::Interrupted,
+                (ExitCode::Infrastructure, ExitCode::TestFailure) if !tests_failed => {
+                    ExitCode::Infrastructure
+                }
+                (_, ExitCode::TestFailure) => ExitCode::TestFailure,
+                (ExitCode::Infrastructure, _) => ExitCode::Infrastructure,
+                _ => ExitCode::Success,
+            }
+        }
+        Err(e) => {
+            text.push_str(&format!("the reports could not be written: {e}\n"));
+            report.exit_code()
+        }
+    };
+    super::write_out(out, &text)?;
+    Ok(code)
+}
+
+fn summary(r: &RunReport) -> String {
+    let mut rows: Vec<[String; 4]> = r
+        .records
+        .iter()
+        .map(|c| {
+            let (status, reason) = match r.expectation(c) {
+                Some(e) if c.status.is_failure() => (
+                    format!("{} (expected)", c.status.as_str()),
+                    format!(
+                        "{}; expected: {}",
+                        c.reason.clone().unwrap_or_default(),
+                        e.reason
+                    ),
+                ),
+                Some(e) if c.status == Status::Passed => (
+                    "passed (unexpectedly)".to_string(),
+                    format!("expected to fail: {}", e.reason),
+                ),
+                _ => (
+                    c.status.as_str().to_string(),
+                    c.reason.clone().unwrap_or_default(),
+                ),
+            };
+            [
+                c.id.clone(),
+                status,
+                format!("{:.1}s", c.duration_secs),
+                reason,
+            ]
+        })
+        .collect();
+    for (id, reason) in &r.outcome.not_run {
+        rows.push([id.clone(), "not run".into(), "-".into(), reason.clone()]);
+    }
+    let header = ["cell", "status", "time", "reason"].map(String::from);
+    let mut w = [0usize; 3];
+    for row in std::iter::once(&header).chain(&rows) {
+        for i in 0..3 {
+            w[i] = w[i].max(row[i].chars().count());
+        }
+    }
+    let mut s = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let line = format!(
+            "{:<a$}  {:<b$}  {:>c$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            a = w[0],
+            b = w[1],
+            c = w[2]
+        );
+        s.push_str(line.trim_end());
+        s.push('\n');
+    }
+    let count = |st: Status| r.records.iter().filter(|c| c.status == st).count();
+    s.push_str(&format!(
+        "{} passed, {} failed, {} expected failures, {} skipped, {} errors, {} not run in {:.0} s\n",
+        count(Status::Passed),
+        r.records.iter().filter(|c| r.unexpected_failure(c)).count(),
+        r.records.iter().filter(|c| c.status.is_failure() && c.status != Status::Error && r.expectation(c).is_some()).count(),
+        count(Status::Skipped),
+        count(Status::Error),
+        r.outcome.not_run.len(),
+        r.secs
+    ));
+    for e in &r.outcome.image_errors {
+        s.push_str(&format!("image error: {e}\n"));
+    }
+    for c in &r.outcome.lock_checks {
+        s.push_str(&format!("{c}\n"));
+    }
+    s.push_str(&format!("run store: {}\n", r.store.dir.display()));
+    if r.outcome.interrupted {
+        s.push_str(&format!(
+            "interrupted: finish it with `rocmatrix run --resume {}`\n",
+            r.store.dir.display()
+        ));
+    }
+    s
+}

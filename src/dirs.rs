@@ -1,0 +1,17 @@
+//! Where rocmatrix keeps things outside a run store.
+
+use std::path::PathBuf;
+
+/// The user's cache directory for rocmatrix (`$XDG_CACHE_HOME/rocmatrix`,
+/// else `~/.cache/rocmatrix`): bootstrap scratch space, git mirrors, image use.
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("ROCMATRIX_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .unwrap_or_else(std::env::temp_dir)
+                .join("rocmatrix")
+        })
+}

@@ -1,0 +1,390 @@
+//! Containers: create, exec with streamed output, copy in and out, remove.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, DeviceMapping, ExecConfig, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptions, DownloadFromContainerOptions, KillContainerOptions,
+    ListContainersOptions, RemoveContainerOptions, UploadToContainerOptions,
+};
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use super::{Context, Engine, EngineError};
+
+/// What a cell's container looks like.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerSpec {
+    pub name: String,
+    pub image: String,
+    pub labels: HashMap<String, String>,
+    /// `KEY=value` pairs.
+    pub env: Vec<String>,
+    /// Device nodes: (path on the host, path in the container).
+    pub devices: Vec<(String, String)>,
+    /// Numeric group ids added to the container's user.
+    pub group_add: Vec<String>,
+    pub memory_bytes: Option<i64>,
+    pub network_mode: Option<String>,
+    pub working_dir: Option<String>,
+    pub security_opt: Vec<String>,
+}
+
+/// How an exec ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExecOutcome {
+    Exited(i64),
+    TimedOut,
+}
+
+/// A container found by label.
+#[derive(Debug, Clone)]
+pub struct LabelledContainer {
+    pub id: String,
+    pub names: Vec<String>,
+    pub labels: HashMap<String, String>,
+    pub state: String,
+}
+
+impl Engine {
+    /// Creates and starts a container that idles until removed; steps run in
+    /// it by exec. Returns its id.
+    pub async fn start_container(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
+        let action = || format!("starting container {} from {}", spec.name, spec.image);
+        let host_config = HostConfig {
+            devices: Some(
+                spec.devices
+                    .iter()
+                    .map(|(host, inside)| DeviceMapping {
+                        path_on_host: Some(host.clone()),
+                        path_in_container: Some(inside.clone()),
+                        cgroup_permissions: Some("rwm".into()),
+                    })
+                    .collect(),
+            ),
+            group_add: Some(spec.group_add.clone()).filter(|g| !g.is_empty()),
+            memory: spec.memory_bytes,
+            // Without swap limits an OOM shows up as swapping, not as a kill.
+            memory_swap: spec.memory_bytes,
+            network_mode: spec.network_mode.clone(),
+            security_opt: Some(spec.security_opt.clone()).filter(|s| !s.is_empty()),
+            ..Default::default()
+        };
+        let body = ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            env: Some(spec.env.clone()),
+            labels: Some(spec.labels.clone()),
+            working_dir: spec.working_dir.clone(),
+            host_config: Some(host_config),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptions {
+            name: Some(spec.name.clone()),
+            ..Default::default()
+        };
+        let created = self
+            .docker()
+            .create_container(Some(opts), body)
+            .await
+            .doing(action)?;
+        if let Err(e) = self
+            .docker()
+            .start_container(
+                &created.id,
+                None::<bollard::query_parameters::StartContainerOptions>,
+            )
+            .await
+        {
+            let _ = self.remove_container(&created.id).await;
+            return Err(e).doing(action);
+        }
+        Ok(created.id)
+    }
+
+    /// Runs `cmd` in a running container, streaming stdout and stderr (merged,
+    /// in arrival order) to `sink`. Gives up after `limit`, leaving the
+    /// process running: the caller kills the container.
+    pub async fn exec(
+        &self,
+        container: &str,
+        cmd: Vec<String>,
+        env: Vec<String>,
+        sink: &mut (dyn FnMut(&[u8]) + Send),
+        limit: Option<Duration>,
+    ) -> Result<ExecOutcome, EngineError> {
+        let what = cmd.join(" ");
+        let action = || format!("running `{what}` in container {}", short(container));
+        let exec = self
+            .docker()
+            .create_exec(
+                container,
+                ExecConfig {
+                    cmd: Some(cmd.clone()),
+                    env: Some(env),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await
+            .doing(action)?;
+        let started = self
+            .docker()
+            .start_exec(&exec.id, Some(StartExecOptions::default()))
+            .await
+            .doing(action)?;
+        let StartExecResults::Attached { mut output, .. } = started else {
+            return Err(EngineError::failed(action(), "exec started detached"));
+        };
+        let pump = async {
+            while let Some(chunk) = output.next().await {
+                let chunk = chunk.doing(action)?;
+                sink(&chunk.into_bytes());
+            }
+            Ok::<(), EngineError>(())
+        };
+        match limit {
+            Some(l) => match tokio::time::timeout(l, pump).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(ExecOutcome::TimedOut),
+            },
+            None => pump.await?,
+        }
+        let inspect = self.docker().inspect_exec(&exec.id).await.doing(action)?;
+        Ok(ExecOutcome::Exited(inspect.exit_code.unwrap_or(-1)))
+    }
+
+    /// Creates (does not start) a container of `image`, to copy files out of it.
+    pub async fn create_stopped(&self, image: &str, name: &str) -> Result<String, EngineError> {
+        let body = ContainerCreateBody {
+            image: Some(image.to_string()),
+            cmd: Some(vec!["true".into()]),
+            labels: Some(crate::run::sweep::owner_labels("inspect", "inspect")),
+            ..Default::default()
+        };
+        let opts = CreateContainerOptions {
+            name: Some(name.to_string()),
+            ..Default::default()
+        };
+        let created = self
+            .docker()
+            .create_container(Some(opts), body)
+            .await
+            .doing(|| format!("creating a container of {image} to read its files"))?;
+        Ok(created.id)
+    }
+
+    /// Runs a short command and returns its exit code and output.
+    pub async fn exec_capture(
+        &self,
+        container: &str,
+        cmd: &[&str],
+    ) -> Result<(i64, String), EngineError> {
+        let mut out = Vec::new();
+        let outcome = self
+            .exec(
+                container,
+                cmd.iter().map(|s| s.to_string()).collect(),
+                Vec::new(),
+                &mut |b: &[u8]| out.extend_from_slice(b),
+                Some(Duration::from_secs(120)),
+            )
+            .await?;
+        let code = match outcome {
+            ExecOutcome::Exited(c) => c,
+            ExecOutcome::TimedOut => -1,
+        };
+        Ok((code, String::from_utf8_lossy(&out).into_owned()))
+    }
+
+    /// Whether the engine saw the container's memory limit kill a process.
+    pub async fn oom_killed(&self, container: &str) -> Result<bool, EngineError> {
+        let i = self
+            .docker()
+            .inspect_container(
+                container,
+                None::<bollard::query_parameters::InspectContainerOptions>,
+            )
+            .await
+            .doing(|| format!("inspecting container {}", short(container)))?;
+        Ok(i.state.and_then(|s| s.oom_killed).unwrap_or(false))
+    }
+
+    pub async fn kill_container(&self, container: &str) -> Result<(), EngineError> {
+        let opts = KillContainerOptions {
+            signal: "KILL".into(),
+        };
+        match self.docker().kill_container(container, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404 | 409,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(e).doing(|| format!("killing container {}", short(container))),
+        }
+    }
+
+    /// Removes a container, running or not; a missing one is not an error.
+    pub async fn remove_container(&self, container: &str) -> Result<(), EngineError> {
+        let opts = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
+        match self.docker().remove_container(container, Some(opts)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(()),
+            // "removal already in progress"
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => Ok(()),
+            Err(e) => Err(e).doing(|| format!("removing container {}", short(container))),
+        }
+    }
+
+    /// All containers (running or not) carrying `label` (`key` or `key=value`).
+    pub async fn containers_with_label(
+        &self,
+        label: &str,
+    ) -> Result<Vec<LabelledContainer>, EngineError> {
+        let opts = ListContainersOptions {
+            all: true,
+            filters: super::label_filter(label),
+            ..Default::default()
+        };
+        let list = self
+            .docker()
+            .list_containers(Some(opts))
+            .await
+            .doing(|| format!("listing containers labelled {label}"))?;
+        Ok(list
+            .into_iter()
+            .map(|c| LabelledContainer {
+                id: c.id.unwrap_or_default(),
+                names: c.names.unwrap_or_default(),
+                labels: c.labels.unwrap_or_default(),
+                state: c.state.map(|s| s.to_string()).unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Unpacks a tar archive into `dir` inside the container.
+    pub async fn upload(
+        &self,
+        container: &str,
+        dir: &str,
+        tar: Vec<u8>,
+    ) -> Result<(), EngineError> {
+        let opts = UploadToContainerOptions {
+            path: dir.to_string(),
+            ..Default::default()
+        };
+        self.docker()
+            .upload_to_container(container, Some(opts), bollard::body_full(tar.into()))
+            .await
+            .doing(|| format!("copying files into {dir} of container {}", short(container)))
+    }
+
+    /// Copies `path` out of the container as a tar archive into `dest`,
+    /// refusing archives larger than `max_bytes`. Returns the archive's size.
+    pub async fn download(
+        &self,
+        container: &str,
+        path: &str,
+        dest: &Path,
+        max_bytes: u64,
+    ) -> Result<u64, EngineError> {
+        let action = || format!("copying {path} out of container {}", short(container));
+        let opts = DownloadFromContainerOptions {
+            path: path.to_string(),
+        };
+        let mut stream = self.docker().download_from_container(container, Some(opts));
+        let mut file = tokio::fs::File::create(dest)
+            .await
+            .map_err(|e| EngineError::failed(action(), format!("{}: {e}", dest.display())))?;
+        let mut total = 0u64;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.doing(action)?;
+            total += chunk.len() as u64;
+            if total > max_bytes {
+                return Err(EngineError::failed(
+                    action(),
+                    format!("the archive is larger than the limit of {max_bytes} bytes"),
+                ));
+            }
+            file.write_all(&chunk)
+                .await
+                .map_err(|e| EngineError::failed(action(), format!("{}: {e}", dest.display())))?;
+        }
+        file.flush()
+            .await
+            .map_err(|e| EngineError::failed(action(), e.to_string()))?;
+        Ok(total)
+    }
+}
+
+impl Engine {
+    /// Commits a container as image `reference` with `labels`.
+    pub async fn commit(
+        &self,
+        container: &str,
+        reference: &str,
+        labels: HashMap<String, String>,
+    ) -> Result<String, EngineError> {
+        let (repo, tag) = super::image::split_reference(reference);
+        let opts = bollard::query_parameters::CommitContainerOptions {
+            container: Some(container.to_string()),
+            repo: Some(repo.to_string()),
+            tag: Some(tag.to_string()),
+            pause: true,
+            ..Default::default()
+        };
+        let config = bollard::models::ContainerConfig {
+            labels: Some(labels),
+            ..Default::default()
+        };
+        let id = self
+            .docker()
+            .commit_container(opts, config)
+            .await
+            .doing(|| format!("committing container {} as {reference}", short(container)))?;
+        Ok(id.id)
+    }
+
+    /// Runs `cmd` in the container on this process's terminal, through the
+    /// docker CLI (`docker exec -it`): attaching standard input through the
+    /// API hangs on Docker 20.10 with bollard 0.21, so a terminal session is
+    /// the one thing handed to the CLI. Returns the exit code.
+    pub async fn exec_terminal(
+        &self,
+        container: &str,
+        cmd: &[String],
+        env: &[String],
+    ) -> Result<i64, EngineError> {
+        let action = || format!("opening a terminal in container {}", short(container));
+        let mut c = tokio::process::Command::new("docker");
+        c.arg("exec").arg("-it");
+        for e in env {
+            c.arg("-e").arg(e);
+        }
+        c.arg(container).args(cmd);
+        if let super::Address::Unix(p) = &self.address {
+            c.env("DOCKER_HOST", format!("unix://{}", p.display()));
+        }
+        let status = c.status().await.map_err(|e| {
+            EngineError::failed(action(), format!("cannot run the docker CLI: {e}"))
+        })?;
+        Ok(i64::from(status.code().unwrap_or(-1)))
+    }
+}
+
+/// The first 12 characters of an id, as the docker CLI shows it.
+pub fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}

@@ -1,0 +1,240 @@
+//! Images: inspect, pull, import a root file system, build, list, remove.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use bollard::query_parameters::{
+    BuildImageOptions, CreateImageOptions, ListImagesOptions, RemoveImageOptions,
+};
+use bollard::{body_full, body_try_stream};
+use futures_util::StreamExt;
+
+use super::{Context, Engine, EngineError};
+
+/// What rocmatrix needs to know about an image.
+#[derive(Debug, Clone)]
+pub struct ImageInfo {
+    pub id: String,
+    pub tags: Vec<String>,
+    pub size: i64,
+    /// Seconds since the epoch.
+    pub created: i64,
+    pub labels: HashMap<String, String>,
+}
+
+impl Engine {
+    /// The image named `reference`, or `None` when the engine has no such image.
+    pub async fn image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
+        match self.docker().inspect_image(reference).await {
+            Ok(i) => Ok(Some(ImageInfo {
+                id: i.id.unwrap_or_default(),
+                tags: i.repo_tags.unwrap_or_default(),
+                size: i.size.unwrap_or_default(),
+                created: 0,
+                labels: i.config.and_then(|c| c.labels).unwrap_or_default(),
+            })),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => Ok(None),
+            Err(e) => Err(e).doing(|| format!("looking for image {reference}")),
+        }
+    }
+
+    /// Pulls `reference`, giving up after `limit` (registries may be unreachable
+    /// in ways that only time out).
+    pub async fn pull(&self, reference: &str, limit: Duration) -> Result<(), EngineError> {
+        let (image, tag) = split_reference(reference);
+        let opts = CreateImageOptions {
+            from_image: Some(image.to_string()),
+            tag: Some(tag.to_string()),
+            ..Default::default()
+        };
+        let pull = async {
+            let mut s = self.docker().create_image(Some(opts), None, None);
+            while let Some(item) = s.next().await {
+                item.doing(|| format!("pulling {reference}"))?;
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(limit, pull).await {
+            Ok(r) => r,
+            Err(_) => Err(EngineError::failed(
+                format!("pulling {reference}"),
+                format!("no result within {} s", limit.as_secs()),
+            )),
+        }
+    }
+
+    /// Imports a root file system tarball as image `reference` (the engine's
+    /// "create image from source" call), applying Dockerfile `changes`.
+    pub async fn import_rootfs(
+        &self,
+        tarball: &Path,
+        reference: &str,
+        changes: Vec<String>,
+    ) -> Result<String, EngineError> {
+        let action = || format!("importing {} as {reference}", tarball.display());
+        let file = tokio::fs::File::open(tarball)
+            .await
+            .map_err(|e| EngineError::failed(action(), e.to_string()))?;
+        let (repo, tag) = split_reference(reference);
+        let opts = CreateImageOptions {
+            from_src: Some("-".into()),
+            repo: Some(repo.to_string()),
+            tag: Some(tag.to_string()),
+            changes,
+            ..Default::default()
+        };
+        let body = body_try_stream(file_chunks(file));
+        let mut s = self.docker().create_image(Some(opts), Some(body), None);
+        while let Some(item) = s.next().await {
+            let info = item.doing(action)?;
+            if let Some(err) = info.error_detail.and_then(|d| d.message) {
+                return Err(EngineError::failed(action(), err));
+            }
+        }
+        self.image(reference).await?.map(|i| i.id).ok_or_else(|| {
+            EngineError::failed(action(), "the engine reports no such image afterwards")
+        })
+    }
+
+    /// Builds an image from a tar build context, tagging it `tag`. Build output
+    /// goes line by line to `log`. Returns the image id.
+    pub async fn build(
+        &self,
+        context: Vec<u8>,
+        tag: &str,
+        labels: HashMap<String, String>,
+        network_mode: Option<&str>,
+        log: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<String, EngineError> {
+        let action = || format!("building image {tag}");
+        let opts = BuildImageOptions {
+            dockerfile: "Containerfile".into(),
+            t: Some(tag.to_string()),
+            rm: true,
+            forcerm: true,
+            labels: Some(labels),
+            networkmode: network_mode.map(str::to_string),
+            ..Default::default()
+        };
+        let mut s = self
+            .docker()
+            .build_image(opts, None, Some(body_full(context.into())));
+        let mut last_lines: Vec<String> = Vec::new();
+        while let Some(item) = s.next().await {
+            let info = match item {
+                Ok(i) => i,
+                Err(bollard::errors::Error::DockerStreamError { error }) => {
+                    log(&format!("error: {error}\n"));
+                    return Err(EngineError::failed(
+                        action(),
+                        tail_message(&error, &last_lines),
+                    ));
+                }
+                Err(e) => return Err(e).doing(action),
+            };
+            if let Some(text) = info.stream.as_deref() {
+                log(text);
+                for l in text.lines().filter(|l| !l.trim().is_empty()) {
+                    last_lines.push(l.to_string());
+                    if last_lines.len() > 8 {
+                        last_lines.remove(0);
+                    }
+                }
+            }
+            if let Some(err) = info.error_detail.and_then(|d| d.message) {
+                log(&format!("error: {err}\n"));
+                return Err(EngineError::failed(
+                    action(),
+                    tail_message(&err, &last_lines),
+                ));
+            }
+        }
+        self.image(tag)
+            .await?
+            .map(|i| i.id)
+            .ok_or_else(|| EngineError::failed(action(), "the build ended without an image"))
+    }
+
+    /// Images carrying `label` (`key` or `key=value`).
+    pub async fn images_with_label(&self, label: &str) -> Result<Vec<ImageInfo>, EngineError> {
+        let opts = ListImagesOptions {
+            filters: super::label_filter(label),
+            ..Default::default()
+        };
+        let list = self
+            .docker()
+            .list_images(Some(opts))
+            .await
+            .doing(|| format!("listing images labelled {label}"))?;
+        Ok(list
+            .into_iter()
+            .map(|i| ImageInfo {
+                id: i.id,
+                tags: i.repo_tags,
+                size: i.size,
+                created: i.created,
+                labels: i.labels,
+            })
+            .collect())
+    }
+
+    pub async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {
+        let opts = RemoveImageOptions {
+            force: true,
+            ..Default::default()
+        };
+        self.docker()
+            .remove_image(reference, Some(opts), None)
+            .await
+            .doing(|| format!("removing image {reference}"))?;
+        Ok(())
+    }
+}
+
+fn tail_message(err: &str, last: &[String]) -> String {
+    if last.is_empty() {
+        err.to_string()
+    } else {
+        format!("{err}; last output:\n  {}", last.join("\n  "))
+    }
+}
+
+/// Splits `repo:tag` (a registry port is not a tag).
+pub fn split_reference(reference: &str) -> (&str, &str) {
+    match reference.rfind(':') {
+        Some(i) if !reference[i + 1..].contains('/') => (&reference[..i], &reference[i + 1..]),
+        _ => (reference, "latest"),
+    }
+}
+
+/// A file as a stream of 256 KiB chunks, for request bodies.
+pub(crate) fn file_chunks(
+    file: tokio::fs::File,
+) -> impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
+    use tokio::io::AsyncReadExt;
+    futures_util::stream::try_unfold(file, |mut f| async move {
+        let mut buf = vec![0u8; 256 * 1024];
+        let n = f.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.truncate(n);
+        Ok(Some((bytes::Bytes::from(buf), f)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_reference;
+
+    #[test]
+    fn splits_references() {
+        assert_eq!(split_reference("debian:trixie"), ("debian", "trixie"));
+        assert_eq!(split_reference("debian"), ("debian", "latest"));
+        assert_eq!(split_reference("reg:5000/x"), ("reg:5000/x", "latest"));
+        assert_eq!(split_reference("reg:5000/x:1"), ("reg:5000/x", "1"));
+    }
+}

@@ -1,0 +1,145 @@
+//! The only module that talks to the container engine (bollard).
+//!
+//! [`Engine`] wraps one connection to Docker or Podman's Docker-compatible
+//! API. Every call is wrapped with what rocmatrix was doing, so an error reads
+//! "building environment 3f2a…: …" rather than a bare HTTP status.
+
+mod connect;
+mod container;
+mod image;
+
+use bollard::Docker;
+
+pub use connect::Address;
+pub use container::{ContainerSpec, ExecOutcome};
+pub use image::ImageInfo;
+
+/// Label on everything rocmatrix creates, naming the run.
+pub const LABEL_RUN: &str = "rocmatrix.run";
+/// Label naming the cell a container runs.
+pub const LABEL_CELL: &str = "rocmatrix.cell";
+/// Label with the PID of the rocmatrix process that owns a container.
+pub const LABEL_PID: &str = "rocmatrix.pid";
+/// Label with the host name of that process (a PID means nothing elsewhere).
+pub const LABEL_HOST: &str = "rocmatrix.host";
+/// Label on images rocmatrix built or imported: `env`, `base` or `snapshot`.
+pub const LABEL_KIND: &str = "rocmatrix.kind";
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("cannot reach a container engine at {tried} ({reason}); start Docker or Podman's API socket, or set DOCKER_HOST (unix:///path/to.sock, tcp://host:2375, or tcp://host:2376 with DOCKER_TLS_VERIFY=1 and DOCKER_CERT_PATH)")]
+    Unreachable { tried: String, reason: String },
+    #[error("{action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: bollard::errors::Error,
+    },
+    #[error("{action}: {message}")]
+    Failed { action: String, message: String },
+}
+
+impl EngineError {
+    pub fn failed(action: impl Into<String>, message: impl Into<String>) -> Self {
+        EngineError::Failed {
+            action: action.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Whether retrying the same call may succeed (the engine hiccuped,
+    /// a container vanished), as opposed to a definite refusal.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            EngineError::Unreachable { .. } => true,
+            EngineError::Api { source, .. } => match source {
+                bollard::errors::Error::DockerResponseServerError { status_code, .. } => {
+                    *status_code >= 500 || *status_code == 404 || *status_code == 409
+                }
+                bollard::errors::Error::DockerStreamError { .. } => false,
+                _ => true,
+            },
+            EngineError::Failed { .. } => false,
+        }
+    }
+
+    /// Whether the engine said "no such object".
+    pub fn is_not_found(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Api {
+                source: bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404,
+                    ..
+                },
+                ..
+            }
+        )
+    }
+}
+
+/// The list filter selecting objects that carry `label` (`key` or `key=value`).
+fn label_filter(label: &str) -> Option<std::collections::HashMap<String, Vec<String>>> {
+    Some(std::collections::HashMap::from([(
+        "label".to_string(),
+        vec![label.to_string()],
+    )]))
+}
+
+/// Adds "what rocmatrix was doing" to bollard errors.
+pub(crate) trait Context<T> {
+    fn doing(self, action: impl FnOnce() -> String) -> Result<T, EngineError>;
+}
+
+impl<T> Context<T> for Result<T, bollard::errors::Error> {
+    fn doing(self, action: impl FnOnce() -> String) -> Result<T, EngineError> {
+        self.map_err(|source| EngineError::Api {
+            action: action(),
+            source,
+        })
+    }
+}
+
+/// A connection to a container engine.
+#[derive(Clone)]
+pub struct Engine {
+    docker: Docker,
+    address: Address,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Engine({})", self.address)
+    }
+}
+
+impl Engine {
+    /// Connects as the docker CLI would: `DOCKER_HOST` (with
+    /// `DOCKER_TLS_VERIFY`/`DOCKER_CERT_PATH`), else the default Docker
+    /// socket, else Podman's sockets; the connection is checked with a ping
+    /// and the API version negotiated down to what the engine speaks.
+    pub async fn connect() -> Result<Engine, EngineError> {
+        let candidates = connect::candidates_from_env();
+        let mut tried = Vec::new();
+        let mut last_reason = String::from("no address to try");
+        for address in candidates {
+            tried.push(address.to_string());
+            match connect::open(&address).await {
+                Ok(docker) => return Ok(Engine { docker, address }),
+                Err(reason) => last_reason = reason,
+            }
+        }
+        Err(EngineError::Unreachable {
+            tried: tried.join(", "),
+            reason: last_reason,
+        })
+    }
+
+    pub fn address(&self) -> &Address {
+        &self.address
+    }
+
+    pub(crate) fn docker(&self) -> &Docker {
+        &self.docker
+    }
+}

@@ -1,0 +1,336 @@
+//! Base images: use the engine's, else pull, else (Debian family) bootstrap
+//! a root file system with debootstrap and import it; a base given as a
+//! rootfs tarball is imported the same way.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{mirror, ImageError};
+use crate::engine::{Engine, LABEL_KIND};
+use crate::plan::Environment;
+
+/// How long a pull may take before rocmatrix decides no registry is reachable.
+const PULL_LIMIT: Duration = Duration::from_secs(60);
+
+/// A base image ready in the engine, and how it got there.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BaseImage {
+    pub reference: String,
+    pub id: String,
+    pub origin: BaseOrigin,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "how", rename_all = "lowercase")]
+pub enum BaseOrigin {
+    /// The engine had it (it may have been bootstrapped by an earlier run:
+    /// then `bootstrapped` says from where).
+    Present {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bootstrapped: Option<Bootstrap>,
+    },
+    Pulled,
+    Bootstrapped(Bootstrap),
+    Imported {
+        tarball: String,
+        sha256: String,
+    },
+}
+
+/// Where a bootstrapped root file system came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub suite: String,
+    pub mirror: String,
+    /// The `Date:` of the suite's Release file at bootstrap time.
+    pub release_date: Option<String>,
+}
+
+impl BaseOrigin {
+    /// One plain line for the log.
+    pub fn describe(&self, reference: &str) -> String {
+        match self {
+            BaseOrigin::Present { bootstrapped: None } => {
+                format!("base image {reference}: present in the engine")
+            }
+            BaseOrigin::Present {
+                bootstrapped: Some(b),
+            } => format!(
+                "base image {reference}: present in the engine (bootstrapped earlier from {} {})",
+                b.mirror, b.suite
+            ),
+            BaseOrigin::Pulled => format!("base image {reference}: pulled"),
+            BaseOrigin::Bootstrapped(b) => format!(
+                "base image {reference}: bootstrapped {} from {} (Release of {}) and imported",
+                b.suite,
+                b.mirror,
+                b.release_date.as_deref().unwrap_or("unknown date")
+            ),
+            BaseOrigin::Imported { tarball, .. } => {
+                format!("base image {reference}: imported from {tarball}")
+            }
+        }
+    }
+}
+
+const LABEL_SUITE: &str = "rocmatrix.base.suite";
+const LABEL_MIRROR: &str = "rocmatrix.base.mirror";
+const LABEL_RELEASE_DATE: &str = "rocmatrix.base.release-date";
+
+/// Whether `base` names a rootfs tarball rather than an image.
+pub fn is_tarball(base: &str) -> bool {
+    [".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst"]
+        .iter()
+        .any(|ext| base.ends_with(ext))
+}
+
+/// Makes sure the base image of `env` is in the engine. `family_bootstrap` is
+/// the family profile's `bootstrap` value; `work` is a scratch directory;
+/// `log` receives debootstrap's output.
+pub async fn ensure_base(
+    engine: &Engine,
+    env: &Environment,
+    family_bootstrap: &str,
+    work: &Path,
+    log: &Path,
+) -> Result<BaseImage, ImageError> {
+    if is_tarball(&env.base) {
+        return import_tarball(engine, Path::new(&env.base)).await;
+    }
+    let reference = env.base.clone();
+    if let Some(img) = engine.image(&reference).await? {
+        let bootstrapped = img.labels.get(LABEL_SUITE).map(|suite| Bootstrap {
+            suite: suite.clone(),
+            mirror: img.labels.get(LABEL_MIRROR).cloned().unwrap_or_default(),
+            release_date: img.labels.get(LABEL_RELEASE_DATE).cloned(),
+        });
+        return Ok(BaseImage {
+            reference,
+            id: img.id,
+            origin: BaseOrigin::Present { bootstrapped },
+        });
+    }
+    let pull_error = match engine.pull(&reference, PULL_LIMIT).await {
+        Ok(()) => {
+            let id = engine
+                .image(&reference)
+                .await?
+                .map(|i| i.id)
+                .unwrap_or_default();
+            return Ok(BaseImage {
+                reference,
+                id,
+                origin: BaseOrigin::Pulled,
+            });
+        }
+        Err(e) => e.to_string(),
+    };
+    if family_bootstrap != "debootstrap" {
+        return Err(ImageError::NoBase {
+            reference,
+            why: format!("it cannot be pulled ({pull_error}) and this family has no bootstrap; import a rootfs tarball as `base:`"),
+        });
+    }
+    let suite = env
+        .suite
+        .clone()
+        .or_else(|| reference.rsplit_once(':').map(|(_, t)| t.to_string()))
+        .filter(|s| !s.is_empty() && s != "latest")
+        .ok_or_else(|| ImageError::NoBase {
+            reference: reference.clone(),
+            why: "it cannot be pulled and no suite is known to bootstrap: set environment.suite"
+                .into(),
+        })?;
+    let mirror = env
+        .mirror
+        .clone()
+        .unwrap_or_else(|| mirror::host_mirror(Path::new("/etc/apt")));
+    bootstrap(engine, &reference, &suite, &mirror, work, log, &pull_error).await
+}
+
+async fn bootstrap(
+    engine: &Engine,
+    reference: &str,
+    suite: &str,
+    mirror: &str,
+    work: &Path,
+    log: &Path,
+    pull_error: &str,
+) -> Result<BaseImage, ImageError> {
+    let no_base = |why: String| ImageError::NoBase {
+        reference: reference.to_string(),
+        why,
+    };
+    let debootstrap = find_program("debootstrap").ok_or_else(|| {
+        no_base(format!(
+            "it cannot be pulled ({pull_error}) and debootstrap is not installed (apt-get install debootstrap)"
+        ))
+    })?;
+    let root = work.join(format!("rootfs-{}", crate::spec::cell_id::sanitize(suite)));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(work).map_err(|e| ImageError::io(work, e))?;
+    let log_file = std::fs::File::create(log).map_err(|e| ImageError::io(log, e))?;
+    let log_err = log_file.try_clone().map_err(|e| ImageError::io(log, e))?;
+    let status = tokio::process::Command::new(&debootstrap)
+        .args(["--variant=minbase", suite])
+        .arg(&root)
+        .arg(mirror)
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file)
+        .stderr(log_err)
+        .kill_on_drop(true)
+        .status()
+        .await
+        .map_err(|e| no_base(format!("cannot run {}: {e}", debootstrap.display())))?;
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&root);
+        return Err(no_base(format!(
+            "debootstrap {suite} from {mirror} failed ({status}); see {}",
+            log.display()
+        )));
+    }
+    let release_date = release_date(&root);
+    let tarball = work.join(format!(
+        "rootfs-{}.tar",
+        crate::spec::cell_id::sanitize(suite)
+    ));
+    let tar = tokio::process::Command::new("tar")
+        .args(["--numeric-owner", "-C"])
+        .arg(&root)
+        .args(["-cf"])
+        .arg(&tarball)
+        .arg(".")
+        .stdin(std::process::Stdio::null())
+        .status()
+        .await
+        .map_err(|e| no_base(format!("cannot run tar: {e}")))?;
+    let _ = std::fs::remove_dir_all(&root);
+    if !tar.success() {
+        return Err(no_base(format!(
+            "packing the root file system failed ({tar})"
+        )));
+    }
+    let mut changes = vec![
+        format!("LABEL {LABEL_KIND}=base"),
+        format!("LABEL {LABEL_SUITE}={suite}"),
+        format!("LABEL {LABEL_MIRROR}={mirror}"),
+        "CMD [\"bash\"]".to_string(),
+    ];
+    if let Some(d) = &release_date {
+        changes.push(format!("LABEL {LABEL_RELEASE_DATE}=\"{d}\""));
+    }
+    let id = engine.import_rootfs(&tarball, reference, changes).await;
+    let _ = std::fs::remove_file(&tarball);
+    Ok(BaseImage {
+        reference: reference.to_string(),
+        id: id?,
+        origin: BaseOrigin::Bootstrapped(Bootstrap {
+            suite: suite.to_string(),
+            mirror: mirror.to_string(),
+            release_date,
+        }),
+    })
+}
+
+async fn import_tarball(engine: &Engine, tarball: &Path) -> Result<BaseImage, ImageError> {
+    let sha = {
+        let path = tarball.to_path_buf();
+        tokio::task::spawn_blocking(move || crate::digest::sha256_file(&path))
+            .await
+            .map_err(|e| ImageError::io(tarball, std::io::Error::other(e)))?
+            .map_err(|e| ImageError::io(tarball, e))?
+    };
+    let stem = tarball
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = stem
+        .split(".tar")
+        .next()
+        .unwrap_or("rootfs")
+        .to_ascii_lowercase();
+    let reference = format!(
+        "rocmatrix/base:{}-{}",
+        crate::spec::cell_id::sanitize(&stem).trim_matches(['.', '-']),
+        &sha[..12]
+    );
+    let origin = BaseOrigin::Imported {
+        tarball: tarball.display().to_string(),
+        sha256: sha,
+    };
+    if let Some(img) = engine.image(&reference).await? {
+        return Ok(BaseImage {
+            reference,
+            id: img.id,
+            origin,
+        });
+    }
+    let id = engine
+        .import_rootfs(
+            tarball,
+            &reference,
+            vec![format!("LABEL {LABEL_KIND}=base"), "CMD [\"bash\"]".into()],
+        )
+        .await?;
+    Ok(BaseImage {
+        reference,
+        id,
+        origin,
+    })
+}
+
+/// The `Date:` field of the suite's Release file inside a bootstrapped root.
+fn release_date(root: &Path) -> Option<String> {
+    let lists = root.join("var/lib/apt/lists");
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(lists)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.to_string_lossy();
+            n.ends_with("_Release") || n.ends_with("_InRelease")
+        })
+        .collect();
+    entries.sort();
+    entries.iter().find_map(|p| {
+        let text = std::fs::read_to_string(p).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("Date:").map(|d| d.trim().to_string()))
+    })
+}
+
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin"].iter().map(PathBuf::from))
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_tarballs() {
+        assert!(is_tarball("/srv/rootfs/gentoo-stage3.tar.xz"));
+        assert!(!is_tarball("debian:trixie"));
+    }
+
+    #[test]
+    fn reads_release_date() {
+        let d = tempfile::tempdir().unwrap();
+        let lists = d.path().join("var/lib/apt/lists");
+        std::fs::create_dir_all(&lists).unwrap();
+        std::fs::write(
+            lists.join("deb.debian.org_debian_dists_trixie_Release"),
+            "Origin: Debian\nDate: Sat, 12 Sep 2026 07:55:41 UTC\n",
+        )
+        .unwrap();
+        assert_eq!(
+            release_date(d.path()).as_deref(),
+            Some("Sat, 12 Sep 2026 07:55:41 UTC")
+        );
+    }
+}

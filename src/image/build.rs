@@ -1,0 +1,147 @@
+//! Environment images: render the family template, build it from a tar
+//! context, tag it `rocmatrix/env:<hash of the recipe>`; an existing tag is
+//! reused, so a warm cache builds nothing.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+
+use super::{BaseImage, Family, ImageError};
+use crate::engine::{Engine, LABEL_KIND};
+use crate::plan::{Environment, Llvm};
+
+/// Repository of environment images.
+pub const ENV_REPO: &str = "rocmatrix/env";
+/// Repository of snapshots: images kept on purpose across runs and
+/// `images --prune` (debug-LLVM environments, cells committed after a step).
+pub const SNAPSHOT_REPO: &str = "rocmatrix/snapshot";
+
+/// An environment image ready in the engine.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
+pub struct EnvImage {
+    pub tag: String,
+    pub id: String,
+    /// True when the tag existed and nothing was built.
+    pub reused: bool,
+}
+
+/// The rendered recipe of an environment: its Containerfile, any extra
+/// context files, and the tag derived from them and the base image id.
+#[derive(Debug, Clone)]
+pub struct Recipe {
+    pub containerfile: String,
+    pub files: Vec<(String, String)>,
+    pub tag: String,
+}
+
+/// Renders the recipe for `env` on `base`.
+pub fn recipe(
+    family: &Family,
+    env: &Environment,
+    env_hash: &str,
+    base: &BaseImage,
+) -> Result<Recipe, ImageError> {
+    let containerfile = family
+        .containerfile(env, &base.reference, env_hash)
+        .map_err(|message| ImageError::Recipe {
+            env: env_hash[..12.min(env_hash.len())].to_string(),
+            message,
+        })?;
+    let mut files = Vec::new();
+    if let Some(setup) = &env.setup {
+        files.push(("setup.sh".to_string(), setup.clone()));
+    }
+    let mut material = format!("{containerfile}\0{}\0", base.id);
+    for (name, text) in &files {
+        material.push_str(&format!("{name}\0{text}\0"));
+    }
+    let hash = crate::digest::sha256_hex(material.as_bytes());
+    // A debug-LLVM environment is expensive to make and is kept as a named
+    // snapshot, shared by every cell that names it.
+    let tag = match env.llvm {
+        Llvm::Debug => format!("{SNAPSHOT_REPO}:llvm-debug-{}", &hash[..32]),
+        Llvm::Release => format!("{ENV_REPO}:{}", &hash[..32]),
+    };
+    Ok(Recipe {
+        containerfile,
+        files,
+        tag,
+    })
+}
+
+/// Builds the image for `recipe` unless its tag exists. Build output is
+/// written to `log`.
+pub async fn ensure_env_image(
+    engine: &Engine,
+    recipe: &Recipe,
+    env_hash: &str,
+    base: &BaseImage,
+    network_mode: Option<&str>,
+    log: &Path,
+) -> Result<EnvImage, ImageError> {
+    if let Some(img) = engine.image(&recipe.tag).await? {
+        return Ok(EnvImage {
+            tag: recipe.tag.clone(),
+            id: img.id,
+            reused: true,
+        });
+    }
+    let context = context_tar(recipe).map_err(|e| ImageError::io(log, e))?;
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| ImageError::io(dir, e))?;
+    }
+    let mut file = std::fs::File::create(log).map_err(|e| ImageError::io(log, e))?;
+    let _ = writeln!(
+        file,
+        "# {}\n{}\n# build output:",
+        recipe.tag, recipe.containerfile
+    );
+    let kind = if recipe.tag.starts_with(SNAPSHOT_REPO) {
+        "snapshot"
+    } else {
+        "env"
+    };
+    let labels = HashMap::from([
+        (LABEL_KIND.to_string(), kind.to_string()),
+        ("rocmatrix.env".to_string(), env_hash.to_string()),
+        ("rocmatrix.base".to_string(), base.reference.clone()),
+        ("rocmatrix.base.id".to_string(), base.id.clone()),
+    ]);
+    let mut sink = |line: &str| {
+        let _ = file.write_all(line.as_bytes());
+    };
+    let id = engine
+        .build(context, &recipe.tag, labels, network_mode, &mut sink)
+        .await
+        .map_err(|e| match e {
+            crate::engine::EngineError::Failed { action, message } => {
+                crate::engine::EngineError::Failed {
+                    action,
+                    message: format!("{message}\n(full build log: {})", log.display()),
+                }
+            }
+            other => other,
+        })?;
+    Ok(EnvImage {
+        tag: recipe.tag.clone(),
+        id,
+        reused: false,
+    })
+}
+
+fn context_tar(recipe: &Recipe) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut add = |name: &str, text: &str| -> std::io::Result<()> {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(text.len() as u64);
+        h.set_mode(0o644);
+        h.set_mtime(0);
+        h.set_cksum();
+        b.append_data(&mut h, name, text.as_bytes())
+    };
+    add("Containerfile", &recipe.containerfile)?;
+    for (name, text) in &recipe.files {
+        add(name, text)?;
+    }
+    b.into_inner()
+}

@@ -1,0 +1,174 @@
+//! Distribution families: `containers/<family>/profile.yaml` and
+//! `Containerfile.j2`, compiled into the binary, and rendering an
+//! environment's Containerfile from them.
+
+use minijinja::{Environment as Jinja, UndefinedBehavior};
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Environment;
+
+/// How a family installs and lists packages, and how it gets ROCm.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub family: String,
+    pub description: String,
+    /// Shell installing `{{ packages }}` during an image build.
+    pub install: String,
+    /// How one pinned package is written: `{{ name }}`, `{{ version }}`.
+    pub pin: String,
+    /// Refreshes package indexes (before checking pins).
+    pub refresh: String,
+    /// Succeeds when `{{ pin }}` (also `{{ name }}`, `{{ version }}`) is installable.
+    pub available: String,
+    /// Prints `name<TAB>version` per installed package.
+    pub list_packages: String,
+    /// In words: how ROCm of a given version is obtained.
+    pub rocm: String,
+    /// How a missing base image is made: `debootstrap` or `none`.
+    pub bootstrap: String,
+    /// Containerfile lines added for `environment.llvm: debug`.
+    pub debug_llvm: String,
+}
+
+/// A distribution family.
+#[derive(Debug, Clone)]
+pub struct Family {
+    pub profile: Profile,
+    pub template: &'static str,
+}
+
+const FAMILIES: &[(&str, &str, &str)] = &[
+    (
+        "debian",
+        include_str!("../../containers/debian/profile.yaml"),
+        include_str!("../../containers/debian/Containerfile.j2"),
+    ),
+    (
+        "fedora",
+        include_str!("../../containers/fedora/profile.yaml"),
+        include_str!("../../containers/fedora/Containerfile.j2"),
+    ),
+    (
+        "arch",
+        include_str!("../../containers/arch/profile.yaml"),
+        include_str!("../../containers/arch/Containerfile.j2"),
+    ),
+    (
+        "gentoo",
+        include_str!("../../containers/gentoo/profile.yaml"),
+        include_str!("../../containers/gentoo/Containerfile.j2"),
+    ),
+];
+
+/// The names of the families rocmatrix knows.
+pub fn names() -> Vec<&'static str> {
+    FAMILIES.iter().map(|(n, _, _)| *n).collect()
+}
+
+impl Family {
+    /// The family called `name` (`ubuntu` is the Debian family).
+    pub fn get(name: &str) -> Result<Family, String> {
+        let name = if name == "ubuntu" { "debian" } else { name };
+        let (_, profile, template) =
+            FAMILIES
+                .iter()
+                .find(|(n, _, _)| *n == name)
+                .ok_or_else(|| {
+                    format!(
+                        "unknown distribution family `{name}` (known: {})",
+                        names().join(", ")
+                    )
+                })?;
+        let profile: Profile = serde_yaml::from_str(profile)
+            .map_err(|e| format!("containers/{name}/profile.yaml: {e}"))?;
+        Ok(Family { profile, template })
+    }
+
+    /// The Containerfile for `env` on top of `base_image`.
+    pub fn containerfile(
+        &self,
+        env: &Environment,
+        base_image: &str,
+        hash: &str,
+    ) -> Result<String, String> {
+        let mut j = Jinja::new();
+        j.set_undefined_behavior(UndefinedBehavior::Chainable);
+        j.set_trim_blocks(true);
+        j.set_lstrip_blocks(true);
+        j.add_filter("shquote", |s: String| shell_quote(&s));
+        let install = render_str(
+            &self.profile.install,
+            minijinja::context! {
+                packages => env.packages.iter().map(|p| shell_quote(p)).collect::<Vec<_>>().join(" "),
+            },
+        )?;
+        let ctx = minijinja::context! {
+            env => env,
+            profile => &self.profile,
+            install => install,
+            base_image => base_image,
+            hash => hash,
+        };
+        j.add_template("Containerfile", self.template)
+            .map_err(|e| format!("containers/{}/Containerfile.j2: {e}", self.profile.family))?;
+        let t = j.get_template("Containerfile").map_err(|e| e.to_string())?;
+        t.render(ctx)
+            .map_err(|e| format!("containers/{}/Containerfile.j2: {e}", self.profile.family))
+    }
+
+    /// `name` pinned at `version`, as the installer writes it.
+    pub fn pin(&self, name: &str, version: &str) -> Result<String, String> {
+        render_str(
+            &self.profile.pin,
+            minijinja::context! { name => name, version => version },
+        )
+    }
+
+    /// A script printing every pin of `pins` that can no longer be installed.
+    pub fn missing_pins_script(&self, pins: &[(String, String)]) -> Result<String, String> {
+        let mut script = format!("{}\n", self.profile.refresh);
+        for (name, version) in pins {
+            let pin = shell_quote(&self.pin(name, version)?);
+            let check = render_str(
+                &self.profile.available,
+                minijinja::context! { pin => pin, name => shell_quote(name), version => version },
+            )?;
+            script.push_str(&format!("{check} || printf '%s\\n' {pin}\n"));
+        }
+        Ok(script)
+    }
+
+    /// The shell command listing installed packages.
+    pub fn list_packages(&self) -> &str {
+        &self.profile.list_packages
+    }
+}
+
+fn render_str(template: &str, ctx: minijinja::Value) -> Result<String, String> {
+    let mut j = Jinja::new();
+    j.set_undefined_behavior(UndefinedBehavior::Strict);
+    j.render_str(template, ctx).map_err(|e| e.to_string())
+}
+
+/// Quotes a word for POSIX sh when it needs quoting.
+pub fn shell_quote(s: &str) -> String {
+    crate::plan::ci::shell_quote(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_loads() {
+        for n in names() {
+            let f = Family::get(n).unwrap();
+            assert_eq!(f.profile.family, n);
+        }
+        assert!(Family::get("ubuntu").is_ok());
+        assert!(Family::get("solaris")
+            .unwrap_err()
+            .contains("known: debian"));
+    }
+}

@@ -1,0 +1,46 @@
+//! Images: distribution families and their templates, base images
+//! (present, pulled, bootstrapped or imported), environment image builds,
+//! and the network the builds use.
+
+pub mod base;
+pub mod build;
+pub mod family;
+pub mod mirror;
+pub mod network;
+pub mod packages;
+pub mod usage;
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::EngineError;
+
+pub use base::{ensure_base, BaseImage, BaseOrigin};
+pub use build::{ensure_env_image, EnvImage};
+pub use family::Family;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("base image {reference} is not available: {why}")]
+    NoBase { reference: String, why: String },
+    #[error("environment {env}: {message}")]
+    Recipe { env: String, message: String },
+    #[error("{} pinned versions are no longer obtainable (environment {env}):\n  {}", missing.len(), missing.join("\n  "))]
+    Pins { env: String, missing: Vec<String> },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl ImageError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        ImageError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

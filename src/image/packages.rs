@@ -1,0 +1,90 @@
+//! The packages installed in an image, listed inside a container with the
+//! family profile's command (dpkg-query, rpm -qa, pacman -Q, qlist).
+
+use std::collections::BTreeMap;
+
+use super::{Family, ImageError};
+use crate::engine::{ContainerSpec, Engine, EngineError};
+
+/// `name → version` of every package installed in `image`.
+pub async fn installed(
+    engine: &Engine,
+    family: &Family,
+    image: &str,
+    owner: &str,
+) -> Result<BTreeMap<String, String>, ImageError> {
+    let spec = ContainerSpec {
+        name: format!(
+            "rocmatrix-{owner}-pkgs-{}",
+            &crate::digest::sha256_hex(image.as_bytes())[..12]
+        ),
+        image: image.to_string(),
+        labels: crate::run::sweep::owner_labels(owner, "packages"),
+        ..Default::default()
+    };
+    let id = engine.start_container(&spec).await?;
+    let listed = engine
+        .exec_capture(&id, &["sh", "-c", family.list_packages()])
+        .await;
+    let _ = engine.remove_container(&id).await;
+    let (code, out) = listed?;
+    if code != 0 {
+        return Err(EngineError::failed(
+            format!("listing packages in {image}"),
+            format!("`{}` exited {code}: {}", family.list_packages(), out.trim()),
+        )
+        .into());
+    }
+    Ok(parse(&out))
+}
+
+/// Parses `name<TAB>version` lines; other lines are ignored.
+pub fn parse(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| {
+            let (name, version) = l.split_once('\t')?;
+            let (name, version) = (name.trim(), version.trim());
+            (!name.is_empty() && !version.is_empty())
+                .then(|| (name.to_string(), version.to_string()))
+        })
+        .collect()
+}
+
+/// Differences between two package sets, one line each.
+pub fn diff(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, v) in before {
+        match after.get(name) {
+            None => out.push(format!("- {name} {v}")),
+            Some(w) if w != v => out.push(format!("~ {name} {v} -> {w}")),
+            _ => {}
+        }
+    }
+    for (name, w) in after {
+        if !before.contains_key(name) {
+            out.push(format!("+ {name} {w}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_diffs() {
+        let a = parse("bash\t5.2.15-2+b2\nhipcc:amd64\t5.2.3-12\n\ngarbage\n");
+        assert_eq!(a.len(), 2);
+        assert_eq!(a["hipcc:amd64"], "5.2.3-12");
+        let b = parse("bash\t5.2.15-2+b3\ngdb\t13.1-3\n");
+        assert_eq!(
+            diff(&a, &b),
+            [
+                "~ bash 5.2.15-2+b2 -> 5.2.15-2+b3",
+                "- hipcc:amd64 5.2.3-12",
+                "+ gdb 13.1-3"
+            ]
+        );
+    }
+}

@@ -1,0 +1,23 @@
+//! rocmatrix — a reproducible test-matrix orchestrator for the AMD ROCm stack.
+//!
+//! The library is organised along the data flow described in `DESIGN.md`:
+//! [`spec`] reads and validates matrix files and expands them into cells,
+//! [`plan`] renders every cell (environment, steps) and shards the plan.
+//! The binary (`src/main.rs`) is a thin layer over [`cli`].
+
+pub mod bundle;
+pub mod cli;
+pub mod digest;
+pub mod dirs;
+pub mod engine;
+pub mod error;
+pub mod gpu;
+pub mod image;
+pub mod plan;
+pub mod report;
+pub mod results;
+pub mod run;
+pub mod source;
+pub mod spec;
+
+pub use error::{Error, ExitCode};

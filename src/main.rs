@@ -1,0 +1,31 @@
+//! The `rocmatrix` binary: parse arguments, run, map errors to exit codes.
+
+use clap::Parser;
+use rocmatrix::cli::Cli;
+
+fn main() {
+    let cli = Cli::parse();
+    let filter = match cli.verbose {
+        0 => "rocmatrix=info",
+        1 => "rocmatrix=debug",
+        _ => "rocmatrix=trace",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ROCMATRIX_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+    let mut stdout = std::io::stdout().lock();
+    let code = match cli.run(&mut stdout) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code.code());
+}

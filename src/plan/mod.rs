@@ -1,0 +1,406 @@
+//! Plans: every cell of a matrix rendered — environment, steps, GPU needs —
+//! with its content hashes, plus selection (`--only`) and sharding.
+
+pub mod ci;
+mod render;
+pub mod shard;
+pub mod sources;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::spec::{self, cell_id, GpuPolicy, GpuUse, Spec, SpecError};
+pub use render::Renderer;
+pub use shard::Shard;
+pub use sources::SourceRef;
+
+/// The LLVM flavour of an environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Llvm {
+    Release,
+    Debug,
+}
+
+/// A cell's rendered image recipe. Cells with equal environments share an image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    pub family: String,
+    pub base: String,
+    pub suite: Option<String>,
+    pub mirror: Option<String>,
+    pub packages: Vec<String>,
+    pub llvm: Llvm,
+    pub setup: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub network: Option<String>,
+}
+
+/// A rendered step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Step {
+    pub name: String,
+    pub run: String,
+    #[serde(serialize_with = "secs", deserialize_with = "from_secs")]
+    pub timeout: Duration,
+    pub junit: Vec<String>,
+    pub gpu: GpuUse,
+    pub continue_on_error: bool,
+}
+
+/// What GPUs a cell asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuRequest {
+    pub need: GpuUse,
+    pub count: u32,
+    pub target: Option<String>,
+    pub policy: GpuPolicy,
+}
+
+/// One rendered cell of the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cell {
+    pub id: String,
+    #[serde(serialize_with = "pairs_as_map", deserialize_with = "map_as_pairs")]
+    pub values: Vec<(String, String)>,
+    pub environment: Option<Environment>,
+    /// SHA-256 of the rendered environment (hex); equal hashes share an image.
+    pub environment_hash: String,
+    pub steps: Vec<Step>,
+    /// Git sources checked out into the container at `/src/<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceRef>,
+    pub gpu: GpuRequest,
+    /// Memory limit of the cell's container, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// SHA-256 over everything that decides the cell's outcome (hex).
+    pub hash: String,
+}
+
+impl Cell {
+    /// Whether the cell, or any of its steps, asks for a GPU.
+    pub fn wants_gpu(&self) -> bool {
+        self.gpu.need != GpuUse::None || self.steps.iter().any(|s| s.gpu != GpuUse::None)
+    }
+
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.values
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An expanded, rendered matrix.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub name: String,
+    /// The keys of the cells: axes in order, then include-added keys.
+    pub keys: Vec<String>,
+    pub cells: Vec<Cell>,
+    /// Which shard of the whole plan this is, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// How many cells the whole (unsharded, unfiltered) plan has.
+    pub total_cells: usize,
+}
+
+impl Plan {
+    /// Expands and renders `spec`; fails on the first template error.
+    pub fn build(spec: &Spec, max_cells: usize) -> Result<Plan, SpecError> {
+        let combos = spec::expand(spec, max_cells)?;
+        let ids = cell_id::cell_ids(spec, &combos);
+        let mut r = Renderer::new(&spec.file);
+        for t in all_templates(spec) {
+            r.add(t)?;
+        }
+        let mut cells = Vec::with_capacity(combos.len());
+        // Many cells share an environment; hash each distinct one once.
+        let mut env_hashes: std::collections::HashMap<String, String> = Default::default();
+        for (combo, id) in combos.into_iter().zip(ids) {
+            let ctx = render::context(&combo.values, &spec.vars, &id);
+            let environment = match &spec.environment {
+                Some(e) => Some(render_environment(spec, &r, e, &ctx, &id)?),
+                None => None,
+            };
+            let env_json = serde_json::to_string(&environment).unwrap_or_default();
+            let environment_hash = env_hashes
+                .entry(env_json)
+                .or_insert_with_key(|json| crate::digest::sha256_hex(json.as_bytes()))
+                .clone();
+            let mut steps = Vec::with_capacity(spec.steps.len());
+            for s in &spec.steps {
+                let mut junit = Vec::with_capacity(s.junit.len());
+                for g in &s.junit {
+                    let g = r.render(g, &ctx, &id)?;
+                    if !g.trim().is_empty() {
+                        junit.push(g);
+                    }
+                }
+                steps.push(Step {
+                    name: s.name.clone(),
+                    run: r.render(&s.run, &ctx, &id)?,
+                    timeout: s.timeout.unwrap_or(spec.timeout),
+                    junit,
+                    gpu: s.gpu.unwrap_or(spec.gpu.need),
+                    continue_on_error: s.continue_on_error,
+                });
+            }
+            let mut sources = Vec::with_capacity(spec.sources.len());
+            for src in &spec.sources {
+                sources.push(sources::render(spec, &r, src, &ctx, &id)?);
+            }
+            let gpu = GpuRequest {
+                need: spec.gpu.need,
+                count: spec.gpu.count,
+                target: match &spec.gpu.target {
+                    Some(t) => Some(r.render(t, &ctx, &id)?).filter(|s| !s.trim().is_empty()),
+                    None => None,
+                },
+                policy: spec.gpu.policy,
+            };
+            let hash = {
+                let payload = serde_json::json!({
+                    "values": PairsRef(&combo.values),
+                    "environment": environment,
+                    "steps": steps,
+                    "sources": sources,
+                    "gpu": gpu,
+                    "memory": spec.memory,
+                });
+                crate::digest::sha256_hex(payload.to_string().as_bytes())
+            };
+            cells.push(Cell {
+                id,
+                values: combo.values,
+                environment,
+                environment_hash,
+                steps,
+                sources,
+                gpu,
+                memory: spec.memory,
+                hash,
+            });
+        }
+        let total_cells = cells.len();
+        Ok(Plan {
+            name: spec.name.clone(),
+            keys: spec.keys(),
+            cells,
+            shard: None,
+            total_cells,
+        })
+    }
+
+    /// Keeps the cells matching every `--only AXIS=VALUE` filter (values of
+    /// one axis are alternatives). A filter that matches no cell is an error.
+    pub fn select(mut self, only: &[(String, String)]) -> Result<Plan, String> {
+        if only.is_empty() {
+            return Ok(self);
+        }
+        for (k, v) in only {
+            if !self.keys.contains(k) {
+                return Err(format!(
+                    "--only {k}={v}: `{k}` is no axis of this matrix (axes: {})",
+                    self.keys.join(", ")
+                ));
+            }
+            if !self.cells.iter().any(|c| c.value(k) == Some(v)) {
+                let mut have: Vec<&str> = self.cells.iter().filter_map(|c| c.value(k)).collect();
+                have.dedup();
+                let mut uniq: Vec<&str> = Vec::new();
+                for h in have {
+                    if !uniq.contains(&h) {
+                        uniq.push(h);
+                    }
+                }
+                return Err(format!(
+                    "--only {k}={v}: no cell has {k}={v} (values: {})",
+                    uniq.join(", ")
+                ));
+            }
+        }
+        let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (k, v) in only {
+            by_key.entry(k.as_str()).or_default().push(v.as_str());
+        }
+        self.cells.retain(|c| {
+            by_key
+                .iter()
+                .all(|(k, vs)| c.value(k).is_some_and(|v| vs.contains(&v)))
+        });
+        Ok(self)
+    }
+
+    /// Keeps only shard `shard` of the cells.
+    pub fn shard(mut self, shard: Shard) -> Plan {
+        let range = shard.range(self.cells.len());
+        self.cells = self.cells.drain(range).collect();
+        self.shard = Some(shard);
+        self
+    }
+
+    /// The distinct environments, in order of first use, with their cells.
+    pub fn environments(&self) -> Vec<(&str, &Environment, Vec<&Cell>)> {
+        let mut out: Vec<(&str, &Environment, Vec<&Cell>)> = Vec::new();
+        for c in &self.cells {
+            let Some(env) = &c.environment else { continue };
+            match out.iter_mut().find(|(h, _, _)| *h == c.environment_hash) {
+                Some((_, _, cells)) => cells.push(c),
+                None => out.push((&c.environment_hash, env, vec![c])),
+            }
+        }
+        out
+    }
+
+    /// The documented `plan --format json` document (see docs/plan-json.md).
+    pub fn summary_json(&self) -> serde_json::Value {
+        let cells: Vec<serde_json::Value> = self
+            .cells
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "id": c.id,
+                    "values": PairsRef(&c.values),
+                    "environment": c.environment_hash,
+                    "hash": c.hash,
+                })
+            })
+            .collect();
+        let mut doc = serde_json::json!({ "name": self.name, "cells": cells });
+        if let Some(s) = self.shard {
+            doc["shard"] = serde_json::json!(s.to_string());
+        }
+        doc
+    }
+}
+
+fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
+    let mut out = Vec::new();
+    if let Some(e) = &spec.environment {
+        out.extend([&e.family, &e.base, &e.llvm]);
+        out.extend(
+            e.suite
+                .iter()
+                .chain(&e.mirror)
+                .chain(&e.setup)
+                .chain(&e.network),
+        );
+        out.extend(&e.packages);
+        out.extend(e.env.values());
+    }
+    for s in &spec.steps {
+        out.push(&s.run);
+        out.extend(&s.junit);
+    }
+    for src in &spec.sources {
+        out.extend([&src.url, &src.reference]);
+        out.extend(&src.patches);
+    }
+    out.extend(&spec.gpu.target);
+    out
+}
+
+fn render_environment(
+    spec: &Spec,
+    r: &Renderer,
+    e: &spec::EnvironmentTemplate,
+    ctx: &minijinja::Value,
+    id: &str,
+) -> Result<Environment, SpecError> {
+    let opt = |t: &Option<spec::Template>| -> Result<Option<String>, SpecError> {
+        Ok(match t {
+            Some(t) => Some(r.render(t, ctx, id)?.trim().to_string()).filter(|s| !s.is_empty()),
+            None => None,
+        })
+    };
+    let llvm = match r.render(&e.llvm, ctx, id)?.trim() {
+        "release" => Llvm::Release,
+        "debug" => Llvm::Debug,
+        other => {
+            return Err(spec.error_at(
+                e.llvm.pos,
+                format!("environment.llvm must be release or debug, not `{other}` (cell {id})"),
+            ))
+        }
+    };
+    let mut packages = Vec::with_capacity(e.packages.len());
+    for p in &e.packages {
+        // A package template may render to several names, or to none.
+        packages.extend(r.render(p, ctx, id)?.split_whitespace().map(str::to_string));
+    }
+    let mut env = BTreeMap::new();
+    for (k, t) in &e.env {
+        env.insert(k.clone(), r.render(t, ctx, id)?);
+    }
+    let family = r.render(&e.family, ctx, id)?.trim().to_string();
+    let base = r.render(&e.base, ctx, id)?.trim().to_string();
+    if base.is_empty() {
+        return Err(spec.error_at(
+            e.base.pos,
+            format!("environment.base renders empty for cell {id}"),
+        ));
+    }
+    Ok(Environment {
+        family,
+        base,
+        suite: opt(&e.suite)?,
+        mirror: opt(&e.mirror)?,
+        packages,
+        llvm,
+        setup: opt(&e.setup)?,
+        env,
+        network: opt(&e.network)?,
+    })
+}
+
+fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(d.as_secs())
+}
+
+fn pairs_as_map<S: Serializer>(pairs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    PairsRef(pairs).serialize(s)
+}
+
+/// Serializes ordered pairs as a JSON object, keeping their order.
+pub struct PairsRef<'a>(pub &'a [(String, String)]);
+
+impl Serialize for PairsRef<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+fn from_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    u64::deserialize(d).map(Duration::from_secs)
+}
+
+/// Reads a JSON object into ordered pairs, keeping the document's order.
+fn map_as_pairs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Vec<(String, String)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a mapping of strings")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = m.next_entry::<String, String>()? {
+                out.push((k, v));
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(V)
+}

@@ -1,0 +1,101 @@
+//! Strict minijinja rendering of the matrix file's templates.
+//!
+//! All templates are compiled once; each cell renders them with its own
+//! `matrix` and the file's `vars`. An undefined variable is an error that
+//! names the file, the line inside the file, the field and the cell.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use minijinja::{Environment, UndefinedBehavior, Value};
+
+use crate::spec::{Pos, SpecError, Template};
+
+pub struct Renderer {
+    env: Environment<'static>,
+    file: std::path::PathBuf,
+    templates: BTreeMap<String, Template>,
+}
+
+impl Renderer {
+    pub fn new(file: &Path) -> Self {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_keep_trailing_newline(true);
+        Renderer {
+            env,
+            file: file.to_path_buf(),
+            templates: BTreeMap::new(),
+        }
+    }
+
+    /// Compiles `t` under its field name; syntax errors point into the file.
+    pub fn add(&mut self, t: &Template) -> Result<(), SpecError> {
+        if self.templates.contains_key(&t.field) {
+            return Ok(());
+        }
+        self.env
+            .add_template_owned(t.field.clone(), t.source.clone())
+            .map_err(|e| self.error(t, &e, None))?;
+        self.templates.insert(t.field.clone(), t.clone());
+        Ok(())
+    }
+
+    /// Renders a template added before with the context of one cell.
+    pub fn render(&self, t: &Template, ctx: &Value, cell: &str) -> Result<String, SpecError> {
+        if !t.source.contains("{{") && !t.source.contains("{%") {
+            return Ok(t.source.clone());
+        }
+        let tmpl = self
+            .env
+            .get_template(&t.field)
+            .map_err(|e| self.error(t, &e, Some(cell)))?;
+        tmpl.render(ctx).map_err(|e| self.error(t, &e, Some(cell)))
+    }
+
+    fn error(&self, t: &Template, e: &minijinja::Error, cell: Option<&str>) -> SpecError {
+        let inner = e.line().unwrap_or(1);
+        let source_line = t
+            .source
+            .lines()
+            .nth(inner.saturating_sub(1))
+            .unwrap_or("")
+            .trim();
+        // A template's position is that of its first character (for a block
+        // scalar, `run: |`, its first content line), so lines add up.
+        let pos = Pos {
+            line: t.pos.line + inner - 1,
+            col: if inner == 1 { t.pos.col } else { 1 },
+        };
+        let what = match e.kind() {
+            minijinja::ErrorKind::UndefinedError => "undefined variable".to_string(),
+            _ => e
+                .detail()
+                .map(str::to_string)
+                .unwrap_or_else(|| e.kind().to_string()),
+        };
+        let detail = if matches!(e.kind(), minijinja::ErrorKind::UndefinedError) {
+            format!("{what} in `{source_line}` (available: matrix.<key>, vars.<name>)")
+        } else {
+            format!("{what} in `{source_line}`")
+        };
+        let msg = match cell {
+            Some(c) => format!("{}: {detail} (rendering cell {c})", t.field),
+            None => format!("{}: {detail}", t.field),
+        };
+        SpecError::new(&self.file, Some(pos), msg)
+    }
+}
+
+/// The template context of one cell.
+pub fn context(values: &[(String, String)], vars: &BTreeMap<String, String>, id: &str) -> Value {
+    let matrix: BTreeMap<&str, &str> = values
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    minijinja::context! {
+        matrix => matrix,
+        vars => vars,
+        cell => minijinja::context! { id => id },
+    }
+}

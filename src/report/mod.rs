@@ -1,0 +1,363 @@
+//! Report writers: everything under a run's `report/`.
+//!
+//! - `junit.xml`: merged JUnit via quick-junit, streamed while collecting ([`junit`]);
+//! - `results.json`: the documented, versioned model (`reports/results.schema.json`);
+//! - `summary.md`: for a GitHub job summary or PR comment, at most 1 MiB;
+//! - `index.html`: one self-contained page for release managers.
+//!
+//! Markdown and HTML are rendered with minijinja from the templates in
+//! `reports/` (embedded at build time) out of one view model ([`view`]).
+
+pub mod junit;
+pub mod view;
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+
+use crate::results::collect::Sink;
+use crate::results::junit::{Case, Limits};
+use crate::results::regress::{self, NameCatcher};
+use crate::results::source::CellSource;
+use crate::results::{
+    collect, CellResult, Counts, Regressions, Results, ResultsError, Source, TestStatus,
+};
+
+/// `summary.md` is cut to fit this (GitHub's job-summary limit).
+pub const SUMMARY_LIMIT: usize = 1024 * 1024;
+
+const SUMMARY_TEMPLATE: &str = include_str!("../../reports/summary.md.j2");
+const HTML_TEMPLATE: &str = include_str!("../../reports/index.html.j2");
+/// The JSON schema of `results.json`, also embedded for tests and docs.
+pub const RESULTS_SCHEMA: &str = include_str!("../../reports/results.schema.json");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("template {name}: {source}")]
+    Template {
+        name: &'static str,
+        #[source]
+        source: minijinja::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+    move |source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What `write_reports` did, for the caller's exit code and a one-line summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReportSummary {
+    pub dir: PathBuf,
+    pub cells: usize,
+    pub failing_cells: usize,
+    pub totals: Counts,
+    /// New failures and broken cells against the baseline, when there is one.
+    pub regressions: Option<u64>,
+    pub junit_bytes: u64,
+    pub warnings: Vec<String>,
+}
+
+impl ReportSummary {
+    /// One line for the terminal.
+    pub fn line(&self) -> String {
+        let t = &self.totals;
+        let mut s = format!(
+            "{} cells ({} failing), {} tests: {} passed, {} failed, {} errors, {} skipped, {} flaky, {} xfail, {} xpass",
+            self.cells,
+            self.failing_cells,
+            t.total(),
+            t.passed,
+            t.failed,
+            t.error,
+            t.skipped,
+            t.flaky,
+            t.xfail,
+            t.xpass
+        );
+        if let Some(r) = self.regressions {
+            s.push_str(&format!("; {r} regressions"));
+        }
+        s.push_str(&format!("; reports in {}", self.dir.display()));
+        s
+    }
+}
+
+/// (Re)builds the reports of one run under `run_dir/report/`. This is what
+/// `rocmatrix run` calls when it finishes.
+pub fn write_reports(
+    run_dir: &Path,
+    baseline: Option<&Path>,
+) -> Result<ReportSummary, ReportError> {
+    let source = Source::run(run_dir)?;
+    build(&source, &run_dir.join("report"), baseline)
+}
+
+/// Fans every event out to two sinks.
+struct Both<'a>(&'a mut dyn Sink, &'a mut dyn Sink);
+impl Sink for Both<'_> {
+    fn cell_start(&mut self, c: &CellSource) {
+        self.0.cell_start(c);
+        self.1.cell_start(c);
+    }
+    fn suite_start(&mut self, s: &str, t: Option<&str>) {
+        self.0.suite_start(s, t);
+        self.1.suite_start(s, t);
+    }
+    fn case(&mut self, s: &str, c: &Case, st: TestStatus) {
+        self.0.case(s, c, st);
+        self.1.case(s, c, st);
+    }
+    fn suite_end(&mut self, s: &str) {
+        self.0.suite_end(s);
+        self.1.suite_end(s);
+    }
+    fn cell_end(&mut self, c: &CellResult) {
+        self.0.cell_end(c);
+        self.1.cell_end(c);
+    }
+}
+
+/// Collects `source` and writes all four reports into `out`.
+pub fn build(
+    source: &Source,
+    out: &Path,
+    baseline: Option<&Path>,
+) -> Result<ReportSummary, ReportError> {
+    std::fs::create_dir_all(out).map_err(io(out))?;
+    let base = match baseline {
+        Some(p) => Some(regress::load_baseline(p)?),
+        None => None,
+    };
+    let junit_path = out.join("junit.xml");
+    let mut jw = junit::JunitWriter::create(&junit_path, &format!("rocmatrix: {}", source.name))
+        .map_err(io(&junit_path))?;
+    let mut names = base.as_ref().map(NameCatcher::new);
+    let results = match names.as_mut() {
+        Some(n) => collect(source, Limits::default(), &mut Both(&mut jw, n)),
+        None => collect(source, Limits::default(), &mut jw),
+    };
+    let junit_bytes = jw.finish().map_err(io(&junit_path))?;
+    let mut regressions = base.as_ref().map(|b| {
+        let label = baseline
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        regress::compare(&results, b, &label, names.as_ref())
+    });
+    // Tests that passed in a baseline run and are gone are known by hash
+    // only; when the baseline is a run whose JUnit files are still there,
+    // read it once more to name them.
+    if let (Some(reg), Some(b), Some(path)) = (regressions.as_mut(), base.as_ref(), baseline) {
+        let wanted = regress::unnamed_removed(&results, b);
+        if !wanted.is_empty() && path.join("plan.json").is_file() {
+            let mut catcher = regress::RemovedNames::new(wanted);
+            collect(&Source::run(path)?, Limits::default(), &mut catcher);
+            reg.add_named_removed(catcher.found);
+        }
+    }
+    let mut warnings = Vec::new();
+    if junit_bytes > junit::GITLAB_LIMIT {
+        warnings.push(format!(
+            "junit.xml is {:.1} MB, above GitLab's 30 MB limit even with all output trimmed ({} test cases)",
+            junit_bytes as f64 / 1e6,
+            results.totals().total()
+        ));
+    }
+    write_outputs(&results, regressions.as_ref(), out)?;
+    Ok(ReportSummary {
+        dir: out.to_path_buf(),
+        cells: results.cells.len(),
+        failing_cells: results.failing_cells(),
+        totals: results.totals(),
+        regressions: regressions.as_ref().map(Regressions::regression_count),
+        junit_bytes,
+        warnings,
+    })
+}
+
+/// Writes results.json, summary.md and index.html for already collected results.
+pub fn write_outputs(
+    results: &Results,
+    reg: Option<&Regressions>,
+    out: &Path,
+) -> Result<(), ReportError> {
+    write_json(results, reg, &out.join("results.json"))?;
+    write_atomic(
+        &out.join("summary.md"),
+        render_summary(results, reg)?.as_bytes(),
+    )?;
+    write_atomic(
+        &out.join("index.html"),
+        render_html(results, reg)?.as_bytes(),
+    )?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ResultsFile<'a> {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    #[serde(flatten)]
+    results: &'a Results,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    regressions: Option<&'a Regressions>,
+}
+
+fn write_json(
+    results: &Results,
+    reg: Option<&Regressions>,
+    path: &Path,
+) -> Result<(), ReportError> {
+    let tmp = path.with_extension("json.tmp");
+    let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    let mut w = BufWriter::with_capacity(1 << 20, f);
+    let doc = ResultsFile {
+        schema: "https://rocmatrix.invalid/schemas/results-v1.json",
+        results,
+        regressions: reg,
+    };
+    serde_json::to_writer(&mut w, &doc).map_err(|e| ReportError::Io {
+        path: tmp.clone(),
+        source: e.into(),
+    })?;
+    w.write_all(b"\n").map_err(io(&tmp))?;
+    w.flush().map_err(io(&tmp))?;
+    drop(w);
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// Escapes text for Markdown tables and lists: no HTML, no formatting, no
+/// line breaks, no @-mentions.
+fn md_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for ch in s.chars() {
+        match ch {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '@' => out.push_str("&#64;"),
+            '|' | '\\' | '`' | '*' | '_' | '[' | ']' | '#' | '~' | '!' => {
+                out.push('\\');
+                out.push(ch);
+            }
+            '\n' | '\r' | '\t' => out.push(' '),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A fenced code block around `s` whose fence no backtick run inside can close.
+fn fence(s: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in s.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    let f = "`".repeat((longest + 1).max(3));
+    format!("{f}text\n{}\n{f}", s.trim_end())
+}
+
+fn env() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.add_filter("md", |s: String| md_escape(&s));
+    env.add_filter("fence", |s: String| fence(&s));
+    env
+}
+
+fn render(
+    name: &'static str,
+    source: &'static str,
+    view: &view::View,
+) -> Result<String, ReportError> {
+    let mut env = env();
+    env.add_template(name, source)
+        .map_err(|e| ReportError::Template { name, source: e })?;
+    let t = env
+        .get_template(name)
+        .map_err(|e| ReportError::Template { name, source: e })?;
+    t.render(view)
+        .map_err(|e| ReportError::Template { name, source: e })
+}
+
+/// `summary.md`, shrinking the lists until it fits [`SUMMARY_LIMIT`].
+pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<String, ReportError> {
+    let mut caps = view::Caps {
+        tests_per_cell: 50,
+        per_class: 100,
+        output: 0,
+        log_tail: 3000,
+    };
+    loop {
+        let v = view::build(results, reg, caps);
+        let text = render("summary.md", SUMMARY_TEMPLATE, &v)?;
+        if text.len() <= SUMMARY_LIMIT {
+            return Ok(text);
+        }
+        if caps.tests_per_cell == 0 && caps.per_class == 0 && caps.log_tail == 0 {
+            // Even the bare grid is too large: cut it, at a line end.
+            let note = "\n\n… summary cut at 1 MiB; see index.html and results.json.\n";
+            let cut = crate::results::junit::floor_char_boundary(&text, SUMMARY_LIMIT - note.len());
+            let cut = text[..cut].rfind('\n').unwrap_or(cut);
+            return Ok(format!("{}{note}", &text[..cut]));
+        }
+        caps.tests_per_cell /= 4;
+        caps.per_class /= 4;
+        caps.log_tail /= 4;
+    }
+}
+
+/// `index.html`.
+pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<String, ReportError> {
+    let caps = view::Caps {
+        tests_per_cell: 200,
+        per_class: 500,
+        output: 4096,
+        log_tail: 16 * 1024,
+    };
+    render(
+        "index.html",
+        HTML_TEMPLATE,
+        &view::build(results, reg, caps),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_escape() {
+        assert_eq!(
+            md_escape("<img src=x>|a_b\n@you"),
+            "&lt;img src=x&gt;\\|a\\_b &#64;you"
+        );
+        assert_eq!(fence("a ``` b"), "````text\na ``` b\n````");
+    }
+}

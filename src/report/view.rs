@@ -1,0 +1,387 @@
+//! The view model shared by `summary.md` and `index.html`: the grid from the
+//! matrix file's `report:` rows and columns, regressions, failing tests per
+//! cell and totals, with lists capped so a million tests stay readable.
+
+use serde::Serialize;
+
+use crate::results::junit::clip;
+use crate::results::regress::{CellClass, Class};
+use crate::results::{CellResult, Counts, Regressions, Results, TestStatus};
+
+/// How much of each list the view shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// Tests listed per cell.
+    pub tests_per_cell: usize,
+    /// Tests listed per regression class.
+    pub per_class: usize,
+    /// Bytes of a test's output.
+    pub output: usize,
+    /// Bytes of a step's log tail.
+    pub log_tail: usize,
+}
+
+#[derive(Serialize)]
+pub struct View {
+    pub name: String,
+    pub runs: Vec<String>,
+    pub verdict: &'static str,
+    pub ok: bool,
+    pub totals: Counts,
+    pub total_tests: u64,
+    pub cells_total: usize,
+    pub cells_failing: usize,
+    pub cell_statuses: Vec<(String, u64)>,
+    pub messages: Vec<String>,
+    pub regressions: Option<RegView>,
+    pub row_axes: Vec<String>,
+    pub col_axes: Vec<String>,
+    pub columns: Vec<String>,
+    pub rows: Vec<Row>,
+    pub cells: Vec<CellView>,
+}
+
+#[derive(Serialize)]
+pub struct RegView {
+    pub baseline: String,
+    pub regressions: u64,
+    pub counts: Vec<(String, u64)>,
+    pub classes: Vec<ClassView>,
+    pub cells: Vec<CellChangeView>,
+}
+
+#[derive(Serialize)]
+pub struct ClassView {
+    pub class: &'static str,
+    pub label: &'static str,
+    pub count: u64,
+    pub tests: Vec<ChangeView>,
+    pub more: u64,
+}
+
+#[derive(Serialize)]
+pub struct ChangeView {
+    pub cell: String,
+    pub test: String,
+    pub status: String,
+    pub baseline: String,
+    pub message: String,
+}
+
+#[derive(Serialize)]
+pub struct CellChangeView {
+    pub class: &'static str,
+    pub cell: String,
+    pub from: String,
+    pub to: String,
+}
+
+#[derive(Serialize)]
+pub struct Row {
+    pub label: String,
+    pub slots: Vec<Vec<Chip>>,
+}
+
+/// One cell inside a grid slot.
+#[derive(Serialize)]
+pub struct Chip {
+    pub id: String,
+    /// The values of the axes that are neither rows nor columns.
+    pub label: String,
+    pub status: &'static str,
+    pub css: &'static str,
+    pub counts: Counts,
+    pub regressed: bool,
+}
+
+#[derive(Serialize)]
+pub struct CellView {
+    pub id: String,
+    pub values: Vec<(String, String)>,
+    pub status: &'static str,
+    pub css: &'static str,
+    pub failing: bool,
+    pub regressed: bool,
+    pub reason: String,
+    pub expected_failure: String,
+    pub counts: Counts,
+    pub duration: String,
+    pub tests: Vec<TestView>,
+    pub more_tests: usize,
+    pub messages: Vec<String>,
+    pub oddities: Vec<(String, u64)>,
+    pub steps: Vec<StepView>,
+}
+
+#[derive(Serialize)]
+pub struct TestView {
+    pub name: String,
+    pub suite: String,
+    pub status: &'static str,
+    pub message: String,
+    pub output: String,
+    pub expected: String,
+    pub time: String,
+}
+
+#[derive(Serialize)]
+pub struct StepView {
+    pub name: String,
+    pub status: &'static str,
+    pub exit_code: String,
+    pub duration: String,
+    pub reason: String,
+    pub log_tail: String,
+}
+
+/// CSS class (and Markdown emoji key) of a cell.
+fn css(c: &CellResult) -> &'static str {
+    use crate::run::record::Status as S;
+    if c.is_failure() {
+        return match c.status {
+            S::Timeout | S::Oom | S::Error => "error",
+            _ => "fail",
+        };
+    }
+    match c.status {
+        S::Skipped => "skip",
+        _ if c.counts.xfail > 0 || c.expected_failure.is_some() => "xfail",
+        _ if c.counts.flaky > 0 || c.counts.xpass > 0 => "flaky",
+        _ => "pass",
+    }
+}
+
+fn secs(t: f64) -> String {
+    if t >= 60.0 {
+        format!("{}m{:02}s", (t / 60.0) as u64, (t % 60.0) as u64)
+    } else {
+        format!("{t:.1}s")
+    }
+}
+
+/// Order in which non-passing tests are listed.
+fn rank(s: TestStatus) -> u8 {
+    match s {
+        TestStatus::Failed | TestStatus::Error => 0,
+        TestStatus::Xpass => 1,
+        TestStatus::Flaky => 2,
+        TestStatus::Xfail => 3,
+        TestStatus::Skipped => 4,
+        TestStatus::Passed => 5,
+    }
+}
+
+pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
+    let keys = &results.keys;
+    let mut row_axes = results.report.rows.clone();
+    let mut col_axes = results.report.columns.clone();
+    if row_axes.is_empty() && col_axes.is_empty() {
+        row_axes.extend(keys.first().cloned());
+        col_axes.extend(keys.get(1).cloned());
+    }
+    let rest: Vec<&String> = keys
+        .iter()
+        .filter(|k| !row_axes.contains(k) && !col_axes.contains(k))
+        .collect();
+    let key_of = |c: &CellResult, axes: &[String]| -> String {
+        if axes.is_empty() {
+            return "cells".to_string();
+        }
+        axes.iter()
+            .map(|a| c.value(a).unwrap_or("–"))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    // Row and column labels in order of first appearance (the plan's order).
+    let mut rows_l: Vec<String> = Vec::new();
+    let mut cols_l: Vec<String> = Vec::new();
+    for c in &results.cells {
+        let r = key_of(c, &row_axes);
+        if !rows_l.contains(&r) {
+            rows_l.push(r);
+        }
+        let k = key_of(c, &col_axes);
+        if !cols_l.contains(&k) {
+            cols_l.push(k);
+        }
+    }
+    let regressed_cells: std::collections::HashSet<&str> = reg
+        .map(|r| {
+            r.of_class(Class::NewFailure)
+                .map(|c| c.cell.as_str())
+                .chain(
+                    r.cells
+                        .iter()
+                        .filter(|c| c.class == CellClass::Broken)
+                        .map(|c| c.cell.as_str()),
+                )
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut rows: Vec<Row> = rows_l
+        .iter()
+        .map(|l| Row {
+            label: l.clone(),
+            slots: cols_l.iter().map(|_| Vec::new()).collect(),
+        })
+        .collect();
+    for c in &results.cells {
+        let r = rows_l.iter().position(|x| *x == key_of(c, &row_axes));
+        let k = cols_l.iter().position(|x| *x == key_of(c, &col_axes));
+        if let (Some(r), Some(k)) = (r, k) {
+            rows[r].slots[k].push(Chip {
+                id: c.id.clone(),
+                label: rest
+                    .iter()
+                    .map(|a| c.value(a).unwrap_or("–"))
+                    .collect::<Vec<_>>()
+                    .join(" · "),
+                status: c.status.as_str(),
+                css: css(c),
+                counts: c.counts,
+                regressed: regressed_cells.contains(c.id.as_str()),
+            });
+        }
+    }
+
+    let cells: Vec<CellView> = results
+        .cells
+        .iter()
+        .map(|c| {
+            let mut listed: Vec<&crate::results::TestResult> = c
+                .tests
+                .iter()
+                .filter(|t| t.status != TestStatus::Skipped)
+                .collect();
+            listed.sort_by_key(|t| rank(t.status));
+            let more_tests = listed.len().saturating_sub(caps.tests_per_cell);
+            listed.truncate(caps.tests_per_cell);
+            CellView {
+                id: c.id.clone(),
+                values: keys
+                    .iter()
+                    .filter_map(|k| c.value(k).map(|v| (k.clone(), v.to_string())))
+                    .collect(),
+                status: c.status.as_str(),
+                css: css(c),
+                failing: c.is_failure(),
+                regressed: regressed_cells.contains(c.id.as_str()),
+                reason: c.reason.clone().unwrap_or_default(),
+                expected_failure: c.expected_failure.clone().unwrap_or_default(),
+                counts: c.counts,
+                duration: secs(c.duration_secs),
+                tests: listed
+                    .into_iter()
+                    .map(|t| TestView {
+                        name: t.display_name(),
+                        suite: t.suite.clone(),
+                        status: t.status.as_str(),
+                        message: clip(&t.message, 1024),
+                        output: clip(&t.output, caps.output),
+                        expected: t.expected.clone().unwrap_or_default(),
+                        time: t.time.map(secs).unwrap_or_default(),
+                    })
+                    .collect(),
+                more_tests,
+                messages: c.messages.iter().take(50).cloned().collect(),
+                oddities: c.oddities.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+                steps: c
+                    .steps
+                    .iter()
+                    .map(|s| StepView {
+                        name: s.name.clone(),
+                        status: s.status.as_str(),
+                        exit_code: s.exit_code.map(|e| e.to_string()).unwrap_or_default(),
+                        duration: secs(s.duration_secs),
+                        reason: s.reason.clone().unwrap_or_default(),
+                        log_tail: if s.status.is_failure() {
+                            crate::results::collect::tail(&s.log_tail, caps.log_tail)
+                        } else {
+                            String::new()
+                        },
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+
+    let regressions = reg.map(|r| RegView {
+        baseline: r.baseline.clone(),
+        regressions: r.regression_count(),
+        counts: Class::ALL
+            .iter()
+            .map(|c| (c.label().to_string(), r.count(*c)))
+            .collect(),
+        classes: Class::ALL
+            .iter()
+            .filter(|c| r.count(**c) > 0)
+            .map(|c| {
+                let tests: Vec<ChangeView> = r
+                    .of_class(*c)
+                    .take(caps.per_class)
+                    .map(|x| ChangeView {
+                        cell: x.cell.clone(),
+                        test: x.display_name(),
+                        status: x.status.map(|s| s.as_str()).unwrap_or("–").into(),
+                        baseline: x.baseline.map(|s| s.as_str()).unwrap_or("–").into(),
+                        message: clip(&x.message, 300),
+                    })
+                    .collect();
+                ClassView {
+                    class: c.as_str(),
+                    label: c.label(),
+                    count: r.count(*c),
+                    more: r.count(*c).saturating_sub(tests.len() as u64),
+                    tests,
+                }
+            })
+            .collect(),
+        cells: r
+            .cells
+            .iter()
+            .map(|c| CellChangeView {
+                class: match c.class {
+                    CellClass::Added => "added",
+                    CellClass::Missing => "missing",
+                    CellClass::Broken => "broken",
+                    CellClass::Recovered => "recovered",
+                },
+                cell: c.cell.clone(),
+                from: c.from.clone().unwrap_or_else(|| "–".into()),
+                to: c.to.clone().unwrap_or_else(|| "–".into()),
+            })
+            .collect(),
+    });
+
+    let totals = results.totals();
+    let cells_failing = results.failing_cells();
+    let regressed = regressions.as_ref().is_some_and(|r| r.regressions > 0);
+    View {
+        name: results.name.clone(),
+        runs: results.runs.clone(),
+        verdict: if regressed {
+            "regressions"
+        } else if cells_failing > 0 {
+            "failures"
+        } else {
+            "passed"
+        },
+        ok: cells_failing == 0,
+        totals,
+        total_tests: totals.total(),
+        cells_total: results.cells.len(),
+        cells_failing,
+        cell_statuses: results
+            .cell_counts()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        messages: results.messages.clone(),
+        regressions,
+        columns: cols_l,
+        row_axes,
+        col_axes,
+        rows,
+        cells,
+    }
+}

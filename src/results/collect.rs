@@ -1,0 +1,471 @@
+//! Collecting a [`Source`] into [`Results`]: read every cell's JUnit files
+//! once, judge each test (expectations turn failures into xfail and passes
+//! into xpass), count passing tests and keep only their identity hashes, keep
+//! bounded details of every other test, and hand each test to a [`Sink`] so
+//! a writer (the merged JUnit file) can stream in the same pass.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::BufReader;
+
+use crate::run::record::Status as CellStatus;
+use crate::spec::Expectation;
+
+use super::glob;
+use super::junit::{self, Case, Limits, Outcome, Visitor};
+use super::model::{
+    test_hash, CellResult, Counts, Results, StepResult, TestResult, TestStatus, RESULTS_VERSION,
+};
+use super::source::{CellSource, Source};
+
+/// Bytes of a step's log tail kept per step.
+pub const LOG_TAIL_LIMIT: usize = 16 * 1024;
+
+/// Receives every test as it is read (for writers that stream).
+pub trait Sink {
+    fn cell_start(&mut self, _cell: &CellSource) {}
+    fn suite_start(&mut self, _suite: &str, _timestamp: Option<&str>) {}
+    fn case(&mut self, _suite: &str, _case: &Case, _status: TestStatus) {}
+    fn suite_end(&mut self, _suite: &str) {}
+    fn cell_end(&mut self, _cell: &CellResult) {}
+}
+
+/// A sink that ignores everything.
+pub struct NoSink;
+impl Sink for NoSink {}
+
+/// The `expect:` rules that apply to one cell.
+struct CellRules<'a> {
+    /// A rule without `tests`: the whole cell is expected to fail.
+    whole: Option<&'a Expectation>,
+    tests: Vec<&'a Expectation>,
+}
+
+impl<'a> CellRules<'a> {
+    fn new(expect: &'a [Expectation], values: &[(String, String)]) -> Self {
+        let mut whole = None;
+        let mut tests = Vec::new();
+        for e in expect {
+            let applies = e.cells.iter().all(|(k, pat)| {
+                values
+                    .iter()
+                    .any(|(vk, vv)| vk == k && glob::matches(pat, vv))
+            });
+            if !applies {
+                continue;
+            }
+            if e.tests.is_empty() {
+                whole.get_or_insert(e);
+            } else {
+                tests.push(e);
+            }
+        }
+        CellRules { whole, tests }
+    }
+
+    /// The reason of the first rule naming this test.
+    fn test_rule(&self, suite: &str, classname: &str, name: &str) -> Option<&'a Expectation> {
+        if self.tests.is_empty() {
+            return None;
+        }
+        let candidates = [
+            name.to_string(),
+            format!("{classname}.{name}"),
+            format!("{classname}::{name}"),
+            format!("{suite}.{name}"),
+            format!("{suite}/{name}"),
+        ];
+        self.tests.iter().copied().find(|e| {
+            e.tests
+                .iter()
+                .any(|p| candidates.iter().any(|c| glob::matches(p, c)))
+        })
+    }
+}
+
+struct CellCollector<'a, 'r> {
+    rules: &'a CellRules<'r>,
+    limits: Limits,
+    counts: Counts,
+    tests: Vec<TestResult>,
+    passed: Vec<u64>,
+    source: String,
+    sink: &'a mut dyn Sink,
+}
+
+impl Visitor for CellCollector<'_, '_> {
+    fn suite_start(&mut self, path: &str, timestamp: Option<&str>) {
+        self.sink.suite_start(path, timestamp);
+    }
+
+    fn suite_end(&mut self, path: &str) {
+        self.sink.suite_end(path);
+    }
+
+    fn case(&mut self, suite: &str, case: Case) {
+        let (mut status, mut expected) = match case.outcome {
+            Outcome::Passed if !case.flaky.is_empty() => (TestStatus::Flaky, None),
+            Outcome::Passed => (TestStatus::Passed, None),
+            Outcome::Failed => (TestStatus::Failed, None),
+            Outcome::Error => (TestStatus::Error, None),
+            Outcome::Skipped => (TestStatus::Skipped, None),
+            Outcome::Xfail => (TestStatus::Xfail, Some(case.message.clone())),
+        };
+        if status.is_failure() {
+            if let Some(e) = self
+                .rules
+                .test_rule(suite, &case.classname, &case.name)
+                .or(self.rules.whole)
+            {
+                status = TestStatus::Xfail;
+                expected = Some(e.reason.clone());
+            }
+        } else if status.is_pass() {
+            if let Some(e) = self.rules.test_rule(suite, &case.classname, &case.name) {
+                status = TestStatus::Xpass;
+                expected = Some(e.reason.clone());
+            }
+        }
+        self.counts.add(status);
+        self.sink.case(suite, &case, status);
+        if status == TestStatus::Passed {
+            self.passed
+                .push(test_hash(suite, &case.classname, &case.name));
+            return;
+        }
+        let mut output = case.text.display().into_owned();
+        for (label, b) in [
+            ("system-out", &case.system_out),
+            ("system-err", &case.system_err),
+        ] {
+            if !b.is_empty() {
+                if !output.is_empty() {
+                    output.push('\n');
+                }
+                output.push_str(&format!("--- {label} ---\n"));
+                output.push_str(&b.display());
+            }
+        }
+        let (message, kind) = match (case.message.is_empty(), case.flaky.first()) {
+            (true, Some(f)) if status == TestStatus::Flaky => (f.message.clone(), f.kind.clone()),
+            _ => (case.message, case.kind),
+        };
+        let bounded =
+            junit::floor_char_boundary(&output, self.limits.text + 2 * self.limits.output);
+        output.truncate(bounded);
+        self.tests.push(TestResult {
+            suite: suite.to_string(),
+            classname: case.classname,
+            name: case.name,
+            status,
+            time: case.time,
+            kind,
+            message,
+            output,
+            reruns: (case.flaky.len() + case.reruns.len()) as u32,
+            expected,
+            source: self.source.clone(),
+        });
+    }
+}
+
+/// Collects `source`, streaming every test to `sink`.
+///
+/// Two threads: one reads and parses the JUnit files in order, the calling
+/// thread judges each test and feeds `sink`. They meet in a small bounded
+/// channel of batches, so memory stays bounded and the order is the files'.
+pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results {
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Ev>>(CHANNEL_BATCHES);
+    let cells = std::thread::scope(|scope| {
+        scope.spawn(move || read_all(source, limits, tx));
+        let mut events = Events {
+            rx,
+            pending: Vec::new().into_iter(),
+        };
+        source
+            .cells
+            .iter()
+            .map(|cs| collect_cell(source, cs, limits, sink, &mut events))
+            .collect::<Vec<_>>()
+    });
+    Results {
+        version: RESULTS_VERSION,
+        name: source.name.clone(),
+        runs: source.runs.clone(),
+        matrix_hash: source.matrix_hash.clone(),
+        keys: source.keys.clone(),
+        report: source.report.clone(),
+        cells,
+        messages: source.messages.clone(),
+    }
+}
+
+/// Batches in flight between the reading and the judging thread.
+const CHANNEL_BATCHES: usize = 4;
+/// A batch is sent at this many events or text bytes, whichever comes first.
+const BATCH_EVENTS: usize = 1024;
+const BATCH_BYTES: usize = 1 << 20;
+
+/// What the reading thread tells the judging thread, in document order.
+// Nearly every event is a `Case`; boxing it would cost an allocation per test.
+#[allow(clippy::large_enum_variant)]
+enum Ev {
+    SuiteStart(String, Option<String>),
+    SuiteEnd(String),
+    /// The suite of the cases that follow.
+    Suite(String),
+    Case(Case),
+    /// The end of one file (always the last event of its batch).
+    FileDone(junit::ReadReport),
+}
+
+/// The reading side: a visitor that batches events into the channel.
+struct Batcher {
+    tx: std::sync::mpsc::SyncSender<Vec<Ev>>,
+    batch: Vec<Ev>,
+    bytes: usize,
+    suite: Option<String>,
+    closed: bool,
+}
+
+impl Batcher {
+    fn push(&mut self, ev: Ev, bytes: usize) {
+        self.batch.push(ev);
+        self.bytes += bytes;
+        if self.batch.len() >= BATCH_EVENTS || self.bytes >= BATCH_BYTES {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.batch.is_empty() || self.closed {
+            return;
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_EVENTS));
+        self.bytes = 0;
+        // The judging side hung up: stop sending (the reader still finishes).
+        self.closed = self.tx.send(batch).is_err();
+    }
+}
+
+impl Visitor for Batcher {
+    fn suite_start(&mut self, path: &str, timestamp: Option<&str>) {
+        self.push(
+            Ev::SuiteStart(path.to_string(), timestamp.map(str::to_string)),
+            0,
+        );
+    }
+
+    fn suite_end(&mut self, path: &str) {
+        self.push(Ev::SuiteEnd(path.to_string()), 0);
+    }
+
+    fn case(&mut self, suite: &str, case: Case) {
+        if self.suite.as_deref() != Some(suite) {
+            self.suite = Some(suite.to_string());
+            self.push(Ev::Suite(suite.to_string()), 0);
+        }
+        let bytes = 64
+            + case.name.len()
+            + case.message.len()
+            + case.text.text.len()
+            + case.system_out.text.len()
+            + case.system_err.text.len();
+        self.push(Ev::Case(case), bytes);
+    }
+}
+
+/// Reads every JUnit file of every cell, in order.
+fn read_all(source: &Source, limits: Limits, tx: std::sync::mpsc::SyncSender<Vec<Ev>>) {
+    let mut b = Batcher {
+        tx,
+        batch: Vec::with_capacity(BATCH_EVENTS),
+        bytes: 0,
+        suite: None,
+        closed: false,
+    };
+    for cs in &source.cells {
+        for rel in &cs.junit {
+            b.suite = None;
+            let report = match File::open(cs.dir.join(rel)) {
+                Ok(f) => junit::read(BufReader::with_capacity(256 * 1024, f), limits, &mut b),
+                Err(e) => junit::ReadReport {
+                    problem: Some(junit::Problem::Io {
+                        message: e.to_string(),
+                    }),
+                    ..Default::default()
+                },
+            };
+            b.batch.push(Ev::FileDone(report));
+            b.flush();
+            if b.closed {
+                return;
+            }
+        }
+    }
+}
+
+/// The judging side of the channel.
+struct Events {
+    rx: std::sync::mpsc::Receiver<Vec<Ev>>,
+    /// The current batch (moved out of one event at a time, never copied).
+    pending: std::vec::IntoIter<Ev>,
+}
+
+impl Events {
+    /// The next event; `None` only if the reading thread died.
+    fn next(&mut self) -> Option<Ev> {
+        loop {
+            if let Some(ev) = self.pending.next() {
+                return Some(ev);
+            }
+            self.pending = self.rx.recv().ok()?.into_iter();
+        }
+    }
+}
+
+fn collect_cell(
+    source: &Source,
+    cs: &CellSource,
+    limits: Limits,
+    sink: &mut dyn Sink,
+    events: &mut Events,
+) -> CellResult {
+    sink.cell_start(cs);
+    let rules = CellRules::new(&source.expect, &cs.values);
+    let mut messages: Vec<String> = Vec::new();
+    let mut problems = 0usize;
+    let mut oddities: BTreeMap<String, u64> = BTreeMap::new();
+    let mut cc = CellCollector {
+        rules: &rules,
+        limits,
+        counts: Counts::default(),
+        tests: Vec::new(),
+        passed: Vec::new(),
+        source: String::new(),
+        sink,
+    };
+    for rel in &cs.junit {
+        cc.source = rel.clone();
+        let mut suite = String::new();
+        let report = loop {
+            match events.next() {
+                Some(Ev::SuiteStart(p, ts)) => cc.suite_start(&p, ts.as_deref()),
+                Some(Ev::SuiteEnd(p)) => cc.suite_end(&p),
+                Some(Ev::Suite(s)) => suite = s,
+                Some(Ev::Case(c)) => cc.case(&suite, c),
+                Some(Ev::FileDone(r)) => break r,
+                None => {
+                    break junit::ReadReport {
+                        problem: Some(junit::Problem::Io {
+                            message: "the reading thread stopped".into(),
+                        }),
+                        ..Default::default()
+                    }
+                }
+            }
+        };
+        for (k, v) in report.oddities {
+            *oddities.entry(k.to_string()).or_insert(0) += v;
+        }
+        if let Some(p) = report.problem {
+            problems += 1;
+            messages.push(p.describe(rel));
+        }
+    }
+    let CellCollector {
+        counts,
+        tests,
+        mut passed,
+        sink,
+        ..
+    } = cc;
+    passed.sort_unstable();
+
+    let (mut status, mut reason, duration_secs, steps) = match &cs.record {
+        Some(r) => {
+            messages.extend(r.messages.iter().cloned());
+            let steps = r
+                .steps
+                .iter()
+                .map(|s| StepResult {
+                    name: s.name.clone(),
+                    status: s.status,
+                    exit_code: s.exit_code,
+                    duration_secs: s.duration_secs,
+                    reason: s.reason.clone(),
+                    log_tail: tail(&s.log_tail, LOG_TAIL_LIMIT),
+                })
+                .collect();
+            (r.status, r.reason.clone(), r.duration_secs, steps)
+        }
+        None if cs.from_run => (
+            CellStatus::Error,
+            Some("the cell did not finish: it has no cell.json".to_string()),
+            0.0,
+            Vec::new(),
+        ),
+        None => {
+            let status = if counts.failures() > 0 || counts.xfail > 0 {
+                CellStatus::Failed
+            } else if counts.total() == 0 {
+                if cs.junit.is_empty() {
+                    messages.push("no JUnit files (*.xml) in this directory".into());
+                }
+                CellStatus::Error
+            } else if counts.total() == counts.skipped {
+                CellStatus::Skipped
+            } else {
+                CellStatus::Passed
+            };
+            (status, None, 0.0, Vec::new())
+        }
+    };
+    // What the JUnit files say can only make a cell worse than its record.
+    if counts.failures() > 0 && !status.is_failure() {
+        status = CellStatus::Failed;
+    }
+    if problems > 0 && !status.is_failure() {
+        status = CellStatus::Error;
+        if reason.is_none() {
+            reason = messages.first().cloned();
+        }
+    }
+    let expected_failure = rules
+        .whole
+        .filter(|_| status.is_failure())
+        .map(|e| e.reason.clone());
+    let cell = CellResult {
+        id: cs.id.clone(),
+        values: cs.values.iter().cloned().collect(),
+        status,
+        reason,
+        duration_secs,
+        counts,
+        expected_failure,
+        steps,
+        tests,
+        passed_hashes: passed,
+        messages,
+        oddities,
+        junit: cs.junit.clone(),
+    };
+    sink.cell_end(&cell);
+    cell
+}
+
+/// The last `limit` bytes of `s`, starting at a line start when possible.
+pub fn tail(s: &str, limit: usize) -> String {
+    if s.len() <= limit {
+        return s.to_string();
+    }
+    let mut start = s.len() - limit;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    let t = &s[start..];
+    match t.find('\n') {
+        Some(i) if i + 1 < t.len() => format!("…\n{}", &t[i + 1..]),
+        _ => format!("…{t}"),
+    }
+}

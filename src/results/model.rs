@@ -1,0 +1,355 @@
+//! The result model: cells with their status and counts, the tests that did
+//! not simply pass (with bounded messages and output), and the identities of
+//! passing tests as 64-bit hashes — enough to diff against a baseline
+//! without keeping a million names in memory.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::record::Status as CellStatus;
+
+/// Version of `results.json` (see `reports/results.schema.json`).
+pub const RESULTS_VERSION: u32 = 1;
+
+/// A test's status after expectations are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestStatus {
+    Passed,
+    Failed,
+    Error,
+    Skipped,
+    /// Failed, then passed when run again.
+    Flaky,
+    /// Failed, and an `expect:` rule (or pytest's xfail) says it should.
+    Xfail,
+    /// Passed although an `expect:` rule says it should fail.
+    Xpass,
+}
+
+impl TestStatus {
+    pub const ALL: [TestStatus; 7] = [
+        TestStatus::Passed,
+        TestStatus::Failed,
+        TestStatus::Error,
+        TestStatus::Skipped,
+        TestStatus::Flaky,
+        TestStatus::Xfail,
+        TestStatus::Xpass,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestStatus::Passed => "passed",
+            TestStatus::Failed => "failed",
+            TestStatus::Error => "error",
+            TestStatus::Skipped => "skipped",
+            TestStatus::Flaky => "flaky",
+            TestStatus::Xfail => "xfail",
+            TestStatus::Xpass => "xpass",
+        }
+    }
+
+    /// Whether the test fails the run.
+    pub fn is_failure(self) -> bool {
+        matches!(self, TestStatus::Failed | TestStatus::Error)
+    }
+
+    /// Whether the test ran and its code worked (for regression diffing).
+    pub fn is_pass(self) -> bool {
+        matches!(
+            self,
+            TestStatus::Passed | TestStatus::Flaky | TestStatus::Xpass
+        )
+    }
+}
+
+/// Test counts by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub passed: u64,
+    pub failed: u64,
+    pub error: u64,
+    pub skipped: u64,
+    pub flaky: u64,
+    pub xfail: u64,
+    pub xpass: u64,
+}
+
+impl Counts {
+    pub fn add(&mut self, s: TestStatus) {
+        *self.get_mut(s) += 1;
+    }
+
+    fn get_mut(&mut self, s: TestStatus) -> &mut u64 {
+        match s {
+            TestStatus::Passed => &mut self.passed,
+            TestStatus::Failed => &mut self.failed,
+            TestStatus::Error => &mut self.error,
+            TestStatus::Skipped => &mut self.skipped,
+            TestStatus::Flaky => &mut self.flaky,
+            TestStatus::Xfail => &mut self.xfail,
+            TestStatus::Xpass => &mut self.xpass,
+        }
+    }
+
+    pub fn get(&self, s: TestStatus) -> u64 {
+        let mut c = *self;
+        *c.get_mut(s)
+    }
+
+    pub fn total(&self) -> u64 {
+        TestStatus::ALL.iter().map(|s| self.get(*s)).sum()
+    }
+
+    /// Unexpected failures and errors.
+    pub fn failures(&self) -> u64 {
+        self.failed + self.error
+    }
+
+    pub fn merge(&mut self, o: &Counts) {
+        for s in TestStatus::ALL {
+            *self.get_mut(s) += o.get(s);
+        }
+    }
+}
+
+/// The stable identity hash of a test inside a cell: FNV-1a (64 bit) over
+/// `suite 0x1f classname 0x1f name`. Stored in `results.json`, so it must
+/// never change for a given results version.
+pub fn test_hash(suite: &str, classname: &str, name: &str) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let mut h = OFFSET;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(PRIME);
+        }
+    };
+    eat(suite.as_bytes());
+    eat(&[0x1f]);
+    eat(classname.as_bytes());
+    eat(&[0x1f]);
+    eat(name.as_bytes());
+    h
+}
+
+/// A test that did not simply pass, with what is needed to show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    pub suite: String,
+    pub classname: String,
+    pub name: String,
+    pub status: TestStatus,
+    #[serde(default)]
+    pub time: Option<f64>,
+    /// The failure/error/skip `type`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// Failure text, then system-out/err, bounded.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub output: String,
+    /// Failed runs before the final one (flaky or rerun).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reruns: u32,
+    /// Why the test is expected to fail (xfail/xpass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// The JUnit file it came from, relative to the cell directory.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl TestResult {
+    pub fn hash(&self) -> u64 {
+        test_hash(&self.suite, &self.classname, &self.name)
+    }
+
+    pub fn display_name(&self) -> String {
+        display_name(&self.classname, &self.name)
+    }
+}
+
+/// `classname.name` (or `name`), the way people write test ids.
+pub fn display_name(classname: &str, name: &str) -> String {
+    if classname.is_empty() {
+        name.to_string()
+    } else {
+        format!("{classname}.{name}")
+    }
+}
+
+/// A step of a cell, as the report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    pub name: String,
+    pub status: CellStatus,
+    #[serde(default)]
+    pub exit_code: Option<i64>,
+    pub duration_secs: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub log_tail: String,
+}
+
+/// One cell's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellResult {
+    pub id: String,
+    /// Axis values in the plan's key order.
+    pub values: BTreeMap<String, String>,
+    pub status: CellStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub duration_secs: f64,
+    pub counts: Counts,
+    /// Set when an `expect:` rule without `tests` covers the whole cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected_failure: Option<String>,
+    #[serde(default)]
+    pub steps: Vec<StepResult>,
+    /// Every test that did not simply pass, in document order.
+    #[serde(default)]
+    pub tests: Vec<TestResult>,
+    /// Identity hashes of passing tests, sorted; see [`test_hash`].
+    #[serde(default, with = "hex_hashes")]
+    pub passed_hashes: Vec<u64>,
+    /// Problems found while reading results (cut-off or invalid reports …).
+    #[serde(default)]
+    pub messages: Vec<String>,
+    /// Odd but tolerated input, counted by kind.
+    #[serde(default)]
+    pub oddities: BTreeMap<String, u64>,
+    /// JUnit files read, relative to the cell directory.
+    #[serde(default)]
+    pub junit: Vec<String>,
+}
+
+impl CellResult {
+    /// Whether this cell fails the run: an unexpected test failure, or a
+    /// failing cell status that expected test failures do not explain.
+    pub fn is_failure(&self) -> bool {
+        if self.counts.failures() > 0 {
+            return true;
+        }
+        if !self.status.is_failure() || self.expected_failure.is_some() {
+            return false;
+        }
+        // A `failed` cell whose only failures were expected is fine.
+        !(self.status == CellStatus::Failed && self.counts.xfail > 0)
+    }
+
+    pub fn value(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+}
+
+/// Everything a report shows about a run (or merged shards).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub version: u32,
+    pub name: String,
+    /// Run ids this was built from (several after a merge).
+    pub runs: Vec<String>,
+    #[serde(default)]
+    pub matrix_hash: String,
+    pub keys: Vec<String>,
+    pub report: crate::spec::ReportLayout,
+    pub cells: Vec<CellResult>,
+    /// Problems about the whole set (missing shards …).
+    #[serde(default)]
+    pub messages: Vec<String>,
+}
+
+impl Results {
+    pub fn totals(&self) -> Counts {
+        let mut c = Counts::default();
+        for cell in &self.cells {
+            c.merge(&cell.counts);
+        }
+        c
+    }
+
+    /// Cells by status.
+    pub fn cell_counts(&self) -> BTreeMap<&'static str, u64> {
+        let mut m = BTreeMap::new();
+        for c in &self.cells {
+            *m.entry(c.status.as_str()).or_insert(0) += 1;
+        }
+        m
+    }
+
+    pub fn failing_cells(&self) -> usize {
+        self.cells.iter().filter(|c| c.is_failure()).count()
+    }
+
+    pub fn cell(&self, id: &str) -> Option<&CellResult> {
+        self.cells.iter().find(|c| c.id == id)
+    }
+}
+
+/// Serializes sorted hashes as one string of 16-hex-digit groups: compact
+/// (17 bytes a test would be JSON's minimum for a number array anyway) and
+/// cheap to parse.
+mod hex_hashes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        let mut out = String::with_capacity(v.len() * 16);
+        for h in v {
+            use std::fmt::Write;
+            let _ = write!(out, "{h:016x}");
+        }
+        s.serialize_str(&out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        let s = String::deserialize(d)?;
+        if !s.is_ascii() || s.len() % 16 != 0 {
+            return Err(serde::de::Error::custom(
+                "passed_hashes must be groups of 16 hex digits",
+            ));
+        }
+        (0..s.len() / 16)
+            .map(|i| {
+                u64::from_str_radix(&s[i * 16..i * 16 + 16], 16)
+                    .map_err(|_| serde::de::Error::custom("passed_hashes: not hex"))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_is_stable() {
+        // Pinned (checked with an independent FNV-1a): results.json files depend on it.
+        assert_eq!(test_hash("", "", ""), 0x0879_e907_b528_1763);
+        assert_ne!(test_hash("a", "b", "c"), test_hash("ab", "", "c"));
+    }
+
+    #[test]
+    fn hashes_roundtrip() {
+        #[derive(Serialize, Deserialize)]
+        struct W(#[serde(with = "hex_hashes")] Vec<u64>);
+        let w = W(vec![0, 1, u64::MAX]);
+        let s = serde_json::to_string(&w).unwrap();
+        let back: W = serde_json::from_str(&s).unwrap();
+        assert_eq!(back.0, w.0);
+        // Bad input is an error, never a panic.
+        assert!(serde_json::from_str::<W>("\"ééééééééx\"").is_err());
+        assert!(serde_json::from_str::<W>("\"zzzzzzzzzzzzzzzz\"").is_err());
+    }
+}

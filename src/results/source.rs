@@ -1,0 +1,236 @@
+//! Where results come from: a run store (`plan.json` + `cells/*/cell.json`),
+//! several shard runs of one plan, or plain directories of JUnit files (one
+//! per cell). All three become a [`Source`]: the plan's keys, expectations
+//! and report layout, and per cell its directory, record and JUnit files.
+
+use std::path::{Path, PathBuf};
+
+use crate::run::record::{CellRecord, RunManifest, STORE_VERSION};
+use crate::spec::{Expectation, ReportLayout};
+
+use super::ResultsError;
+
+/// One cell to collect.
+#[derive(Debug, Clone)]
+pub struct CellSource {
+    pub id: String,
+    /// Axis values in key order.
+    pub values: Vec<(String, String)>,
+    /// The cell directory; JUnit paths are relative to it.
+    pub dir: PathBuf,
+    /// `cell.json`, when the cell finished (always `None` for plain directories).
+    pub record: Option<CellRecord>,
+    /// JUnit files relative to `dir`.
+    pub junit: Vec<String>,
+    /// Whether this came from a run store (a missing record then means "did not finish").
+    pub from_run: bool,
+}
+
+/// Everything to collect, with how to judge and show it.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub runs: Vec<String>,
+    pub matrix_hash: String,
+    pub keys: Vec<String>,
+    pub expect: Vec<Expectation>,
+    pub report: ReportLayout,
+    pub cells: Vec<CellSource>,
+    pub messages: Vec<String>,
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ResultsError> {
+    let bytes = std::fs::read(path).map_err(|e| ResultsError::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|e| ResultsError::Json {
+        path: path.to_path_buf(),
+        source: e,
+    })
+}
+
+/// Reads a run store's manifest.
+pub fn manifest(run_dir: &Path) -> Result<RunManifest, ResultsError> {
+    let path = run_dir.join("plan.json");
+    if !path.is_file() {
+        return Err(ResultsError::NotARun {
+            path: run_dir.to_path_buf(),
+        });
+    }
+    let m: RunManifest = read_json(&path)?;
+    if m.store_version != STORE_VERSION {
+        return Err(ResultsError::Store {
+            path,
+            message: format!(
+                "run-store version {} is not the supported version {STORE_VERSION}",
+                m.store_version
+            ),
+        });
+    }
+    Ok(m)
+}
+
+impl Source {
+    /// One run store.
+    pub fn run(run_dir: &Path) -> Result<Source, ResultsError> {
+        Source::runs(&[run_dir.to_path_buf()])
+    }
+
+    /// Shard runs of one plan (or one run). Cells are taken in the order of
+    /// the runs given; a cell in two runs is taken from the first.
+    pub fn runs(run_dirs: &[PathBuf]) -> Result<Source, ResultsError> {
+        let mut out: Option<Source> = None;
+        let mut shards: Vec<String> = Vec::new();
+        for dir in run_dirs {
+            let m = manifest(dir)?;
+            let src = out.get_or_insert_with(|| Source {
+                name: m.name.clone(),
+                runs: Vec::new(),
+                matrix_hash: m.matrix_hash.clone(),
+                keys: m.keys.clone(),
+                expect: m.expect.clone(),
+                report: m.report.clone(),
+                cells: Vec::new(),
+                messages: Vec::new(),
+            });
+            if m.matrix_hash != src.matrix_hash {
+                return Err(ResultsError::Merge(format!(
+                    "{} ran matrix {} ({}), but {} ran {} ({}): shards of different plans cannot be merged",
+                    dir.display(),
+                    m.name,
+                    short(&m.matrix_hash),
+                    run_dirs[0].display(),
+                    src.name,
+                    short(&src.matrix_hash)
+                )));
+            }
+            src.runs.push(m.run_id.clone());
+            if let Some(s) = &m.shard {
+                if shards.contains(s) {
+                    src.messages
+                        .push(format!("shard {s} appears twice (run {})", m.run_id));
+                }
+                shards.push(s.clone());
+            }
+            for cell in &m.cells {
+                if src.cells.iter().any(|c| c.id == cell.id) {
+                    src.messages.push(format!(
+                        "cell {} is in more than one run; kept the first, ignored run {}",
+                        cell.id, m.run_id
+                    ));
+                    continue;
+                }
+                let cdir = dir.join("cells").join(&cell.id);
+                let rec_path = cdir.join("cell.json");
+                let record: Option<CellRecord> = if rec_path.is_file() {
+                    Some(read_json(&rec_path)?)
+                } else {
+                    None
+                };
+                let junit = record.as_ref().map(|r| r.junit.clone()).unwrap_or_default();
+                src.cells.push(CellSource {
+                    id: cell.id.clone(),
+                    values: cell.values.clone(),
+                    dir: cdir,
+                    record,
+                    junit,
+                    from_run: true,
+                });
+            }
+        }
+        let mut src = out.ok_or_else(|| ResultsError::Merge("no run given".into()))?;
+        // Which shards of K/N are missing?
+        if let Some(total) = shards
+            .first()
+            .and_then(|s| s.split_once('/'))
+            .and_then(|(_, n)| n.parse::<usize>().ok())
+        {
+            if run_dirs.len() > 1 || total > 1 {
+                let missing: Vec<String> = (1..=total)
+                    .map(|k| format!("{k}/{total}"))
+                    .filter(|s| !shards.contains(s))
+                    .collect();
+                if !missing.is_empty() {
+                    src.messages.push(format!(
+                        "shards {} of this plan are not included: their cells are not in this report",
+                        missing.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(src)
+    }
+
+    /// Plain directories of JUnit files, one directory per cell, named after it.
+    pub fn junit_dirs(dirs: &[PathBuf]) -> Result<Source, ResultsError> {
+        let mut cells: Vec<CellSource> = Vec::new();
+        for dir in dirs {
+            if !dir.is_dir() {
+                return Err(ResultsError::Store {
+                    path: dir.clone(),
+                    message: "not a directory".into(),
+                });
+            }
+            let id = dir
+                .canonicalize()
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .unwrap_or_else(|| dir.display().to_string());
+            if cells.iter().any(|c| c.id == id) {
+                return Err(ResultsError::Store {
+                    path: dir.clone(),
+                    message: format!(
+                        "another directory is also named `{id}`; cell ids come from directory names and must differ"
+                    ),
+                });
+            }
+            let mut junit = Vec::new();
+            find_xml(dir, dir, &mut junit)?;
+            junit.sort();
+            cells.push(CellSource {
+                values: vec![("cell".to_string(), id.clone())],
+                id,
+                dir: dir.clone(),
+                record: None,
+                junit,
+                from_run: false,
+            });
+        }
+        Ok(Source {
+            name: "junit".into(),
+            runs: Vec::new(),
+            matrix_hash: String::new(),
+            keys: vec!["cell".into()],
+            expect: Vec::new(),
+            report: ReportLayout {
+                rows: vec!["cell".into()],
+                columns: Vec::new(),
+            },
+            cells,
+            messages: Vec::new(),
+        })
+    }
+}
+
+fn short(hash: &str) -> &str {
+    &hash[..super::junit::floor_char_boundary(hash, 12)]
+}
+
+/// Every `*.xml` file under `dir`, as paths relative to `root`.
+fn find_xml(root: &Path, dir: &Path, out: &mut Vec<String>) -> Result<(), ResultsError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| ResultsError::io(dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| ResultsError::io(dir, e))?;
+        let path = entry.path();
+        let ft = entry.file_type().map_err(|e| ResultsError::io(&path, e))?;
+        if ft.is_dir() {
+            find_xml(root, &path, out)?;
+        } else if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("xml"))
+        {
+            if let Ok(rel) = path.strip_prefix(root) {
+                out.push(rel.to_string_lossy().into_owned());
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,625 @@
+//! Running one cell: a container from its environment image, each step by
+//! exec with its own log, timeout and JUnit globs, and the container removed
+//! whatever happens.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::events::{Event, Events};
+use super::gpu_gate::{GpuGate, GpuGrant};
+use super::record::{CellRecord, Status, StepRecord};
+use super::store::{now_rfc3339, RunStore};
+use super::sweep::owner_labels;
+use super::untar;
+use crate::engine::{ContainerSpec, Engine, EngineError, ExecOutcome};
+use crate::plan::{Cell, Step};
+use crate::spec::GpuUse;
+
+/// Exit code a step uses to say "skipped" (as Debian's ROCm test launcher does).
+pub const EXIT_SKIPPED: i64 = 77;
+/// Bytes of log kept in memory for the tail.
+const TAIL_BYTES: usize = 64 * 1024;
+/// Lines of log kept in the record.
+const TAIL_LINES: usize = 40;
+/// Largest JUnit archive copied out of a container.
+const MAX_JUNIT_ARCHIVE: u64 = 256 * 1024 * 1024;
+
+/// What a cell needs from the run around it.
+pub struct CellEnv<'a> {
+    pub engine: &'a Engine,
+    pub store: &'a RunStore,
+    pub run_id: &'a str,
+    pub events: &'a Events,
+    pub gpus: &'a dyn GpuGate,
+    pub sources: &'a crate::source::Sources,
+    /// Removals of finished cells' containers, awaited by the scheduler
+    /// before the run ends (removing is off the cells' critical path).
+    pub cleanups: &'a std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// Why a cell could not be judged.
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    #[error(transparent)]
+    Source(#[from] crate::source::SourceError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl CellError {
+    fn io(path: &Path, source: std::io::Error) -> Self {
+        CellError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    pub fn is_transient(&self) -> bool {
+        match self {
+            CellError::Engine(e) => e.is_transient(),
+            CellError::Io { .. } | CellError::Source(_) => false,
+        }
+    }
+}
+
+/// Runs `cell` in a fresh container of `image`. The container is removed
+/// before this returns, on every path but cancellation (dropping the
+/// future), where the scheduler removes it by label.
+pub async fn run_cell(
+    cx: &CellEnv<'_>,
+    cell: &Cell,
+    image: &str,
+    attempt: u32,
+) -> Result<CellRecord, CellError> {
+    let started_at = now_rfc3339();
+    let t0 = Instant::now();
+    let dir = cx.store.cell_dir(&cell.id);
+    let logs = dir.join("logs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&logs).map_err(|e| CellError::io(&logs, e))?;
+    cx.events.emit(Event::CellStarted {
+        cell: cell.id.clone(),
+        attempt,
+    });
+
+    let (grant, gpu_refusal): (Option<GpuGrant>, Option<String>) = if cell.wants_gpu() {
+        // Waiting for a busy GPU blocks; keep the runtime's other tasks going.
+        match tokio::task::block_in_place(|| cx.gpus.grant(&cell.id, &cell.gpu)) {
+            Ok(g) => (Some(g), None),
+            Err(reason) => (None, Some(reason)),
+        }
+    } else {
+        (None, None)
+    };
+
+    let name = container_name(cx.run_id, &cell.id, attempt);
+    let spec = container_spec(cx.run_id, cell, image, grant.as_ref(), name);
+    // Sources first: a patch that does not apply stops the cell before any
+    // container exists.
+    let mut prepared = Vec::with_capacity(cell.sources.len());
+    for src in &cell.sources {
+        prepared.push(tokio::task::block_in_place(|| cx.sources.prepare(src))?);
+    }
+    let container = cx.engine.start_container(&spec).await?;
+    for p in &prepared {
+        if let Err(e) = cx.engine.upload(&container, "/", p.tar.clone()).await {
+            let _ = cx.engine.remove_container(&container).await;
+            return Err(e.into());
+        }
+    }
+    let result = run_steps(cx, cell, &container, &logs, gpu_refusal.as_deref()).await;
+    // The GPUs stay leased until the container is gone.
+    let engine = cx.engine.clone();
+    let removal = tokio::spawn(async move {
+        if let Err(e) = engine.remove_container(&container).await {
+            tracing::warn!("{e}");
+        }
+        drop(grant);
+    });
+    cx.cleanups
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(removal);
+    let StepsOutcome {
+        steps,
+        junit,
+        messages,
+        verdict: (status, reason),
+    } = result?;
+
+    let record = CellRecord {
+        id: cell.id.clone(),
+        values: cell.values.iter().cloned().collect::<BTreeMap<_, _>>(),
+        hash: cell.hash.clone(),
+        environment_hash: cell.environment_hash.clone(),
+        image: Some(image.to_string()),
+        status,
+        reason,
+        started: started_at,
+        finished: now_rfc3339(),
+        duration_secs: t0.elapsed().as_secs_f64(),
+        attempts: attempt,
+        steps,
+        junit,
+        messages,
+        sources: prepared.iter().map(|p| p.locked.clone()).collect(),
+    };
+    cx.store
+        .write_json(&format!("cells/{}/cell.json", cell.id), &record)
+        .map_err(|e| CellError::Io {
+            path: dir.join("cell.json"),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    Ok(record)
+}
+
+struct StepsOutcome {
+    steps: Vec<StepRecord>,
+    junit: Vec<String>,
+    messages: Vec<String>,
+    verdict: (Status, Option<String>),
+}
+
+/// The container a cell runs in: its image, labels, the cell's values as
+/// `ROCMATRIX_*` variables, and the devices, groups and variables of its GPUs.
+pub fn container_spec(
+    run_id: &str,
+    cell: &Cell,
+    image: &str,
+    grant: Option<&GpuGrant>,
+    name: String,
+) -> ContainerSpec {
+    let mut env: Vec<String> = vec![format!("ROCMATRIX_CELL={}", cell.id)];
+    for (k, v) in &cell.values {
+        env.push(format!("ROCMATRIX_{}={v}", env_key(k)));
+    }
+    ContainerSpec {
+        name,
+        image: image.to_string(),
+        labels: owner_labels(run_id, &cell.id),
+        env: env
+            .into_iter()
+            .chain(grant.iter().flat_map(|g| g.env.clone()))
+            .collect(),
+        devices: grant.map(|g| g.devices.clone()).unwrap_or_default(),
+        group_add: grant.map(|g| g.groups.clone()).unwrap_or_default(),
+        memory_bytes: cell.memory.and_then(|m| i64::try_from(m).ok()),
+        ..Default::default()
+    }
+}
+
+async fn run_steps(
+    cx: &CellEnv<'_>,
+    cell: &Cell,
+    container: &str,
+    logs: &Path,
+    gpu_refusal: Option<&str>,
+) -> Result<StepsOutcome, CellError> {
+    cx.engine
+        .upload(
+            container,
+            "/",
+            scripts_tar(&cell.steps).map_err(|e| CellError::io(logs, e))?,
+        )
+        .await?;
+    let dir = logs.parent().unwrap_or(logs).to_path_buf();
+    let mut records = Vec::with_capacity(cell.steps.len());
+    let mut junit = Vec::new();
+    let mut messages = Vec::new();
+    let mut stop: Option<String> = None;
+    let mut verdict: Option<(Status, String)> = None;
+    let mut ooms_seen = 0u64;
+    let total = cell.steps.len();
+    for (i, step) in cell.steps.iter().enumerate() {
+        let log_rel = format!("logs/{}.log", step_slug(i, &step.name));
+        let log_path = dir.join(&log_rel);
+        let skip_reason = match (&stop, step.gpu, gpu_refusal) {
+            (Some(why), _, _) => Some(why.clone()),
+            (None, GpuUse::Required, Some(why)) => Some(format!("needs a GPU: {why}")),
+            _ => None,
+        };
+        if let Some(reason) = skip_reason {
+            std::fs::write(&log_path, format!("rocmatrix: step not run: {reason}\n"))
+                .map_err(|e| CellError::io(&log_path, e))?;
+            cx.events.emit(Event::StepFinished {
+                cell: cell.id.clone(),
+                step: step.name.clone(),
+                status: Status::Skipped,
+                exit_code: None,
+                secs: 0.0,
+            });
+            records.push(StepRecord {
+                name: step.name.clone(),
+                status: Status::Skipped,
+                exit_code: None,
+                duration_secs: 0.0,
+                log: log_rel,
+                reason: Some(reason),
+                log_tail: String::new(),
+            });
+            continue;
+        }
+        cx.events.emit(Event::StepStarted {
+            cell: cell.id.clone(),
+            step: step.name.clone(),
+            index: i + 1,
+            total,
+        });
+        let t = Instant::now();
+        let mut log = StepLog::create(&log_path).map_err(|e| CellError::io(&log_path, e))?;
+        let cmd = vec![
+            "bash".to_string(),
+            "-eo".into(),
+            "pipefail".into(),
+            format!("/rocmatrix/steps/{}.sh", step_slug(i, &step.name)),
+        ];
+        let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
+        let outcome = cx
+            .engine
+            .exec(
+                container,
+                cmd,
+                env,
+                &mut |b: &[u8]| log.write(b),
+                Some(step.timeout),
+            )
+            .await?;
+        let (status, exit_code, reason) = match outcome {
+            ExecOutcome::Exited(0) => (Status::Passed, Some(0), None),
+            ExecOutcome::Exited(EXIT_SKIPPED) => (
+                Status::Skipped,
+                Some(EXIT_SKIPPED),
+                Some("exit 77: skipped".to_string()),
+            ),
+            ExecOutcome::Exited(137) => {
+                let kills = oom_kills(cx.engine, container).await;
+                if kills > ooms_seen {
+                    ooms_seen = kills;
+                    (
+                        Status::Oom,
+                        Some(137),
+                        Some("killed by the out-of-memory killer".to_string()),
+                    )
+                } else {
+                    (
+                        Status::Failed,
+                        Some(137),
+                        Some("killed (SIGKILL)".to_string()),
+                    )
+                }
+            }
+            ExecOutcome::Exited(code) => (
+                Status::Failed,
+                Some(code),
+                Some(format!("exit code {code}")),
+            ),
+            ExecOutcome::TimedOut => {
+                log.note(&format!(
+                    "\nrocmatrix: step timed out after {} s; container killed\n",
+                    step.timeout.as_secs()
+                ));
+                cx.engine.kill_container(container).await?;
+                (
+                    Status::Timeout,
+                    None,
+                    Some(format!("timed out after {} s", step.timeout.as_secs())),
+                )
+            }
+        };
+        let tail = log.finish().map_err(|e| CellError::io(&log_path, e))?;
+        let secs = t.elapsed().as_secs_f64();
+        cx.events.emit(Event::StepFinished {
+            cell: cell.id.clone(),
+            step: step.name.clone(),
+            status,
+            exit_code,
+            secs,
+        });
+        if status != Status::Timeout && !step.junit.is_empty() {
+            let dest = dir.join("junit").join(step_slug(i, &step.name));
+            let (files, msgs) =
+                collect_junit(cx.engine, container, &step.junit, &dest, &dir).await?;
+            junit.extend(files);
+            messages.extend(msgs);
+        }
+        let stops = match status {
+            Status::Skipped => Some("skipped itself (exit 77)"),
+            Status::Timeout => Some("timed out"),
+            Status::Oom => Some("ran out of memory"),
+            Status::Failed if !step.continue_on_error => Some("failed"),
+            _ => None,
+        };
+        if let Some(what) = stops {
+            stop = Some(format!("step `{}` {what}", step.name));
+            verdict = Some((
+                status,
+                format!(
+                    "step `{}`: {}",
+                    step.name,
+                    reason.clone().unwrap_or_default()
+                ),
+            ));
+        }
+        records.push(StepRecord {
+            name: step.name.clone(),
+            status,
+            exit_code,
+            duration_secs: secs,
+            log: log_rel,
+            reason,
+            log_tail: tail,
+        });
+    }
+    let verdict = cell_status(verdict, &records);
+    Ok(StepsOutcome {
+        steps: records,
+        junit,
+        messages,
+        verdict,
+    })
+}
+
+/// The cell's status: the step that stopped the cell (timeout, out of
+/// memory, a failure of a step that may not fail, or exit 77) decides; a cell whose
+/// steps were all skipped is skipped; otherwise it passed.
+fn cell_status(
+    stopped_by: Option<(Status, String)>,
+    steps: &[StepRecord],
+) -> (Status, Option<String>) {
+    if let Some((status, reason)) = stopped_by {
+        return (status, Some(reason));
+    }
+    if !steps.is_empty() && steps.iter().all(|s| s.status == Status::Skipped) {
+        return (Status::Skipped, steps[0].reason.clone());
+    }
+    (Status::Passed, None)
+}
+
+async fn oom_kills(engine: &Engine, container: &str) -> u64 {
+    let script = "cat /sys/fs/cgroup/memory.events 2>/dev/null || cat /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null";
+    let from_cgroup = match engine.exec_capture(container, &["sh", "-c", script]).await {
+        Ok((_, out)) => out
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("oom_kill ")
+                    .and_then(|n| n.trim().parse().ok())
+            })
+            .unwrap_or(0),
+        Err(_) => 0,
+    };
+    if from_cgroup > 0 {
+        return from_cgroup;
+    }
+    u64::from(engine.oom_killed(container).await.unwrap_or(false))
+}
+
+/// Finds files matching `globs` in the container and copies them out into `dest`.
+async fn collect_junit(
+    engine: &Engine,
+    container: &str,
+    globs: &[String],
+    dest: &Path,
+    cell_dir: &Path,
+) -> Result<(Vec<String>, Vec<String>), CellError> {
+    let script = format!(
+        "shopt -s nullglob globstar; for f in {}; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then printf '%s\\0' \"$f\"; fi; done",
+        globs.join(" ")
+    );
+    let (code, out) = engine
+        .exec_capture(container, &["bash", "-c", &script])
+        .await?;
+    let mut files = Vec::new();
+    let mut messages = Vec::new();
+    if code != 0 {
+        messages.push(format!(
+            "listing JUnit files ({}) failed with exit code {code}",
+            globs.join(" ")
+        ));
+        return Ok((files, messages));
+    }
+    let paths: Vec<&str> = out.split('\0').filter(|p| !p.is_empty()).collect();
+    if paths.is_empty() {
+        messages.push(format!("no JUnit file matched {}", globs.join(" ")));
+        return Ok((files, messages));
+    }
+    std::fs::create_dir_all(dest).map_err(|e| CellError::io(dest, e))?;
+    for path in paths {
+        let abs = if path.starts_with('/') {
+            path.to_string()
+        } else {
+            format!("/work/{path}")
+        };
+        let archive = dest.join(".download.tar");
+        match engine
+            .download(container, &abs, &archive, MAX_JUNIT_ARCHIVE)
+            .await
+        {
+            Ok(_) => {}
+            Err(EngineError::Failed { message, .. }) => {
+                messages.push(format!("{abs}: {message}"));
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let staging = dest.join(".staging");
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).map_err(|e| CellError::io(&staging, e))?;
+        let f = std::fs::File::open(&archive).map_err(|e| CellError::io(&archive, e))?;
+        let limits = untar::Limits {
+            max_total: MAX_JUNIT_ARCHIVE,
+            max_entries: 10_000,
+        };
+        match untar::unpack(f, &staging, limits, &abs) {
+            Ok(u) => {
+                messages.extend(u.refused);
+                for rel in u.files {
+                    let flat = crate::spec::cell_id::sanitize(abs.trim_start_matches('/'));
+                    let name = if u_single(&rel) {
+                        flat
+                    } else {
+                        format!(
+                            "{flat}-{}",
+                            crate::spec::cell_id::sanitize(&rel.to_string_lossy())
+                        )
+                    };
+                    let final_path = dest.join(&name);
+                    std::fs::rename(staging.join(&rel), &final_path)
+                        .map_err(|e| CellError::io(&final_path, e))?;
+                    if let Ok(r) = final_path.strip_prefix(cell_dir) {
+                        files.push(r.to_string_lossy().into_owned());
+                    }
+                }
+            }
+            Err(e) => messages.push(format!("{abs}: unreadable archive: {e}")),
+        }
+        let _ = std::fs::remove_dir_all(&staging);
+        let _ = std::fs::remove_file(&archive);
+    }
+    Ok((files, messages))
+}
+
+/// A path with a single component (the file itself, as docker archives a file).
+fn u_single(rel: &Path) -> bool {
+    rel.components().count() == 1
+}
+
+/// A step's log file: everything goes to disk as it arrives; only a bounded
+/// tail stays in memory.
+struct StepLog {
+    file: std::io::BufWriter<std::fs::File>,
+    tail: VecDeque<u8>,
+}
+
+impl StepLog {
+    fn create(path: &Path) -> std::io::Result<StepLog> {
+        Ok(StepLog {
+            file: std::io::BufWriter::new(std::fs::File::create(path)?),
+            tail: VecDeque::with_capacity(TAIL_BYTES),
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let _ = self.file.write_all(bytes);
+        let keep = &bytes[bytes.len().saturating_sub(TAIL_BYTES)..];
+        let overflow = (self.tail.len() + keep.len()).saturating_sub(TAIL_BYTES);
+        self.tail.drain(..overflow);
+        self.tail.extend(keep);
+    }
+
+    fn note(&mut self, text: &str) {
+        self.write(text.as_bytes());
+    }
+
+    /// Flushes the file and returns the last lines.
+    fn finish(mut self) -> std::io::Result<String> {
+        self.file.flush()?;
+        let (a, b) = self.tail.as_slices();
+        let text = String::from_utf8_lossy(&[a, b].concat()).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        Ok(lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n"))
+    }
+}
+
+/// `NN-name` for step files: sortable and file-system safe.
+pub fn step_slug(index: usize, name: &str) -> String {
+    format!("{:02}-{}", index + 1, crate::spec::cell_id::sanitize(name))
+}
+
+pub fn env_key(k: &str) -> String {
+    k.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Container names are unique per run, cell and attempt.
+pub fn container_name(run: &str, cell: &str, attempt: u32) -> String {
+    let mut cell = crate::spec::cell_id::sanitize(cell);
+    cell.truncate(100);
+    format!("rocmatrix-{run}-{cell}-{attempt}")
+}
+
+pub fn scripts_tar(steps: &[Step]) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    for (i, s) in steps.iter().enumerate() {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(s.run.len() as u64);
+        h.set_mode(0o755);
+        h.set_cksum();
+        b.append_data(
+            &mut h,
+            format!("rocmatrix/steps/{}.sh", step_slug(i, &s.name)),
+            s.run.as_bytes(),
+        )?;
+    }
+    b.into_inner()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(name: &str, status: Status, reason: Option<&str>) -> StepRecord {
+        StepRecord {
+            name: name.into(),
+            status,
+            exit_code: None,
+            duration_secs: 0.0,
+            log: String::new(),
+            reason: reason.map(str::to_string),
+            log_tail: String::new(),
+        }
+    }
+
+    #[test]
+    fn statuses() {
+        assert_eq!(
+            cell_status(None, &[step("a", Status::Passed, None)]).0,
+            Status::Passed
+        );
+        let stopped = Some((Status::Failed, "step `a`: exit code 1".to_string()));
+        assert_eq!(
+            cell_status(stopped, &[]),
+            (Status::Failed, Some("step `a`: exit code 1".into()))
+        );
+        // continue_on_error: a failed step stops nothing and decides nothing.
+        let cont = [
+            step("a", Status::Failed, Some("exit code 1")),
+            step("b", Status::Passed, None),
+        ];
+        assert_eq!(cell_status(None, &cont).0, Status::Passed);
+        let skipped = [step("a", Status::Skipped, Some("needs a GPU: none"))];
+        assert_eq!(
+            cell_status(None, &skipped),
+            (Status::Skipped, Some("needs a GPU: none".into()))
+        );
+    }
+
+    #[test]
+    fn log_keeps_a_bounded_tail() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("l.log");
+        let mut log = StepLog::create(&p).unwrap();
+        for i in 0..100_000 {
+            log.write(format!("line {i}\n").as_bytes());
+        }
+        assert!(log.tail.len() <= TAIL_BYTES);
+        let tail = log.finish().unwrap();
+        assert!(tail.ends_with("line 99999"));
+        assert_eq!(tail.lines().count(), TAIL_LINES);
+        assert!(std::fs::metadata(&p).unwrap().len() > 1_000_000);
+    }
+}

@@ -1,0 +1,111 @@
+//! Everything that happens in a run is an [`Event`]. The scheduler emits
+//! events; listeners (the journal, the progress display) consume them and
+//! never reach back into the scheduler.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::record::Status;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        name: String,
+        cells: usize,
+        to_run: usize,
+        environments: usize,
+        jobs: usize,
+    },
+    /// How a base image was obtained (once per base per run).
+    BaseImage {
+        reference: String,
+        outcome: String,
+        message: String,
+    },
+    ImageStarted {
+        environment: String,
+        cells: usize,
+    },
+    ImageFinished {
+        environment: String,
+        tag: String,
+        reused: bool,
+        secs: f64,
+    },
+    ImageFailed {
+        environment: String,
+        error: String,
+    },
+    CellStarted {
+        cell: String,
+        attempt: u32,
+    },
+    StepStarted {
+        cell: String,
+        step: String,
+        index: usize,
+        total: usize,
+    },
+    StepFinished {
+        cell: String,
+        step: String,
+        status: Status,
+        exit_code: Option<i64>,
+        secs: f64,
+    },
+    /// An infrastructure error; the cell starts again.
+    CellRetry {
+        cell: String,
+        attempt: u32,
+        error: String,
+    },
+    CellFinished {
+        cell: String,
+        status: Status,
+        reason: Option<String>,
+        secs: f64,
+    },
+    /// A cell that will not run in this invocation (fail-fast, interrupt,
+    /// or its image failed).
+    CellNotRun {
+        cell: String,
+        reason: String,
+    },
+    Warning {
+        message: String,
+    },
+    RunFinished {
+        passed: usize,
+        failed: usize,
+        skipped: usize,
+        not_run: usize,
+        interrupted: bool,
+        secs: f64,
+    },
+}
+
+/// Consumes events. Implementations must be cheap: they run inline.
+pub trait Listener: Send + Sync {
+    fn on_event(&self, event: &Event);
+}
+
+/// Fans events out to listeners.
+#[derive(Clone, Default)]
+pub struct Events {
+    listeners: Vec<Arc<dyn Listener>>,
+}
+
+impl Events {
+    pub fn new(listeners: Vec<Arc<dyn Listener>>) -> Self {
+        Events { listeners }
+    }
+
+    pub fn emit(&self, event: Event) {
+        for l in &self.listeners {
+            l.on_event(&event);
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! `lock.json`: what a run's environments and cells were made of, precisely
+//! enough to make them again — base images and how they were obtained,
+//! environment images, every installed package with its exact version, and
+//! per cell its source commits and patch hashes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::RunError;
+use crate::image::{BaseImage, EnvImage};
+
+pub const LOCK_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Lock {
+    pub lock_version: u32,
+    pub rocmatrix_version: String,
+    pub matrix_file: String,
+    pub matrix_hash: String,
+    /// Environment hash → what it was made of.
+    pub environments: BTreeMap<String, LockedEnvironment>,
+    /// Cell id → what it ran on.
+    pub cells: BTreeMap<String, LockedCell>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LockedEnvironment {
+    pub family: String,
+    pub base: BaseImage,
+    pub image: EnvImage,
+    /// Installed packages: name → exact version.
+    pub packages: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LockedCell {
+    pub environment: String,
+    #[serde(default)]
+    pub sources: Vec<LockedSource>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LockedSource {
+    pub name: String,
+    pub url: String,
+    /// The ref as rendered for the cell.
+    pub reference: String,
+    pub commit: String,
+    pub patches: Vec<LockedPatch>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LockedPatch {
+    pub file: String,
+    pub sha256: String,
+}
+
+impl Lock {
+    pub fn load(path: &Path) -> Result<Lock, RunError> {
+        let text = std::fs::read_to_string(path).map_err(|e| RunError::io(path, e))?;
+        let lock: Lock = serde_json::from_str(&text).map_err(|e| RunError::Corrupt {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        if lock.lock_version != LOCK_VERSION {
+            return Err(RunError::Usage(format!(
+                "{}: lock version {} is not {LOCK_VERSION}, the version this rocmatrix reads",
+                path.display(),
+                lock.lock_version
+            )));
+        }
+        Ok(lock)
+    }
+}

@@ -1,0 +1,53 @@
+//! Running a plan: images first, then cells in parallel containers, with
+//! events, a journal, a run store that survives interruption, and resume.
+
+pub mod cell;
+pub mod events;
+pub mod export;
+pub mod gpu_gate;
+pub mod journal;
+pub mod lock;
+pub mod progress;
+pub mod record;
+pub mod runner;
+pub mod scheduler;
+pub mod shell;
+pub mod signals;
+pub mod store;
+pub mod sweep;
+pub mod untar;
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::EngineError;
+use crate::image::ImageError;
+
+pub use scheduler::{execute, RunOptions, RunOutcome};
+pub use store::RunStore;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: unreadable: {message}", path.display())]
+    Corrupt { path: PathBuf, message: String },
+}
+
+impl RunError {
+    pub fn io(path: &Path, source: std::io::Error) -> Self {
+        RunError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Showing a run as it happens: an indicatif display (an overall bar and a
+//! line per running cell with its current step) on a terminal, or one plain
+//! line per event otherwise.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::events::{Event, Listener};
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// Bars on a terminal, plain lines otherwise.
+    Auto,
+    Bar,
+    Plain,
+    /// Nothing but errors.
+    Quiet,
+}
+
+/// Builds the listener for `mode`, for a run of `total` cells.
+pub fn listener(mode: ProgressMode, total: usize) -> Box<dyn Listener> {
+    let mode = match mode {
+        ProgressMode::Auto if std::io::stderr().is_terminal() => ProgressMode::Bar,
+        ProgressMode::Auto => ProgressMode::Plain,
+        m => m,
+    };
+    match mode {
+        ProgressMode::Bar => Box::new(Bars::new(total)),
+        ProgressMode::Quiet => Box::new(Quiet),
+        _ => Box::new(Plain),
+    }
+}
+
+struct Quiet;
+
+impl Listener for Quiet {
+    fn on_event(&self, event: &Event) {
+        if let Event::ImageFailed { .. } = event {
+            eprintln!("{}", line(event).unwrap_or_default());
+        }
+    }
+}
+
+/// One line per event on stderr.
+pub struct Plain;
+
+impl Listener for Plain {
+    fn on_event(&self, event: &Event) {
+        if let Some(l) = line(event) {
+            eprintln!("{l}");
+        }
+    }
+}
+
+/// The plain-text line for an event, if it is worth one.
+pub fn line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::RunStarted { run_id, name, cells, to_run, environments, jobs } => format!(
+            "run {run_id}: {name}, {to_run} of {cells} cells to run in {environments} environments, {jobs} at a time"
+        ),
+        Event::BaseImage { message, .. } => message.clone(),
+        Event::ImageStarted { environment, cells } => {
+            format!("image {environment}: preparing for {cells} cells")
+        }
+        Event::ImageFinished { environment, tag, reused, secs } => {
+            if *reused {
+                format!("image {environment}: reusing {tag}")
+            } else {
+                format!("image {environment}: built {tag} in {secs:.0} s")
+            }
+        }
+        Event::ImageFailed { environment, error } => format!("image {environment}: FAILED: {error}"),
+        Event::CellStarted { cell, attempt } if *attempt > 1 => format!("{cell}: attempt {attempt}"),
+        Event::CellStarted { cell, .. } => format!("{cell}: started"),
+        Event::StepStarted { cell, step, index, total } => format!("{cell}: step {index}/{total} {step}"),
+        Event::StepFinished { cell, step, status, exit_code, secs } => format!(
+            "{cell}: step {step} {}{} ({secs:.1} s)",
+            status.as_str(),
+            exit_code.map(|c| format!(", exit {c}")).unwrap_or_default()
+        ),
+        Event::CellRetry { cell, attempt, error } => {
+            format!("{cell}: infrastructure error on attempt {attempt}, retrying: {error}")
+        }
+        Event::CellFinished { cell, status, reason, secs } => format!(
+            "{cell}: {}{} ({secs:.1} s)",
+            status.as_str().to_uppercase(),
+            reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+        ),
+        Event::CellNotRun { cell, reason } => format!("{cell}: not run: {reason}"),
+        Event::Warning { message } => message.clone(),
+        Event::RunFinished { passed, failed, skipped, not_run, interrupted, secs } => format!(
+            "{}: {passed} passed, {failed} failed, {skipped} skipped, {not_run} not run in {secs:.0} s",
+            if *interrupted { "interrupted" } else { "finished" }
+        ),
+    })
+}
+
+/// An overall bar plus one spinner per running cell.
+struct Bars {
+    multi: MultiProgress,
+    overall: ProgressBar,
+    cells: Mutex<HashMap<String, ProgressBar>>,
+}
+
+impl Bars {
+    fn new(total: usize) -> Bars {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let overall = multi.add(ProgressBar::new(total as u64));
+        overall.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} cells {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        overall.enable_steady_tick(Duration::from_millis(250));
+        Bars {
+            multi,
+            overall,
+            cells: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cell_bar(&self, cell: &str) -> ProgressBar {
+        let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        cells
+            .entry(cell.to_string())
+            .or_insert_with(|| {
+                let b = self.multi.add(ProgressBar::new_spinner());
+                b.set_style(
+                    ProgressStyle::with_template("  {spinner} {prefix} {msg} {elapsed}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
+                b.set_prefix(cell.to_string());
+                b.enable_steady_tick(Duration::from_millis(120));
+                b
+            })
+            .clone()
+    }
+
+    fn finish_cell(&self, cell: &str) {
+        let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = cells.remove(cell) {
+            b.finish_and_clear();
+            self.multi.remove(&b);
+        }
+    }
+}
+
+impl Listener for Bars {
+    fn on_event(&self, event: &Event) {
+        match event {
+            Event::StepStarted {
+                cell,
+                step,
+                index,
+                total,
+            } => self
+                .cell_bar(cell)
+                .set_message(format!("{index}/{total} {step}")),
+            Event::CellStarted { cell, .. } => self.cell_bar(cell).set_message("starting"),
+            Event::CellFinished { cell, .. } | Event::CellNotRun { cell, .. } => {
+                self.finish_cell(cell);
+                self.overall.inc(1);
+                let _ = self.multi.println(line(event).unwrap_or_default());
+            }
+            Event::ImageStarted { environment, .. } => {
+                self.overall.set_message(format!("(image {environment})"))
+            }
+            Event::RunFinished { .. } => {
+                self.overall.finish_and_clear();
+                eprintln!("{}", line(event).unwrap_or_default());
+            }
+            other => {
+                if let Some(l) = line(other) {
+                    let _ = self.multi.println(l);
+                }
+            }
+        }
+    }
+}

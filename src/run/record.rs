@@ -1,0 +1,126 @@
+//! What a run writes about each cell: the on-disk contract between the
+//! runner (which writes `cells/<cell-id>/cell.json`) and everything that reads
+//! a run store (reports, resume, repro).
+//!
+//! Layout of a run store (`.rocmatrix/runs/<run-id>/`):
+//!
+//! ```text
+//! plan.json                 RunManifest: the plan plus the matrix file's expect/report
+//! journal.jsonl             one Event per line, appended and flushed per event
+//! cells/<cell-id>/cell.json CellRecord, written when the cell finishes
+//! cells/<cell-id>/logs/<NN>-<step>.log   one log per step
+//! cells/<cell-id>/junit/…   JUnit files copied out of the container
+//! report/                   written by the report writers
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Cell;
+use crate::spec::{Expectation, ReportLayout};
+
+/// Version of the run-store layout; bumped on incompatible changes.
+pub const STORE_VERSION: u32 = 1;
+
+/// `plan.json`: what was planned, and how to judge and show it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunManifest {
+    pub store_version: u32,
+    pub run_id: String,
+    pub rocmatrix_version: String,
+    pub name: String,
+    pub matrix_file: String,
+    pub matrix_hash: String,
+    /// Axes in order, then include-added keys.
+    pub keys: Vec<String>,
+    pub expect: Vec<Expectation>,
+    pub report: ReportLayout,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
+    pub cells: Vec<Cell>,
+}
+
+/// The outcome of a cell, or of a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Passed,
+    Failed,
+    Timeout,
+    Oom,
+    /// Infrastructure trouble: the cell could not be judged.
+    Error,
+    Skipped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Passed => "passed",
+            Status::Failed => "failed",
+            Status::Timeout => "timeout",
+            Status::Oom => "oom",
+            Status::Error => "error",
+            Status::Skipped => "skipped",
+        }
+    }
+
+    /// Whether this outcome fails the run.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Status::Failed | Status::Timeout | Status::Oom | Status::Error
+        )
+    }
+}
+
+/// `cells/<cell-id>/cell.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CellRecord {
+    pub id: String,
+    pub values: BTreeMap<String, String>,
+    /// The cell's content hash from the plan.
+    pub hash: String,
+    pub environment_hash: String,
+    /// The image the cell ran in (`rocmatrix/env:<hash>`), if it got that far.
+    #[serde(default)]
+    pub image: Option<String>,
+    pub status: Status,
+    /// Why the cell was skipped or errored, in words.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// RFC 3339 times.
+    pub started: String,
+    pub finished: String,
+    pub duration_secs: f64,
+    /// How many times infrastructure errors made the cell start again.
+    #[serde(default)]
+    pub attempts: u32,
+    pub steps: Vec<StepRecord>,
+    /// JUnit files copied out of the container, relative to the cell directory.
+    #[serde(default)]
+    pub junit: Vec<String>,
+    /// Problems found while collecting results (refused archive entries …).
+    #[serde(default)]
+    pub messages: Vec<String>,
+    /// Source checkouts streamed into the container.
+    #[serde(default)]
+    pub sources: Vec<super::lock::LockedSource>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub name: String,
+    pub status: Status,
+    #[serde(default)]
+    pub exit_code: Option<i64>,
+    pub duration_secs: f64,
+    /// The step's log, relative to the cell directory.
+    pub log: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The last lines of the log, kept for reports.
+    #[serde(default)]
+    pub log_tail: String,
+}

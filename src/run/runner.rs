@@ -1,0 +1,262 @@
+//! One invocation of `rocmatrix run`: sweep what killed runs left, create or
+//! reopen the run store, run the cells that are not finished, and write the
+//! run's summary. The CLI only turns arguments into a [`RunRequest`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::events::{Event, Events, Listener};
+use super::gpu_gate::GpuGate;
+use super::journal::Journal;
+use super::lock::{Lock, LockedCell, LOCK_VERSION};
+use super::record::{CellRecord, RunManifest, Status, STORE_VERSION};
+use super::scheduler::{execute, RunOptions, RunOutcome};
+use super::signals::Interrupt;
+use super::store::{new_run_id, now_rfc3339, RunStore};
+use super::RunError;
+use crate::engine::Engine;
+use crate::error::ExitCode;
+use crate::image::{BaseImage, EnvImage};
+use crate::plan::Plan;
+use crate::spec::Spec;
+
+/// Where the cells come from.
+pub enum RunSource {
+    /// A new run of a plan.
+    New { spec: Box<Spec>, plan: Box<Plan> },
+    /// The unfinished cells of an earlier run.
+    Resume(RunStore),
+    /// A new run of cells planned before (`repro`): the manifest is copied
+    /// under a new run id.
+    Replan(Box<RunManifest>),
+}
+
+pub struct RunRequest {
+    pub source: RunSource,
+    /// Parent of `runs/`.
+    pub out: PathBuf,
+    pub options: RunOptions,
+    pub listeners: Vec<Arc<dyn Listener>>,
+    pub gpus: Arc<dyn GpuGate>,
+}
+
+/// What the run did, for the CLI's summary.
+pub struct RunReport {
+    pub store: RunStore,
+    pub manifest: RunManifest,
+    /// Records of every finished cell, earlier invocations included, in plan order.
+    pub records: Vec<CellRecord>,
+    pub outcome: RunOutcome,
+    pub secs: f64,
+}
+
+impl RunReport {
+    /// The whole-cell expectation (`expect:` without `tests:`) covering `record`.
+    pub fn expectation(&self, record: &CellRecord) -> Option<&crate::spec::Expectation> {
+        self.manifest.expect.iter().find(|e| {
+            e.is_whole_cell() && e.matches_cell(|k| record.values.get(k).map(String::as_str))
+        })
+    }
+
+    /// Whether `record` failed without an expectation saying it would.
+    pub fn unexpected_failure(&self, record: &CellRecord) -> bool {
+        matches!(
+            record.status,
+            Status::Failed | Status::Timeout | Status::Oom
+        ) && self.expectation(record).is_none()
+    }
+
+    /// The documented exit code: interrupted 130; test failures 1 (expected
+    /// failures do not count); infrastructure errors 3; else 0.
+    pub fn exit_code(&self) -> ExitCode {
+        if self.outcome.interrupted {
+            ExitCode::Interrupted
+        } else if self.records.iter().any(|r| self.unexpected_failure(r)) {
+            ExitCode::TestFailure
+        } else if !self.outcome.image_errors.is_empty()
+            || self.records.iter().any(|r| r.status == Status::Error)
+            || !self.outcome.not_run.is_empty()
+        {
+            ExitCode::Infrastructure
+        } else {
+            ExitCode::Success
+        }
+    }
+}
+
+/// `run.json`: how this invocation went (appended to on resume).
+#[derive(Serialize)]
+struct RunSummary<'a> {
+    run_id: &'a str,
+    started: String,
+    finished: String,
+    interrupted: bool,
+    bases: &'a [BaseImage],
+    images: &'a std::collections::BTreeMap<String, EnvImage>,
+    image_errors: &'a [String],
+    not_run: &'a [(String, String)],
+}
+
+pub async fn run(
+    engine: &Engine,
+    req: RunRequest,
+    interrupt: Interrupt,
+) -> Result<RunReport, RunError> {
+    let t0 = Instant::now();
+    let started = now_rfc3339();
+    let (store, manifest) = match req.source {
+        RunSource::New { spec, plan } => {
+            let run_id = new_run_id();
+            let store = RunStore::create(&req.out, &run_id)?;
+            let manifest = RunManifest {
+                store_version: STORE_VERSION,
+                run_id,
+                rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
+                name: plan.name.clone(),
+                matrix_file: spec.file.display().to_string(),
+                matrix_hash: spec.source_hash.clone(),
+                keys: plan.keys.clone(),
+                expect: spec.expect.clone(),
+                report: spec.report.clone(),
+                shard: plan.shard.map(|s| s.to_string()),
+                cells: plan.cells.clone(),
+            };
+            store.write_json("plan.json", &manifest)?;
+            (store, manifest)
+        }
+        RunSource::Resume(store) => {
+            let manifest = store.manifest()?;
+            (store, manifest)
+        }
+        RunSource::Replan(mut manifest) => {
+            manifest.run_id = new_run_id();
+            let store = RunStore::create(&req.out, &manifest.run_id)?;
+            store.write_json("plan.json", &manifest)?;
+            (store, *manifest)
+        }
+    };
+    let journal_path = store.dir.join("journal.jsonl");
+    let journal = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
+    let mut listeners: Vec<Arc<dyn Listener>> = vec![Arc::new(journal)];
+    listeners.extend(req.listeners);
+    let events = Events::new(listeners);
+
+    match super::sweep::sweep_orphans(engine).await {
+        Ok(lines) => {
+            for message in lines {
+                events.emit(Event::Warning { message });
+            }
+        }
+        Err(e) => events.emit(Event::Warning {
+            message: format!("could not sweep containers of dead runs: {e}"),
+        }),
+    }
+
+    // Finished cells keep their results; errored ones run again.
+    let done: std::collections::BTreeSet<String> = store
+        .finished_cells()
+        .into_iter()
+        .filter(|id| {
+            store
+                .cell_record(id)
+                .is_ok_and(|r| r.status != Status::Error)
+        })
+        .collect();
+    let to_run: Vec<_> = manifest
+        .cells
+        .iter()
+        .filter(|c| !done.contains(&c.id))
+        .cloned()
+        .collect();
+    let environments = {
+        let mut e: Vec<&str> = to_run.iter().map(|c| c.environment_hash.as_str()).collect();
+        e.sort();
+        e.dedup();
+        e.len()
+    };
+    events.emit(Event::RunStarted {
+        run_id: manifest.run_id.clone(),
+        name: manifest.name.clone(),
+        cells: manifest.cells.len(),
+        to_run: to_run.len(),
+        environments,
+        jobs: req.options.jobs,
+    });
+    let outcome = execute(
+        engine,
+        &store,
+        &manifest.run_id,
+        to_run,
+        &req.options,
+        &events,
+        req.gpus,
+        interrupt,
+    )
+    .await;
+
+    let mut records = Vec::new();
+    for c in &manifest.cells {
+        if let Some(r) = outcome.records.iter().find(|r| r.id == c.id) {
+            records.push(r.clone());
+        } else if done.contains(&c.id) {
+            records.push(store.cell_record(&c.id)?);
+        }
+    }
+    let count = |s: Status| records.iter().filter(|r| r.status == s).count();
+    let failed = records.iter().filter(|r| r.status.is_failure()).count();
+    let secs = t0.elapsed().as_secs_f64();
+    let summary = RunSummary {
+        run_id: &manifest.run_id,
+        started,
+        finished: now_rfc3339(),
+        interrupted: outcome.interrupted,
+        bases: &outcome.bases,
+        images: &outcome.images,
+        image_errors: &outcome.image_errors,
+        not_run: &outcome.not_run,
+    };
+    store.write_json("run.json", &summary)?;
+    store.write_json("lock.json", &lock(&store, &manifest, &outcome))?;
+    events.emit(Event::RunFinished {
+        passed: count(Status::Passed),
+        failed,
+        skipped: count(Status::Skipped),
+        not_run: outcome.not_run.len(),
+        interrupted: outcome.interrupted,
+        secs,
+    });
+    Ok(RunReport {
+        store,
+        manifest,
+        records,
+        outcome,
+        secs,
+    })
+}
+
+/// The run's lock: what an earlier invocation locked, updated with this one.
+fn lock(store: &RunStore, manifest: &RunManifest, outcome: &RunOutcome) -> Lock {
+    let mut lock = Lock::load(&store.dir.join("lock.json")).unwrap_or_else(|_| Lock {
+        lock_version: LOCK_VERSION,
+        rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
+        matrix_file: manifest.matrix_file.clone(),
+        matrix_hash: manifest.matrix_hash.clone(),
+        environments: Default::default(),
+        cells: Default::default(),
+    });
+    lock.rocmatrix_version = env!("CARGO_PKG_VERSION").to_string();
+    lock.environments.extend(outcome.locked_envs.clone());
+    for r in &outcome.records {
+        lock.cells.insert(
+            r.id.clone(),
+            LockedCell {
+                environment: r.environment_hash.clone(),
+                sources: r.sources.clone(),
+            },
+        );
+    }
+    lock
+}

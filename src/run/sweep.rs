@@ -1,0 +1,67 @@
+//! Container ownership labels, and sweeping containers that a killed run
+//! left behind: a container whose owning process (same host, PID gone) no
+//! longer exists is removed at start-up.
+
+use std::collections::HashMap;
+
+use crate::engine::{Engine, EngineError, LABEL_CELL, LABEL_HOST, LABEL_PID, LABEL_RUN};
+
+/// This host's name, as recorded on containers.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Labels that mark a container as owned by this process, for `run` and `cell`.
+pub fn owner_labels(run: &str, cell: &str) -> HashMap<String, String> {
+    HashMap::from([
+        (LABEL_RUN.to_string(), run.to_string()),
+        (LABEL_CELL.to_string(), cell.to_string()),
+        (LABEL_PID.to_string(), std::process::id().to_string()),
+        (LABEL_HOST.to_string(), hostname()),
+    ])
+}
+
+fn process_alive(pid: &str) -> bool {
+    pid.parse::<u32>()
+        .is_ok_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+}
+
+/// Removes containers of runs whose process is gone; returns one line per
+/// removed container.
+pub async fn sweep_orphans(engine: &Engine) -> Result<Vec<String>, EngineError> {
+    let me = hostname();
+    let mut removed = Vec::new();
+    for c in engine.containers_with_label(LABEL_RUN).await? {
+        let same_host = c.labels.get(LABEL_HOST).is_some_and(|h| *h == me);
+        let pid = c.labels.get(LABEL_PID).cloned().unwrap_or_default();
+        if !same_host || process_alive(&pid) {
+            continue;
+        }
+        engine.remove_container(&c.id).await?;
+        removed.push(format!(
+            "removed container {} of run {} (cell {}): its rocmatrix process {pid} is gone",
+            c.names
+                .first()
+                .map(|n| n.trim_start_matches('/'))
+                .unwrap_or(&c.id),
+            c.labels.get(LABEL_RUN).map(String::as_str).unwrap_or("?"),
+            c.labels.get(LABEL_CELL).map(String::as_str).unwrap_or("?"),
+        ));
+    }
+    Ok(removed)
+}
+
+/// Removes every container of run `run` (used on interrupt and at the end).
+pub async fn remove_run_containers(engine: &Engine, run: &str) -> Result<usize, EngineError> {
+    let list = engine
+        .containers_with_label(&format!("{LABEL_RUN}={run}"))
+        .await?;
+    let n = list.len();
+    for c in list {
+        engine.remove_container(&c.id).await?;
+    }
+    Ok(n)
+}

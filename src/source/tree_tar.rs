@@ -1,0 +1,77 @@
+//! A git tree as a tar archive under `<prefix>/`, straight from the object
+//! database: regular files, executables and symlinks; submodules are skipped.
+
+pub fn tree_tar(
+    repo: &git2::Repository,
+    tree: &git2::Tree,
+    prefix: &str,
+) -> Result<Vec<u8>, String> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut failure: Option<String> = None;
+    // Every directory of the prefix, so the archive unpacks anywhere.
+    let mut so_far = String::new();
+    for part in prefix.split('/') {
+        so_far.push_str(part);
+        so_far.push('/');
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_mode(0o755);
+        dir.set_size(0);
+        dir.set_cksum();
+        b.append_data(&mut dir, &so_far, std::io::empty())
+            .map_err(|e| e.to_string())?;
+    }
+    tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
+        let name = match entry.name() {
+            Ok(n) => n,
+            Err(_) => return git2::TreeWalkResult::Skip,
+        };
+        let path = format!("{prefix}/{root}{name}");
+        let result = match entry.kind() {
+            Some(git2::ObjectType::Tree) => {
+                let mut h = tar::Header::new_gnu();
+                h.set_entry_type(tar::EntryType::Directory);
+                h.set_mode(0o755);
+                h.set_size(0);
+                h.set_cksum();
+                b.append_data(&mut h, format!("{path}/"), std::io::empty())
+            }
+            Some(git2::ObjectType::Blob) => match repo.find_blob(entry.id()) {
+                Ok(blob) => {
+                    let mut h = tar::Header::new_gnu();
+                    if entry.filemode() == 0o120000 {
+                        h.set_entry_type(tar::EntryType::Symlink);
+                        h.set_size(0);
+                        h.set_mode(0o777);
+                        let target = String::from_utf8_lossy(blob.content()).into_owned();
+                        b.append_link(&mut h, &path, target)
+                    } else {
+                        h.set_size(blob.content().len() as u64);
+                        h.set_mode(if entry.filemode() == 0o100755 {
+                            0o755
+                        } else {
+                            0o644
+                        });
+                        h.set_cksum();
+                        b.append_data(&mut h, &path, blob.content())
+                    }
+                }
+                Err(e) => Err(std::io::Error::other(e.message().to_string())),
+            },
+            // Submodule commits: nothing to pack here.
+            _ => Ok(()),
+        };
+        match result {
+            Ok(()) => git2::TreeWalkResult::Ok,
+            Err(e) => {
+                failure = Some(format!("{path}: {e}"));
+                git2::TreeWalkResult::Abort
+            }
+        }
+    })
+    .map_err(|e| failure.clone().unwrap_or_else(|| e.message().to_string()))?;
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    b.into_inner().map_err(|e| e.to_string())
+}

@@ -1,0 +1,244 @@
+//! Matrix files: the model, parsing, validation, expansion and cell ids.
+//!
+//! A matrix file is read twice: once by serde_yaml into a raw model that
+//! rejects unknown keys ([`raw`]), once into a positioned tree ([`tree`]) that
+//! keeps scalars exactly as written and knows where every node is. Validation
+//! ([`validate`]) combines both into a [`Spec`]; [`expand`] turns a spec into
+//! combinations with GitHub Actions' include/exclude rules and [`cell_id`]
+//! names them.
+
+pub mod cell_id;
+mod duration;
+mod error;
+pub mod expand;
+mod raw;
+pub mod tree;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use duration::parse_duration;
+pub use error::SpecError;
+pub use expand::{expand, Combination, Origin};
+pub use tree::Pos;
+
+/// The default upper bound on the number of cells (`--max-cells`).
+pub const DEFAULT_MAX_CELLS: usize = 4096;
+
+/// A template string from the matrix file and where it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Template {
+    pub source: String,
+    /// Dotted path of the field, e.g. `steps[1].run`, for error messages.
+    pub field: String,
+    pub pos: Pos,
+}
+
+/// One axis: a name and its values, in declaration order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Axis {
+    pub name: String,
+    pub values: Vec<String>,
+    pub pos: Pos,
+}
+
+/// An include or exclude entry: ordered key/value pairs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub pairs: Vec<(String, String)>,
+    pub pos: Pos,
+}
+
+impl Entry {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Whether a step (or a cell by default) needs a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuUse {
+    #[default]
+    None,
+    Optional,
+    Required,
+}
+
+impl GpuUse {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(GpuUse::None),
+            "optional" => Some(GpuUse::Optional),
+            "required" => Some(GpuUse::Required),
+            _ => None,
+        }
+    }
+}
+
+/// How strictly a GPU's ISA must match the cell's gfx target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuPolicy {
+    #[default]
+    Exact,
+    Compatible,
+    Override,
+    Extended,
+}
+
+impl GpuPolicy {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "exact" => Some(GpuPolicy::Exact),
+            "compatible" => Some(GpuPolicy::Compatible),
+            "override" => Some(GpuPolicy::Override),
+            "extended" => Some(GpuPolicy::Extended),
+            _ => None,
+        }
+    }
+}
+
+/// The matrix file's default GPU needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuTemplate {
+    pub need: GpuUse,
+    pub count: u32,
+    pub target: Option<Template>,
+    pub policy: GpuPolicy,
+}
+
+/// The image recipe, before rendering per cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvironmentTemplate {
+    pub family: Template,
+    pub base: Template,
+    pub suite: Option<Template>,
+    pub mirror: Option<Template>,
+    pub packages: Vec<Template>,
+    pub llvm: Template,
+    pub setup: Option<Template>,
+    pub env: BTreeMap<String, Template>,
+    pub network: Option<Template>,
+}
+
+/// A step, before rendering per cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepTemplate {
+    pub name: String,
+    pub run: Template,
+    pub timeout: Option<Duration>,
+    pub junit: Vec<Template>,
+    pub gpu: Option<GpuUse>,
+    pub continue_on_error: bool,
+}
+
+/// A git source checked out into each cell's container at `/src/<name>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceTemplate {
+    pub name: String,
+    pub url: Template,
+    /// Branch, tag or commit; default `HEAD`.
+    pub reference: Template,
+    /// Patch files or globs, relative to the matrix file, applied in order.
+    pub patches: Vec<Template>,
+}
+
+/// An expected failure: tests matching `tests` in cells matching `cells`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Expectation {
+    pub cells: BTreeMap<String, String>,
+    pub tests: Vec<String>,
+    pub reason: String,
+}
+
+impl Expectation {
+    /// Whether this expectation covers the cell with these values.
+    pub fn matches_cell<'a>(&self, value: impl Fn(&str) -> Option<&'a str>) -> bool {
+        self.cells.iter().all(|(k, v)| value(k) == Some(v.as_str()))
+    }
+
+    /// An expectation without `tests:` is about the cell as a whole: its
+    /// failure (a build step, say) is expected.
+    pub fn is_whole_cell(&self) -> bool {
+        self.tests.is_empty()
+    }
+}
+
+/// Which axes span the report grid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+pub struct ReportLayout {
+    pub rows: Vec<String>,
+    pub columns: Vec<String>,
+}
+
+/// A validated matrix file.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub file: PathBuf,
+    /// SHA-256 of the file's bytes, hex.
+    pub source_hash: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub axes: Vec<Axis>,
+    pub include: Vec<Entry>,
+    pub exclude: Vec<Entry>,
+    pub vars: BTreeMap<String, String>,
+    pub environment: Option<EnvironmentTemplate>,
+    pub steps: Vec<StepTemplate>,
+    pub sources: Vec<SourceTemplate>,
+    pub gpu: GpuTemplate,
+    pub timeout: Duration,
+    pub retries: u32,
+    pub fail_fast: bool,
+    pub max_parallel: Option<usize>,
+    /// Memory limit of each cell's container, in bytes.
+    pub memory: Option<u64>,
+    pub expect: Vec<Expectation>,
+    pub report: ReportLayout,
+}
+
+impl Spec {
+    /// Reads and validates a matrix file.
+    pub fn load(path: &Path) -> Result<Spec, SpecError> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| SpecError::new(path, None, format!("cannot read: {e}")))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| SpecError::new(path, None, format!("not UTF-8: {e}")))?;
+        Self::parse(path, &text)
+    }
+
+    /// Validates matrix-file text; `path` is used in error messages only.
+    pub fn parse(path: &Path, text: &str) -> Result<Spec, SpecError> {
+        validate::validate(path, text)
+    }
+
+    /// An error pointing at `pos` in this spec's file.
+    pub fn error_at(&self, pos: Pos, message: impl Into<String>) -> SpecError {
+        SpecError::new(&self.file, Some(pos), message)
+    }
+
+    pub fn axis(&self, name: &str) -> Option<&Axis> {
+        self.axes.iter().find(|a| a.name == name)
+    }
+
+    /// Every key a cell can have: axes, then keys that include entries add.
+    pub fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.axes.iter().map(|a| a.name.clone()).collect();
+        for e in &self.include {
+            for (k, _) in &e.pairs {
+                if !keys.contains(k) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        keys
+    }
+}

@@ -1,0 +1,109 @@
+//! The raw, serde-shaped model of a matrix file.
+//!
+//! It mirrors the YAML one to one and rejects unknown keys; it is never used
+//! outside `spec`: [`super::validate`] turns it into the typed [`super::Spec`].
+//! Every scalar that a user may write unquoted (axis values, versions) is read
+//! as a `String`, which serde_yaml fills with the scalar exactly as written.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSpec {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// Read from the positioned tree instead (see [`super::tree`]): serde_yaml
+    /// would turn `6.10` in a sequence of untyped values into the number 6.1.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub matrix: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    pub vars: BTreeMap<String, String>,
+    #[serde(default)]
+    pub environment: Option<RawEnvironment>,
+    #[serde(default)]
+    pub steps: Vec<RawStep>,
+    #[serde(default)]
+    pub sources: Vec<RawSource>,
+    #[serde(default)]
+    pub gpu: Option<RawGpu>,
+    pub timeout: Option<String>,
+    pub retries: Option<u32>,
+    pub fail_fast: Option<bool>,
+    pub max_parallel: Option<usize>,
+    pub memory: Option<String>,
+    #[serde(default)]
+    pub expect: Vec<RawExpect>,
+    #[serde(default)]
+    pub report: Option<RawReport>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEnvironment {
+    pub family: Option<String>,
+    pub base: Option<String>,
+    pub suite: Option<String>,
+    pub mirror: Option<String>,
+    #[serde(default)]
+    pub packages: Vec<String>,
+    pub llvm: Option<String>,
+    pub setup: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub network: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStep {
+    pub name: String,
+    pub run: String,
+    pub timeout: Option<String>,
+    #[serde(default)]
+    pub junit: Vec<String>,
+    pub gpu: Option<String>,
+    #[serde(default)]
+    pub continue_on_error: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGpu {
+    pub need: Option<String>,
+    pub count: Option<u32>,
+    pub target: Option<String>,
+    pub policy: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawExpect {
+    #[serde(default)]
+    pub cells: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tests: Vec<String>,
+    pub reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReport {
+    #[serde(default)]
+    pub rows: Vec<String>,
+    #[serde(default)]
+    pub columns: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSource {
+    pub name: String,
+    pub url: String,
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
+    #[serde(default)]
+    pub patches: Vec<String>,
+}

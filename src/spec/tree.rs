@@ -1,0 +1,243 @@
+//! A positioned YAML tree: every node knows its line and column.
+//!
+//! serde_yaml reports positions only for its own errors and turns unquoted
+//! scalars such as `6.10` into numbers; this tree keeps every scalar exactly
+//! as written and where it was written, so the `matrix:` section can be read
+//! faithfully and every validation error can point at a line.
+
+use std::collections::HashMap;
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+
+/// A 1-based line and column in the matrix file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Pos {
+    pub line: usize,
+    pub col: usize,
+}
+
+#[derive(Debug, Clone)]
+pub enum NodeKind {
+    Scalar(String),
+    Seq(Vec<Node>),
+    Map(Vec<(Node, Node)>),
+    Null,
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub kind: NodeKind,
+    pub pos: Pos,
+}
+
+impl Node {
+    /// The value under `key` when this node is a mapping.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match &self.kind {
+            NodeKind::Map(pairs) => pairs
+                .iter()
+                .find(|(k, _)| k.as_scalar() == Some(key))
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    pub fn as_scalar(&self) -> Option<&str> {
+        match &self.kind {
+            NodeKind::Scalar(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Follows a dotted path with `[i]` indices, e.g. `steps[2].run`.
+    pub fn at(&self, path: &str) -> Option<&Node> {
+        let mut node = self;
+        for part in path.split('.') {
+            let (key, indices) = match part.find('[') {
+                Some(i) => (&part[..i], &part[i..]),
+                None => (part, ""),
+            };
+            if !key.is_empty() {
+                node = node.get(key)?;
+            }
+            for idx in indices.split('[').filter(|s| !s.is_empty()) {
+                let i: usize = idx.trim_end_matches(']').parse().ok()?;
+                node = match &node.kind {
+                    NodeKind::Seq(items) => items.get(i)?,
+                    _ => return None,
+                };
+            }
+        }
+        Some(node)
+    }
+
+    /// Position of the node at `path`, or of its nearest existing ancestor.
+    pub fn pos_of(&self, path: &str) -> Pos {
+        let mut p = path;
+        loop {
+            if let Some(n) = self.at(p) {
+                return n.pos;
+            }
+            match p.rfind(['.', '[']) {
+                Some(i) => p = &p[..i],
+                None => return self.pos,
+            }
+        }
+    }
+
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            NodeKind::Scalar(_) => "a scalar",
+            NodeKind::Seq(_) => "a list",
+            NodeKind::Map(_) => "a mapping",
+            NodeKind::Null => "nothing",
+        }
+    }
+}
+
+/// A YAML syntax error with its position.
+#[derive(Debug, Clone)]
+pub struct TreeError {
+    pub message: String,
+    pub pos: Pos,
+}
+
+/// Parses the first document of `text`. An empty document is a `Null` node.
+pub fn parse(text: &str) -> Result<Node, TreeError> {
+    let mut builder = Builder::default();
+    let mut parser = Parser::new_from_str(text);
+    parser.load(&mut builder, false).map_err(|e| TreeError {
+        message: e.info().to_string(),
+        pos: Pos {
+            line: e.marker().line(),
+            col: e.marker().col() + 1,
+        },
+    })?;
+    Ok(builder.root.unwrap_or(Node {
+        kind: NodeKind::Null,
+        pos: Pos { line: 1, col: 1 },
+    }))
+}
+
+enum Frame {
+    Seq(Vec<Node>, Pos, usize),
+    Map(Vec<(Node, Node)>, Option<Node>, Pos, usize),
+}
+
+#[derive(Default)]
+struct Builder {
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Node>,
+    root: Option<Node>,
+}
+
+impl Builder {
+    fn push_value(&mut self, node: Node, anchor: usize) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        match self.stack.last_mut() {
+            Some(Frame::Seq(items, _, _)) => items.push(node),
+            Some(Frame::Map(pairs, key, _, _)) => match key.take() {
+                Some(k) => pairs.push((k, node)),
+                None => *key = Some(node),
+            },
+            None => {
+                if self.root.is_none() {
+                    self.root = Some(node);
+                }
+            }
+        }
+    }
+}
+
+impl MarkedEventReceiver for Builder {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        let pos = Pos {
+            line: mark.line(),
+            col: mark.col() + 1,
+        };
+        match ev {
+            Event::Scalar(value, style, anchor, tag) => {
+                let is_null = matches!(style, yaml_rust2::scanner::TScalarStyle::Plain)
+                    && tag.is_none()
+                    && matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL");
+                let kind = if is_null {
+                    NodeKind::Null
+                } else {
+                    NodeKind::Scalar(value)
+                };
+                self.push_value(Node { kind, pos }, anchor);
+            }
+            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq(Vec::new(), pos, anchor)),
+            Event::MappingStart(anchor, _) => {
+                self.stack.push(Frame::Map(Vec::new(), None, pos, anchor))
+            }
+            Event::SequenceEnd => {
+                if let Some(Frame::Seq(items, start, anchor)) = self.stack.pop() {
+                    self.push_value(
+                        Node {
+                            kind: NodeKind::Seq(items),
+                            pos: start,
+                        },
+                        anchor,
+                    );
+                }
+            }
+            Event::MappingEnd => {
+                if let Some(Frame::Map(pairs, _, start, anchor)) = self.stack.pop() {
+                    self.push_value(
+                        Node {
+                            kind: NodeKind::Map(pairs),
+                            pos: start,
+                        },
+                        anchor,
+                    );
+                }
+            }
+            Event::Alias(id) => {
+                let node = self.anchors.get(&id).cloned().unwrap_or(Node {
+                    kind: NodeKind::Null,
+                    pos,
+                });
+                self.push_value(node, 0);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_scalars_as_written_with_positions() {
+        let t = parse("matrix:\n  rocm: [5.7, 6.0, 6.10]\n  gfx:\n    - gfx90a\n").unwrap();
+        let rocm = t.at("matrix.rocm").unwrap();
+        match &rocm.kind {
+            NodeKind::Seq(items) => {
+                let v: Vec<_> = items.iter().map(|n| n.as_scalar().unwrap()).collect();
+                assert_eq!(v, ["5.7", "6.0", "6.10"]);
+            }
+            _ => panic!("not a seq"),
+        }
+        assert_eq!(t.at("matrix.gfx[0]").unwrap().pos, Pos { line: 4, col: 7 });
+        assert_eq!(t.pos_of("matrix.rocm[2]").line, 2);
+        assert_eq!(t.pos_of("matrix.nothere").line, 2); // falls back to `matrix`
+    }
+
+    #[test]
+    fn block_scalars_start_at_their_first_content_line() {
+        let t = parse("a:\n  run: |\n    one\n    two\n  c: >\n    z\n").unwrap();
+        assert_eq!(t.at("a.run").unwrap().pos, Pos { line: 3, col: 5 });
+        assert_eq!(t.at("a.c").unwrap().pos.line, 6);
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let e = parse("a: [1, 2\nb: c\n").unwrap_err();
+        assert!(e.pos.line >= 1, "{e:?}");
+    }
+}

@@ -1,0 +1,527 @@
+//! Turns the raw model and the positioned tree into a validated [`Spec`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use super::raw::{RawEnvironment, RawGpu, RawSpec};
+use super::tree::{self, Node, NodeKind};
+use super::{
+    parse_duration, Axis, Entry, EnvironmentTemplate, Expectation, GpuPolicy, GpuTemplate, GpuUse,
+    ReportLayout, Spec, SpecError, StepTemplate, Template,
+};
+
+/// Default per-step timeout when the file names none.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+struct Ctx<'a> {
+    path: &'a Path,
+    tree: &'a Node,
+}
+
+impl Ctx<'_> {
+    fn err(&self, field: &str, message: impl Into<String>) -> SpecError {
+        SpecError::new(self.path, Some(self.tree.pos_of(field)), message)
+    }
+
+    fn node_err(&self, node: &Node, message: impl Into<String>) -> SpecError {
+        SpecError::new(self.path, Some(node.pos), message)
+    }
+
+    fn template(&self, field: impl Into<String>, source: &str) -> Template {
+        let field = field.into();
+        Template {
+            source: source.to_string(),
+            pos: self.tree.pos_of(&field),
+            field,
+        }
+    }
+}
+
+pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
+    let tree = tree::parse(text)
+        .map_err(|e| SpecError::new(path, Some(e.pos), format!("invalid YAML: {}", e.message)))?;
+    match tree.kind {
+        NodeKind::Map(_) => {}
+        NodeKind::Null => return Err(SpecError::new(path, None, "the file is empty")),
+        _ => {
+            return Err(SpecError::new(
+                path,
+                Some(tree.pos),
+                format!(
+                    "expected a mapping at the top level, found {}",
+                    tree.kind_name()
+                ),
+            ))
+        }
+    }
+    let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| serde_error(path, &e))?;
+    let cx = Ctx { path, tree: &tree };
+
+    let (axes, include, exclude) = match tree.get("matrix") {
+        Some(m) => read_matrix(&cx, m)?,
+        None => (Vec::new(), Vec::new(), Vec::new()),
+    };
+    if axes.is_empty() && include.is_empty() {
+        return Err(cx.err(
+            "matrix",
+            "the matrix has no axes and no include entries, so it has no cells",
+        ));
+    }
+
+    let timeout = match &raw.timeout {
+        Some(t) => parse_duration(t).map_err(|m| cx.err("timeout", m))?,
+        None => DEFAULT_TIMEOUT,
+    };
+
+    let mut steps = Vec::with_capacity(raw.steps.len());
+    for (i, s) in raw.steps.iter().enumerate() {
+        let f = format!("steps[{i}]");
+        if s.name.trim().is_empty() {
+            return Err(cx.err(&format!("{f}.name"), "a step needs a non-empty name"));
+        }
+        if let Some(prev) = steps.iter().position(|p: &StepTemplate| p.name == s.name) {
+            return Err(cx.err(
+                &format!("{f}.name"),
+                format!(
+                    "step name `{}` is already used by step {}",
+                    s.name,
+                    prev + 1
+                ),
+            ));
+        }
+        let timeout = match &s.timeout {
+            Some(t) => Some(parse_duration(t).map_err(|m| cx.err(&format!("{f}.timeout"), m))?),
+            None => None,
+        };
+        let gpu = match &s.gpu {
+            Some(g) => Some(GpuUse::parse(g).ok_or_else(|| {
+                cx.err(
+                    &format!("{f}.gpu"),
+                    format!("gpu must be none, optional or required, not `{g}`"),
+                )
+            })?),
+            None => None,
+        };
+        steps.push(StepTemplate {
+            name: s.name.clone(),
+            run: cx.template(format!("{f}.run"), &s.run),
+            timeout,
+            junit: s
+                .junit
+                .iter()
+                .enumerate()
+                .map(|(j, g)| cx.template(format!("{f}.junit[{j}]"), g))
+                .collect(),
+            gpu,
+            continue_on_error: s.continue_on_error,
+        });
+    }
+
+    let mut sources: Vec<super::SourceTemplate> = Vec::new();
+    for (i, src) in raw.sources.iter().enumerate() {
+        let f = format!("sources[{i}]");
+        let ok = !src.name.is_empty()
+            && src
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            && !src.name.starts_with('.');
+        if !ok {
+            return Err(cx.err(
+                &format!("{f}.name"),
+                format!(
+                    "source name `{}` must be a plain directory name ([A-Za-z0-9._-])",
+                    src.name
+                ),
+            ));
+        }
+        if sources.iter().any(|s| s.name == src.name) {
+            return Err(cx.err(
+                &format!("{f}.name"),
+                format!("source `{}` is declared twice", src.name),
+            ));
+        }
+        sources.push(super::SourceTemplate {
+            name: src.name.clone(),
+            url: cx.template(format!("{f}.url"), &src.url),
+            reference: cx.template(
+                format!("{f}.ref"),
+                src.reference.as_deref().unwrap_or("HEAD"),
+            ),
+            patches: src
+                .patches
+                .iter()
+                .enumerate()
+                .map(|(j, p)| cx.template(format!("{f}.patches[{j}]"), p))
+                .collect(),
+        });
+    }
+
+    let environment = raw
+        .environment
+        .as_ref()
+        .map(|e| read_environment(&cx, e))
+        .transpose()?;
+    let gpu = read_gpu(&cx, raw.gpu.as_ref(), &axes)?;
+
+    let spec_keys = {
+        let mut keys: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
+        for e in &include {
+            for (k, _) in &e.pairs {
+                if !keys.contains(k) {
+                    keys.push(k.clone());
+                }
+            }
+        }
+        keys
+    };
+    let mut expect = Vec::new();
+    for (i, e) in raw.expect.iter().enumerate() {
+        for k in e.cells.keys() {
+            if !spec_keys.contains(k) {
+                return Err(cx.err(
+                    &format!("expect[{i}].cells.{k}"),
+                    format!(
+                        "expect entry names `{k}`, which is no axis or include key (have: {})",
+                        spec_keys.join(", ")
+                    ),
+                ));
+            }
+        }
+        if e.reason.trim().is_empty() {
+            return Err(cx.err(
+                &format!("expect[{i}].reason"),
+                "an expectation needs a reason",
+            ));
+        }
+        expect.push(Expectation {
+            cells: e.cells.clone(),
+            tests: e.tests.clone(),
+            reason: e.reason.clone(),
+        });
+    }
+
+    let report = match &raw.report {
+        Some(r) => {
+            for (field, names) in [("rows", &r.rows), ("columns", &r.columns)] {
+                for (i, n) in names.iter().enumerate() {
+                    if !spec_keys.contains(n) {
+                        return Err(cx.err(
+                            &format!("report.{field}[{i}]"),
+                            format!(
+                                "report {field} names `{n}`, which is no axis (have: {})",
+                                spec_keys.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+            ReportLayout {
+                rows: r.rows.clone(),
+                columns: r.columns.clone(),
+            }
+        }
+        None => ReportLayout::default(),
+    };
+
+    if raw.max_parallel == Some(0) {
+        return Err(cx.err("max_parallel", "max_parallel must be at least 1"));
+    }
+
+    let name = raw.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "matrix".into())
+    });
+    Ok(Spec {
+        file: path.to_path_buf(),
+        source_hash: crate::digest::sha256_hex(text.as_bytes()),
+        name,
+        description: raw.description.clone(),
+        axes,
+        include,
+        exclude,
+        vars: raw.vars.clone(),
+        environment,
+        steps,
+        sources,
+        gpu,
+        timeout,
+        retries: raw.retries.unwrap_or(1),
+        fail_fast: raw.fail_fast.unwrap_or(false),
+        max_parallel: raw.max_parallel,
+        memory: match &raw.memory {
+            Some(m) => Some(parse_bytes(m).map_err(|msg| cx.err("memory", msg))?),
+            None => None,
+        },
+        expect,
+        report,
+    })
+}
+
+/// `512m`, `4g`, `1048576` → bytes.
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.trim_end_matches("ib").trim_end_matches('b');
+    let (num, mult) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m') => (&t[..t.len() - 1], 1 << 20),
+        Some('g') => (&t[..t.len() - 1], 1 << 30),
+        Some('t') => (&t[..t.len() - 1], 1 << 40),
+        _ => (t, 1),
+    };
+    num.trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .filter(|n| *n >= 4 << 20)
+        .ok_or_else(|| {
+            format!("`{text}` is not a memory size of at least 4m (write e.g. 512m or 4g)")
+        })
+}
+
+fn serde_error(path: &Path, e: &serde_yaml::Error) -> SpecError {
+    let text = e.to_string();
+    // serde_yaml appends " at line L column C"; we print the position up front.
+    let message = match text.rfind(" at line ") {
+        Some(i) if e.location().is_some() => text[..i].to_string(),
+        _ => text,
+    };
+    let pos = e.location().map(|l| tree::Pos {
+        line: l.line(),
+        col: l.column(),
+    });
+    SpecError::new(path, pos, message)
+}
+
+type MatrixParts = (Vec<Axis>, Vec<Entry>, Vec<Entry>);
+
+fn read_matrix(cx: &Ctx, m: &Node) -> Result<MatrixParts, SpecError> {
+    let pairs = match &m.kind {
+        NodeKind::Map(p) => p,
+        _ => {
+            return Err(cx.node_err(
+                m,
+                format!(
+                    "`matrix` must be a mapping of axes, found {}",
+                    m.kind_name()
+                ),
+            ))
+        }
+    };
+    let mut axes: Vec<Axis> = Vec::new();
+    let mut include = Vec::new();
+    let mut exclude = Vec::new();
+    for (k, v) in pairs {
+        let key = k
+            .as_scalar()
+            .ok_or_else(|| cx.node_err(k, "a matrix key must be a plain name"))?;
+        match key {
+            "include" => include = read_entries(cx, v, "include")?,
+            "exclude" => exclude = read_entries(cx, v, "exclude")?,
+            _ => {
+                let items = match &v.kind {
+                    NodeKind::Seq(items) => items,
+                    _ => {
+                        return Err(cx.node_err(
+                            v,
+                            format!(
+                                "axis `{key}` must be a list of values, found {}",
+                                v.kind_name()
+                            ),
+                        ))
+                    }
+                };
+                if items.is_empty() {
+                    return Err(cx.node_err(
+                        v,
+                        format!("axis `{key}` is empty; give it at least one value"),
+                    ));
+                }
+                let mut values: Vec<String> = Vec::with_capacity(items.len());
+                for item in items {
+                    let value = item.as_scalar().ok_or_else(|| {
+                        cx.node_err(
+                            item,
+                            format!(
+                                "values of axis `{key}` must be scalars, found {}",
+                                item.kind_name()
+                            ),
+                        )
+                    })?;
+                    if values.iter().any(|x| x == value) {
+                        return Err(
+                            cx.node_err(item, format!("axis `{key}` lists `{value}` twice"))
+                        );
+                    }
+                    values.push(value.to_string());
+                }
+                if axes.iter().any(|a| a.name == key) {
+                    return Err(cx.node_err(k, format!("axis `{key}` is declared twice")));
+                }
+                axes.push(Axis {
+                    name: key.to_string(),
+                    values,
+                    pos: k.pos,
+                });
+            }
+        }
+    }
+    for e in &exclude {
+        for (k, _) in &e.pairs {
+            if !axes.iter().any(|a| &a.name == k) {
+                let names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
+                return Err(SpecError::new(
+                    cx.path,
+                    Some(e.pos),
+                    format!(
+                        "exclude entry names `{k}`, which is no axis (axes: {})",
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok((axes, include, exclude))
+}
+
+fn read_entries(cx: &Ctx, v: &Node, what: &str) -> Result<Vec<Entry>, SpecError> {
+    let items = match &v.kind {
+        NodeKind::Seq(items) => items,
+        NodeKind::Null => return Ok(Vec::new()),
+        _ => {
+            return Err(cx.node_err(
+                v,
+                format!(
+                    "`{what}` must be a list of mappings, found {}",
+                    v.kind_name()
+                ),
+            ))
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let pairs = match &item.kind {
+            NodeKind::Map(p) => p,
+            _ => {
+                return Err(cx.node_err(
+                    item,
+                    format!(
+                        "each `{what}` entry must be a mapping, found {}",
+                        item.kind_name()
+                    ),
+                ))
+            }
+        };
+        if pairs.is_empty() {
+            return Err(cx.node_err(item, format!("an empty `{what}` entry matches nothing")));
+        }
+        let mut entry = Vec::with_capacity(pairs.len());
+        for (k, val) in pairs {
+            let key = k
+                .as_scalar()
+                .ok_or_else(|| cx.node_err(k, format!("`{what}` keys must be plain names")))?;
+            let value = val.as_scalar().ok_or_else(|| {
+                cx.node_err(
+                    val,
+                    format!(
+                        "`{what}` value of `{key}` must be a scalar, found {}",
+                        val.kind_name()
+                    ),
+                )
+            })?;
+            entry.push((key.to_string(), value.to_string()));
+        }
+        out.push(Entry {
+            pairs: entry,
+            pos: item.pos,
+        });
+    }
+    Ok(out)
+}
+
+fn read_environment(cx: &Ctx, e: &RawEnvironment) -> Result<EnvironmentTemplate, SpecError> {
+    let base = e.base.as_deref().ok_or_else(|| {
+        cx.err(
+            "environment",
+            "environment needs `base`: an image reference (debian:bookworm) or a rootfs tarball path",
+        )
+    })?;
+    let opt = |field: &str, v: &Option<String>| {
+        v.as_ref()
+            .map(|s| cx.template(format!("environment.{field}"), s))
+    };
+    Ok(EnvironmentTemplate {
+        family: cx.template(
+            "environment.family",
+            e.family.as_deref().unwrap_or("debian"),
+        ),
+        base: cx.template("environment.base", base),
+        suite: opt("suite", &e.suite),
+        mirror: opt("mirror", &e.mirror),
+        packages: e
+            .packages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| cx.template(format!("environment.packages[{i}]"), p))
+            .collect(),
+        llvm: cx.template("environment.llvm", e.llvm.as_deref().unwrap_or("release")),
+        setup: opt("setup", &e.setup),
+        env: e
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), cx.template(format!("environment.env.{k}"), v)))
+            .collect::<BTreeMap<_, _>>(),
+        network: opt("network", &e.network),
+    })
+}
+
+fn read_gpu(cx: &Ctx, g: Option<&RawGpu>, axes: &[Axis]) -> Result<GpuTemplate, SpecError> {
+    let default_target = || {
+        axes.iter().any(|a| a.name == "gfx").then(|| Template {
+            source: "{{ matrix.gfx }}".into(),
+            field: "gpu.target".into(),
+            pos: cx.tree.pos_of("gpu"),
+        })
+    };
+    let Some(g) = g else {
+        return Ok(GpuTemplate {
+            need: GpuUse::None,
+            count: 1,
+            target: default_target(),
+            policy: GpuPolicy::Exact,
+        });
+    };
+    let need = match &g.need {
+        Some(n) => GpuUse::parse(n).ok_or_else(|| {
+            cx.err(
+                "gpu.need",
+                format!("gpu.need must be none, optional or required, not `{n}`"),
+            )
+        })?,
+        None => GpuUse::None,
+    };
+    let policy = match &g.policy {
+        Some(p) => GpuPolicy::parse(p).ok_or_else(|| {
+            cx.err(
+                "gpu.policy",
+                format!("gpu.policy must be exact, compatible, override or extended, not `{p}`"),
+            )
+        })?,
+        None => GpuPolicy::Exact,
+    };
+    let count = g.count.unwrap_or(1);
+    if count == 0 {
+        return Err(cx.err("gpu.count", "gpu.count must be at least 1"));
+    }
+    Ok(GpuTemplate {
+        need,
+        count,
+        target: match &g.target {
+            Some(t) => Some(cx.template("gpu.target", t)),
+            None => default_target(),
+        },
+        policy,
+    })
+}

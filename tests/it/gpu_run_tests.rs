@@ -1,0 +1,161 @@
+//! GPUs through `rocmatrix run` without a GPU: a real-format KFD topology
+//! (fixture) and stand-in device nodes (character devices made with mknod,
+//! numbered like /dev/null), so the lease, the device list, the groups and
+//! ROCR_VISIBLE_DEVICES reach a real container. And `coverage --image` over
+//! a library that Debian's hipcc built.
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::support::*;
+
+fn stand_in_devices(dev: &Path) -> bool {
+    std::fs::create_dir_all(dev.join("dri")).unwrap();
+    let ok = |p: &Path| {
+        Command::new("mknod")
+            .arg(p)
+            .args(["c", "1", "3"])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let made = ok(&dev.join("kfd")) && ok(&dev.join("dri/renderD128"));
+    // The render node belongs to a group of its own, as on real hosts.
+    made && Command::new("chown")
+        .args([":44"])
+        .arg(dev.join("dri/renderD128"))
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason() {
+    if !docker_available(
+        "a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason",
+    ) {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    if !stand_in_devices(&dev) {
+        assert!(
+            std::env::var("ROCMATRIX_REQUIRE_DOCKER").as_deref() != Ok("1"),
+            "mknod needs root"
+        );
+        eprintln!("SKIPPED: mknod needs root");
+        return;
+    }
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/gfx1100");
+    let m = write(
+        dir.path(),
+        "gpu.yaml",
+        "name: gpu\nmatrix:\n  gfx: [gfx1100, gfx90a]\nenvironment:\n  base: debian:bookworm\ngpu:\n  need: required\n  policy: exact\nsteps:\n  - name: devices\n    run: |\n      test -c /dev/kfd && test -c /dev/dri/renderD128\n      ls /dev/dri\n      echo \"visible=$ROCR_VISIBLE_DEVICES groups=$(id -G)\"\n",
+    );
+    let o = bin()
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "--progress",
+            "plain",
+            "--sysfs-root",
+        ])
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let run = run_dir(&dir.path().join("out"));
+    let ran = cell_json(&run, "gfx1100");
+    assert_eq!(ran["status"], "passed", "{ran:#}");
+    let tail = ran["steps"][0]["log_tail"].as_str().unwrap();
+    assert!(
+        tail.contains("visible=GPU-") && tail.contains(" 44"),
+        "{tail}"
+    );
+    assert_eq!(
+        tail.lines().filter(|l| l.starts_with("renderD")).count(),
+        1,
+        "only the leased render node: {tail}"
+    );
+    let skipped = cell_json(&run, "gfx90a");
+    assert_eq!(skipped["status"], "skipped");
+    let reason = skipped["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("no gfx90a GPU on this host; have gfx1100"),
+        "{reason}"
+    );
+
+    // Without a KFD topology every GPU step skips, saying so.
+    let o = bin()
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "--only",
+            "gfx=gfx1100",
+            "--progress",
+            "plain",
+            "--sysfs-root",
+        ])
+        .arg(dir.path().join("empty-sys"))
+        .arg("--out")
+        .arg(dir.path().join("out2"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let c = cell_json(&run_dir(&dir.path().join("out2")), "gfx1100");
+    assert_eq!(c["status"], "skipped");
+    assert!(
+        c["reason"].as_str().unwrap().contains("no GPU inventory"),
+        "{c:#}"
+    );
+}
+
+#[test]
+fn coverage_reads_an_environment_images_libraries_through_the_engine() {
+    if !docker_available("coverage_reads_an_environment_images_libraries_through_the_engine") {
+        return;
+    }
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    // The same recipe as the smoke matrix's trixie environment (so its
+    // layers are cached after the main job), plus a library built by hipcc.
+    let m = write(
+        dir.path(),
+        "lib.yaml",
+        "name: lib\nmatrix:\n  x: [a]\nenvironment:\n  base: debian:trixie\n  suite: trixie\n  packages: [hipcc, python3-pytest]\n  setup: |\n    printf '#include <hip/hip_runtime.h>\\n__global__ void k(float* x) { x[0] = 1; }\\n' > /tmp/k.hip\n    hipcc -shared -fPIC --offload-arch=gfx1030 --offload-arch=gfx1100 -o /usr/lib/libk.so /tmp/k.hip\nsteps:\n  - name: s\n    run: 'true'\n",
+    );
+    let o = bin()
+        .args(["run", m.to_str().unwrap(), "--progress", "plain", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let run = run_dir(&dir.path().join("out"));
+    let image = cell_json(&run, "a")["image"].as_str().unwrap().to_string();
+    let o = bin()
+        .args([
+            "coverage",
+            "--image",
+            &image,
+            "--gfx",
+            "gfx1030,gfx1031,gfx1100,gfx90a",
+            "--policy",
+            "extended",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let libs = doc["libraries"].as_array().unwrap();
+    let k = libs
+        .iter()
+        .find(|l| l["library"].as_str().unwrap().ends_with("usr/lib/libk.so"))
+        .unwrap_or_else(|| panic!("libk.so not listed: {doc:#}"));
+    let text = k.to_string();
+    assert!(text.contains("exact") && text.contains("missing"), "{text}");
+}

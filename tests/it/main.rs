@@ -1,0 +1,17 @@
+//! rocmatrix's integration tests: one binary, one module per area.
+
+mod bundle_tests;
+mod cli_tests;
+mod expand_props;
+mod family_tests;
+mod gpu_run_tests;
+mod gpu_tests;
+mod report_html;
+mod report_support;
+mod report_tests;
+mod report_tools;
+mod repro_tests;
+mod run_tests;
+mod source_tests;
+mod spec_tests;
+mod support;

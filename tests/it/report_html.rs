@@ -1,0 +1,206 @@
+//! The HTML report in headless Chromium: it renders, runs its script without
+//! errors, filters, and shows a test named `<img src=x onerror=alert(1)>` as
+//! text. The screenshot is kept for people to look at.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::report_support::*;
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+}
+
+/// Runs headless Chromium on `url`; returns (stdout, stderr).
+fn headless(browser: &str, profile: &Path, args: &[&str], url: &str) -> (String, String) {
+    let o = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    assert!(o.status.success(), "chromium failed:\n{err}");
+    (out, err)
+}
+
+/// A run with failures, a regression, a timed-out cell and hostile strings.
+fn hostile_run(tmp: &Path) -> PathBuf {
+    let keys = &["distro", "gfx"];
+    let mk = |id: &str, cells: Vec<CellSpec>| {
+        make_run(
+            tmp,
+            id,
+            "h",
+            keys,
+            json!([
+                {"cells": {"gfx": "gfx1031"}, "tests": ["Conv.*"], "reason": "vanilla clang 14 <asm>"}
+            ]),
+            (&["distro"], &["gfx"]),
+            None,
+            &cells,
+        )
+    };
+    let base = mk(
+        "base",
+        vec![CellSpec::new(
+            "sid.gfx1030",
+            &[("distro", "sid"), ("gfx", "gfx1030")],
+            "passed",
+        )
+        .junit(
+            "t.xml",
+            gtest_xml(&[
+                ("Hip", "<img src=x onerror=alert(1)>", "pass"),
+                ("Hip", "Ok", "pass"),
+            ]),
+        )],
+    );
+    let cur = mk(
+        "cur",
+        vec![
+            CellSpec::new(
+                "sid.gfx1030",
+                &[("distro", "sid"), ("gfx", "gfx1030")],
+                "failed",
+            )
+            .junit(
+                "t.xml",
+                gtest_xml(&[
+                    ("Hip", "<img src=x onerror=alert(1)>", "fail"),
+                    ("Hip", "Ok", "pass"),
+                ]),
+            ),
+            CellSpec::new(
+                "sid.gfx1031",
+                &[("distro", "sid"), ("gfx", "gfx1031")],
+                "failed",
+            )
+            .junit(
+                "t.xml",
+                gtest_xml(&[
+                    ("Conv", "Fwd", "fail"),
+                    ("Hip", "Ok", "pass"),
+                    ("Hip", "S", "skip"),
+                ]),
+            ),
+            CellSpec {
+                reason: Some("step test timed out after 10m"),
+                log_tail: "make[2]: *** [kernels] <script>alert('log')</script>\n",
+                ..CellSpec::new(
+                    "trixie.gfx1030",
+                    &[("distro", "trixie"), ("gfx", "gfx1030")],
+                    "timeout",
+                )
+            },
+            CellSpec::new(
+                "trixie.gfx1031",
+                &[("distro", "trixie"), ("gfx", "gfx1031")],
+                "passed",
+            )
+            .junit(
+                "t.xml",
+                gtest_xml(&[("Hip", "Ok", "pass"), ("Hip", "Flaky", "flaky")]),
+            ),
+        ],
+    );
+    rocmatrix::report::write_reports(&cur, Some(&base)).unwrap();
+    cur.join("report/index.html")
+}
+
+#[test]
+fn html_report_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        let msg = "html_report_in_headless_chromium: chromium is not installed (run .ci/install-reports.sh)";
+        if required() {
+            panic!("{msg}; ROCMATRIX_REQUIRE_DOCKER=1 requires it");
+        }
+        crate::report_support::skip_notice(msg);
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let html = hostile_run(tmp.path());
+    let page = std::fs::read_to_string(&html).unwrap();
+    // Self-contained: nothing is loaded from anywhere.
+    for needle in ["src=\"http", "href=\"http", "<link", "@import", "url("] {
+        assert!(!page.contains(needle), "external resource: {needle}");
+    }
+    let url = format!("file://{}", html.display());
+    let profile = tmp.path().join("profile");
+
+    let (dom, log) = headless(browser, &profile, &["--dump-dom"], &url);
+    assert!(
+        dom.contains("data-filter-ready=\"1\""),
+        "the script did not run:\n{log}"
+    );
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    // The hostile name is text, not an element; the log tail too.
+    assert!(dom.contains("&lt;img src=x onerror=alert(1)&gt;"), "{dom}");
+    assert!(!dom.contains("<img"), "an <img> element was injected");
+    assert!(dom.contains("&lt;script&gt;alert('log')&lt;/script&gt;"));
+    assert_eq!(
+        dom.matches("<script>").count(),
+        1,
+        "only the report's own script"
+    );
+    // Grid, regressions, expected failures.
+    assert!(dom.contains("Regressions against"));
+    assert!(dom.contains("▲ regression"));
+    assert!(dom.contains("chip fail regressed"));
+    assert!(dom.contains("chip error"));
+    assert!(dom.contains("expected: vanilla clang 14 &lt;asm&gt;"));
+
+    // The filter box works (a link can carry a filter).
+    let (dom, log) = headless(
+        browser,
+        &profile,
+        &["--dump-dom"],
+        &format!("{url}#filter=gfx1031"),
+    );
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    assert!(dom.contains("2 cells match"), "{dom}");
+    assert!(dom.contains("class=\"cell fail filterable hidden\" id=\"cell-sid.gfx1030\""));
+
+    // A screenshot, kept for people to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
+    let _ = std::fs::remove_file(&shot);
+    let (_, log) = headless(
+        browser,
+        &profile,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1400,1600",
+        ],
+        &url,
+    );
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    let png = std::fs::read(&shot).expect("screenshot");
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 20_000,
+        "{} bytes",
+        png.len()
+    );
+    eprintln!("screenshot: {}", shot.display());
+}

@@ -1,0 +1,246 @@
+//! Helpers for the report tests: crafted run stores, the binary, and tools
+//! that may be missing (skip visibly, or fail under ROCMATRIX_REQUIRE_DOCKER=1).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+/// Whether CI demands every tool (it sets ROCMATRIX_REQUIRE_DOCKER=1).
+pub fn required() -> bool {
+    std::env::var("ROCMATRIX_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
+}
+
+/// Tells the person running the tests that a test skipped. Written to the
+/// stderr handle directly: libtest hides `eprintln!` of passing tests.
+pub fn skip_notice(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {msg}");
+}
+
+/// Whether `program` runs (`program args…` exits at all). Missing tools skip
+/// the calling test with a visible message, or fail it when CI requires them.
+pub fn have(program: &str, args: &[&str], test: &str) -> bool {
+    let ok = Command::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let msg = format!(
+            "{test}: `{program}` is not available (run .ci/install-reports.sh to install it)"
+        );
+        if required() {
+            panic!("{msg}; ROCMATRIX_REQUIRE_DOCKER=1 requires it");
+        }
+        skip_notice(&msg);
+    }
+    ok
+}
+
+/// Whether a file exists (a header, a library), with the same skip rules.
+pub fn have_file(path: &str, what: &str, test: &str) -> bool {
+    let ok = Path::new(path).exists();
+    if !ok {
+        let msg = format!("{test}: {what} ({path}) is not installed (run .ci/install-reports.sh)");
+        if required() {
+            panic!("{msg}; ROCMATRIX_REQUIRE_DOCKER=1 requires it");
+        }
+        skip_notice(&msg);
+    }
+    ok
+}
+
+pub fn rocmatrix(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rocmatrix"))
+        .args(args)
+        .output()
+        .expect("run rocmatrix")
+}
+
+pub fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+/// A cell of a crafted run.
+pub struct CellSpec<'a> {
+    pub id: &'a str,
+    pub values: &'a [(&'a str, &'a str)],
+    /// `None`: the cell has no cell.json (did not finish).
+    pub status: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    /// (file name under junit/, content)
+    pub junit: Vec<(&'a str, String)>,
+    pub log_tail: &'a str,
+}
+
+impl<'a> CellSpec<'a> {
+    pub fn new(id: &'a str, values: &'a [(&'a str, &'a str)], status: &'a str) -> Self {
+        CellSpec {
+            id,
+            values,
+            status: Some(status),
+            reason: None,
+            junit: Vec::new(),
+            log_tail: "",
+        }
+    }
+
+    pub fn junit(mut self, name: &'a str, xml: impl Into<String>) -> Self {
+        self.junit.push((name, xml.into()));
+        self
+    }
+}
+
+/// Writes a run store the way the runner does (plan.json, cells/*/cell.json).
+#[allow(clippy::too_many_arguments)]
+pub fn make_run(
+    dir: &Path,
+    run_id: &str,
+    matrix_hash: &str,
+    keys: &[&str],
+    expect: Value,
+    layout: (&[&str], &[&str]),
+    shard: Option<&str>,
+    cells: &[CellSpec],
+) -> PathBuf {
+    let run = dir.join(run_id);
+    std::fs::create_dir_all(&run).unwrap();
+    let plan_cells: Vec<Value> = cells
+        .iter()
+        .map(|c| {
+            let values: serde_json::Map<String, Value> = c
+                .values
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            json!({
+                "id": c.id, "values": values, "environment": null,
+                "environment_hash": "e".repeat(64), "steps": [],
+                "gpu": {"need": "none", "count": 0, "target": null, "policy": "exact"},
+                "hash": "c".repeat(64)
+            })
+        })
+        .collect();
+    let mut manifest = json!({
+        "store_version": 1, "run_id": run_id, "rocmatrix_version": "0.1.0",
+        "name": "smoke", "matrix_file": "matrix/smoke.yaml", "matrix_hash": matrix_hash,
+        "keys": keys, "expect": expect,
+        "report": {"rows": layout.0, "columns": layout.1},
+        "cells": plan_cells
+    });
+    if let Some(s) = shard {
+        manifest["shard"] = json!(s);
+    }
+    std::fs::write(
+        run.join("plan.json"),
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    for c in cells {
+        let cdir = run.join("cells").join(c.id);
+        std::fs::create_dir_all(cdir.join("junit")).unwrap();
+        let mut junit = Vec::new();
+        for (name, xml) in &c.junit {
+            std::fs::write(cdir.join("junit").join(name), xml).unwrap();
+            junit.push(format!("junit/{name}"));
+        }
+        let Some(status) = c.status else { continue };
+        let values: serde_json::Map<String, Value> = c
+            .values
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        let record = json!({
+            "id": c.id, "values": values, "hash": "c".repeat(64),
+            "environment_hash": "e".repeat(64), "image": null,
+            "status": status, "reason": c.reason,
+            "started": "2026-01-01T00:00:00Z", "finished": "2026-01-01T00:01:00Z",
+            "duration_secs": 60.0, "attempts": 0,
+            "steps": [{"name": "test", "status": status, "exit_code": if status == "passed" {0} else {1},
+                       "duration_secs": 59.0, "log": "logs/01-test.log", "reason": c.reason,
+                       "log_tail": c.log_tail}],
+            "junit": junit, "messages": []
+        });
+        std::fs::write(
+            cdir.join("cell.json"),
+            serde_json::to_vec_pretty(&record).unwrap(),
+        )
+        .unwrap();
+    }
+    run
+}
+
+/// A GoogleTest-shaped file from (classname, name, status) triples, status one
+/// of pass, fail, skip.
+pub fn gtest_xml(cases: &[(&str, &str, &str)]) -> String {
+    let mut s = String::from(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"0\" name=\"AllTests\">\n",
+    );
+    let mut suites: Vec<&str> = Vec::new();
+    for (c, _, _) in cases {
+        if !suites.contains(c) {
+            suites.push(c);
+        }
+    }
+    for suite in suites {
+        s.push_str(&format!("  <testsuite name=\"{suite}\" tests=\"1\">\n"));
+        for (c, raw, st) in cases.iter().filter(|(c, _, _)| *c == suite) {
+            let n = raw
+                .replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('"', "&quot;");
+            match *st {
+                "pass" => s.push_str(&format!(
+                    "    <testcase name=\"{n}\" status=\"run\" result=\"completed\" time=\"0.01\" classname=\"{c}\" />\n"
+                )),
+                "fail" => s.push_str(&format!(
+                    "    <testcase name=\"{n}\" status=\"run\" result=\"completed\" time=\"0.01\" classname=\"{c}\">\n      <failure message=\"t.cc:1&#x0A;{n} broke\" type=\"\"><![CDATA[t.cc:1\n{raw} broke]]></failure>\n    </testcase>\n"
+                )),
+                "skip" => s.push_str(&format!(
+                    "    <testcase name=\"{n}\" status=\"run\" result=\"skipped\" time=\"0\" classname=\"{c}\">\n      <skipped message=\"t.cc:2: Skipped\"/>\n    </testcase>\n"
+                )),
+                "flaky" => s.push_str(&format!(
+                    "    <testcase name=\"{n}\" time=\"0.01\" classname=\"{c}\">\n      <flakyFailure message=\"first try failed\" type=\"assert\"/>\n    </testcase>\n"
+                )),
+                other => panic!("status {other}"),
+            }
+        }
+        s.push_str("  </testsuite>\n");
+    }
+    s.push_str("</testsuites>\n");
+    s
+}
+
+pub fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Validates `xml` against the committed Jenkins junit-10.xsd with xmllint.
+pub fn assert_valid_junit(xml: &Path) {
+    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/junit-10.xsd");
+    if !have("xmllint", &["--version"], "junit.xml schema check") {
+        return;
+    }
+    let o = Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(&xsd)
+        .arg(xml)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{} does not validate against junit-10.xsd:\n{}",
+        xml.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/junit")
+        .join(name)
+}

@@ -1,0 +1,325 @@
+//! Reproducibility against the real engine: locks, locked rebuilds, export,
+//! shell, repro, and debug-LLVM snapshots kept by `images --prune`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::support::*;
+
+const MATRIX: &str = r#"name: repro
+matrix:
+  case: [good, bad]
+environment:
+  base: debian:bookworm
+  packages: [file]
+steps:
+  - name: build
+    run: |
+      echo built > /work/marker
+      file /work/marker
+  - name: test
+    junit: [/work/out/*.xml]
+    run: |
+      mkdir -p /work/out
+      if [ {{ matrix.case }} = bad ]; then
+        printf '<testsuite name="s" tests="1" failures="1"><testcase classname="c" name="t"><failure message="wrong answer"/></testcase></testsuite>\n' > /work/out/r.xml
+        echo "expected 42, got 41"
+        exit 3
+      fi
+      printf '<testsuite name="s" tests="1"><testcase classname="c" name="t"/></testsuite>\n' > /work/out/r.xml
+"#;
+
+fn run_matrix(dir: &Path, m: &Path, extra: &[&str]) -> (std::process::Output, PathBuf) {
+    let out = dir.join(format!(
+        "out{}",
+        std::fs::read_dir(dir).map(|r| r.count()).unwrap_or(0)
+    ));
+    let o = bin()
+        .args(["run", m.to_str().unwrap(), "--progress", "plain", "--out"])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let run = run_dir(&out);
+    (o, run)
+}
+
+fn lock(run: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(run.join("lock.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn locks_match_across_runs_and_a_locked_rebuild_is_identical() {
+    if !docker_available("locks_match_across_runs_and_a_locked_rebuild_is_identical") {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "m.yaml", MATRIX);
+    let (o1, run1) = run_matrix(dir.path(), &m, &[]);
+    assert_eq!(o1.status.code(), Some(1), "{}", stderr(&o1));
+    let (_, run2) = run_matrix(dir.path(), &m, &[]);
+    let (l1, l2) = (lock(&run1), lock(&run2));
+    let envs = l1["environments"].as_object().unwrap();
+    assert_eq!(envs.len(), 1);
+    let (hash, env) = envs.iter().next().unwrap();
+    let packages = env["packages"].as_object().unwrap();
+    assert!(
+        packages.contains_key("file") && packages.contains_key("bash"),
+        "{packages:?}"
+    );
+    assert_eq!(
+        l1["environments"][hash]["packages"],
+        l2["environments"][hash]["packages"]
+    );
+    assert_eq!(l1["cells"], l2["cells"]);
+    assert_eq!(env["base"]["reference"], "debian:bookworm");
+    assert!(env["base"]["origin"]["how"].is_string());
+
+    // A locked rebuild pins every package and says whether the set is identical.
+    let lock_path = run1.join("lock.json");
+    let (o3, run3) = run_matrix(dir.path(), &m, &["--locked", lock_path.to_str().unwrap()]);
+    let out = stdout(&o3);
+    assert!(
+        out.contains("rebuilt from the lock; the package set is identical"),
+        "{out}\n{}",
+        stderr(&o3)
+    );
+    let built =
+        std::fs::read_to_string(run3.join("images").join(format!("{}.log", &hash[..12]))).unwrap();
+    assert!(
+        built.contains("file="),
+        "the image build pins versions: {built}"
+    );
+
+    // A lock naming versions that no longer exist fails and lists them all.
+    let mut bad = l1.clone();
+    bad["environments"][hash]["packages"]["file"] = "0.0-gone".into();
+    bad["environments"][hash]["packages"]["libnothere1"] = "1.2-3".into();
+    let bad_path = dir.path().join("bad-lock.json");
+    std::fs::write(&bad_path, bad.to_string()).unwrap();
+    let (o4, _) = run_matrix(dir.path(), &m, &["--locked", bad_path.to_str().unwrap()]);
+    assert_eq!(o4.status.code(), Some(3), "{}", stdout(&o4));
+    let text = stdout(&o4) + &stderr(&o4);
+    assert!(
+        text.contains("2 pinned versions are no longer obtainable"),
+        "{text}"
+    );
+    assert!(
+        text.contains("file=0.0-gone") && text.contains("libnothere1=1.2-3"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way() {
+    if !docker_available("an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way") {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "m.yaml", MATRIX);
+    let (_, run) = run_matrix(dir.path(), &m, &[]);
+    let repro = dir.path().join("repro-bad");
+    let o = bin()
+        .args(["export"])
+        .arg(&run)
+        .args(["bad"])
+        .arg(&repro)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in [
+        "Containerfile",
+        "run.sh",
+        "README.md",
+        "steps/01-build.sh",
+        "steps/02-test.sh",
+    ] {
+        assert!(repro.join(f).is_file(), "{f} missing");
+    }
+    let cf = std::fs::read_to_string(repro.join("Containerfile")).unwrap();
+    assert!(
+        cf.contains("file=") && cf.contains("FROM debian:bookworm"),
+        "{cf}"
+    );
+    let readme = std::fs::read_to_string(repro.join("README.md")).unwrap();
+    assert!(
+        readme.contains("Outcome: **failed**") && readme.contains("expected 42, got 41"),
+        "{readme}"
+    );
+
+    // Only the docker CLI: run it from another directory, as a user would.
+    let o = Command::new("bash")
+        .arg(repro.join("run.sh"))
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(3), "{text}\n{}", stderr(&o));
+    assert!(
+        text.contains("=== 01-build: passed") && text.contains("=== 02-test: FAILED (exit 3)"),
+        "{text}"
+    );
+    assert!(text.contains("expected 42, got 41"), "{text}");
+
+    let good = dir.path().join("repro-good");
+    assert!(bin()
+        .args(["export"])
+        .arg(&run)
+        .args(["good"])
+        .arg(&good)
+        .status()
+        .unwrap()
+        .success());
+    let o = Command::new("bash")
+        .arg(good.join("run.sh"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("=== all steps done"));
+}
+
+#[test]
+fn shell_runs_piped_commands_and_snapshots_after_a_step() {
+    if !docker_available("shell_runs_piped_commands_and_snapshots_after_a_step") {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "m.yaml", MATRIX);
+    let (_, run) = run_matrix(dir.path(), &m, &[]);
+    let shell = |args: &[&str], input: &str| {
+        let mut child = bin()
+            .arg("shell")
+            .arg(&run)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = shell(
+        &["bad"],
+        "echo cell=$ROCMATRIX_CELL case=$ROCMATRIX_CASE; pwd; ls /rocmatrix/steps; exit 5\n",
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(5), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("cell=bad case=bad") && out.contains("/work") && out.contains("02-test.sh"),
+        "{out}"
+    );
+
+    let o = shell(
+        &["bad", "--after", "build", "--", "cat", "/work/marker"],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "built");
+    assert!(
+        stderr(&o).contains("snapshot rocmatrix/snapshot:"),
+        "{}",
+        stderr(&o)
+    );
+    let o = shell(
+        &["bad", "--after", "build", "--", "cat", "/work/marker"],
+        "",
+    );
+    assert!(stderr(&o).contains("using snapshot"), "{}", stderr(&o));
+
+    let o = shell(&["nope"], "");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("has no cell `nope`"), "{}", stderr(&o));
+    let run_id = run.file_name().unwrap().to_str().unwrap();
+    assert!(containers_of(&format!("{run_id}-shell")).is_empty());
+}
+
+#[test]
+fn repro_runs_a_cell_again_from_the_lock_and_compares() {
+    if !docker_available("repro_runs_a_cell_again_from_the_lock_and_compares") {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "m.yaml", MATRIX);
+    let (_, run) = run_matrix(dir.path(), &m, &["--only", "case=bad"]);
+    let o = bin()
+        .arg("repro")
+        .arg(&run)
+        .args(["bad", "--progress", "plain", "--out"])
+        .arg(dir.path().join("repro-out"))
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("outcome matches: was failed (step `test`: exit code 3), now failed"),
+        "{out}"
+    );
+    assert!(out.contains("package set is identical"), "{out}");
+}
+
+#[test]
+fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
+    if !docker_available("a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune") {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "debug.yaml",
+        "name: dbg\nmatrix:\n  gfx: [gfx900, gfx1030]\nenvironment:\n  base: debian:bookworm\n  llvm: debug\nsteps:\n  - name: gdb\n    run: gdb --version | head -n 1\n",
+    );
+    let (o, run) = run_matrix(dir.path(), &m, &[]);
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
+    let builds: Vec<&str> = journal
+        .lines()
+        .filter(|l| l.contains("\"event\":\"image_finished\""))
+        .collect();
+    assert_eq!(builds.len(), 1, "one image for both cells: {builds:?}");
+    assert!(
+        builds[0].contains("rocmatrix/snapshot:llvm-debug-"),
+        "{}",
+        builds[0]
+    );
+    let tag = serde_json::from_str::<serde_json::Value>(builds[0]).unwrap()["tag"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for cell in ["gfx900", "gfx1030"] {
+        assert_eq!(cell_json(&run, cell)["image"], tag.as_str());
+        assert!(cell_json(&run, cell)["steps"][0]["log_tail"]
+            .as_str()
+            .unwrap()
+            .contains("GNU gdb"));
+    }
+    // Prune removes environment images and keeps the snapshot.
+    let o = bin().args(["images", "--prune"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed = stdout(&bin().arg("images").output().unwrap());
+    assert!(listed.contains(&tag), "{listed}");
+    assert!(!listed.lines().any(|l| l.starts_with("env ")), "{listed}");
+    // A later run reuses it.
+    let (o, _) = run_matrix(dir.path(), &m, &[]);
+    assert!(
+        stderr(&o).contains(&format!("reusing {tag}")),
+        "{}",
+        stderr(&o)
+    );
+}

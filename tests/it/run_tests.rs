@@ -1,0 +1,274 @@
+//! `rocmatrix run` against the real Docker engine: statuses, image reuse,
+//! interruption and resume, hostile archives, an unreachable engine.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+const CASES: &str = r#"name: cases
+matrix:
+  case: [pass, fail, timeout, skip, oom, hostile]
+environment:
+  base: debian:bookworm
+memory: 96m
+retries: 0
+steps:
+  - name: work
+    timeout: 6s
+    junit: [/work/out/*.xml]
+    run: |
+      mkdir -p /work/out
+      junit() {
+        printf '<?xml version="1.0"?>\n<testsuite name="s" tests="1" failures="%s"><testcase classname="c" name="%s">%s</testcase></testsuite>\n' "$1" "$2" "$3" > /work/out/$2.xml
+      }
+      case {{ matrix.case }} in
+        pass) junit 0 ok "" ;;
+        fail) junit 1 broken '<failure message="boom">trace</failure>'; echo failing; exit 3 ;;
+        timeout) echo sleeping; sleep 600 ;;
+        skip) echo "no /dev/kfd"; exit 77 ;;
+        oom) head -c 1024m /dev/zero | tail > /dev/null ;;
+        hostile) junit 0 fine ""; ln -s /etc/shadow /work/out/evil.xml ;;
+      esac
+  - name: after
+    run: echo after
+"#;
+
+#[test]
+fn cells_pass_fail_time_out_skip_and_oom_for_real() {
+    if !docker_available("cells_pass_fail_time_out_skip_and_oom_for_real") {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "cases.yaml", CASES);
+    let t0 = Instant::now();
+    let o = bin()
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "--progress",
+            "plain",
+            "--jobs",
+            "3",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    assert!(
+        t0.elapsed() < Duration::from_secs(240),
+        "the timeout cell was not cut short"
+    );
+    let run = run_dir(dir.path());
+
+    let status = |cell: &str| {
+        cell_json(&run, cell)["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(status("pass"), "passed");
+    assert_eq!(status("fail"), "failed");
+    assert_eq!(status("timeout"), "timeout");
+    assert_eq!(status("skip"), "skipped");
+    assert_eq!(status("oom"), "oom", "{:#}", cell_json(&run, "oom"));
+    assert_eq!(status("hostile"), "passed");
+
+    let fail = cell_json(&run, "fail");
+    assert_eq!(fail["steps"][0]["exit_code"], 3);
+    assert_eq!(fail["steps"][1]["status"], "skipped");
+    assert_eq!(fail["steps"][1]["reason"], "step `work` failed");
+    let junit = fail["junit"][0].as_str().unwrap();
+    let copied = std::fs::read_to_string(run.join("cells/fail").join(junit)).unwrap();
+    assert!(copied.contains("<failure message=\"boom\">"), "{copied}");
+    assert!(fail["steps"][0]["log_tail"]
+        .as_str()
+        .unwrap()
+        .contains("failing"));
+
+    let timeout = cell_json(&run, "timeout");
+    assert!(timeout["reason"]
+        .as_str()
+        .unwrap()
+        .contains("timed out after 6 s"));
+    let log = std::fs::read_to_string(run.join("cells/timeout/logs/01-work.log")).unwrap();
+    assert!(
+        log.contains("sleeping") && log.contains("timed out"),
+        "{log}"
+    );
+
+    let skip = cell_json(&run, "skip");
+    assert_eq!(skip["steps"][0]["exit_code"], 77);
+    assert_eq!(
+        skip["steps"][1]["status"], "skipped",
+        "exit 77 skips the rest of the cell"
+    );
+    assert!(skip["reason"].as_str().unwrap().contains("exit 77"));
+
+    // The symlink to /etc/shadow is refused; the real report is kept.
+    let hostile = cell_json(&run, "hostile");
+    let messages = hostile["messages"].to_string();
+    assert!(
+        messages.contains("/etc/shadow") && messages.contains("leaves the target"),
+        "{messages}"
+    );
+    assert_eq!(hostile["junit"].as_array().unwrap().len(), 1);
+    assert!(!run
+        .join("cells/hostile/junit/01-work/work-out-evil.xml")
+        .exists());
+
+    let run_id = run.file_name().unwrap().to_str().unwrap();
+    assert!(containers_of(run_id).is_empty(), "containers left behind");
+    let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
+    assert!(journal
+        .lines()
+        .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+    assert!(journal.contains("\"event\":\"run_finished\""));
+    assert!(
+        out.contains("timeout  ") && out.contains("run store:"),
+        "{out}"
+    );
+
+    // A second run builds nothing.
+    let o = bin()
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "--only",
+            "case=pass",
+            "--progress",
+            "plain",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("reusing rocmatrix/env:"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains(": built "), "{}", stderr(&o));
+}
+
+#[test]
+fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
+    if !docker_available("sigint_leaves_no_containers_and_resume_finishes_the_run") {
+        return;
+    }
+    ensure_base();
+    let _engine = engine_shared();
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "slow.yaml",
+        "name: slow\nmatrix:\n  n: [quick, s1, s2, s3]\nenvironment:\n  base: debian:bookworm\nsteps:\n  - name: wait\n    run: |\n      if [ {{ matrix.n }} = quick ]; then exit 0; fi\n      sleep 6\n",
+    );
+    let child = bin()
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "--progress",
+            "plain",
+            "--jobs",
+            "1",
+            "--out",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the quick cell finished and a slow one is running.
+    let t0 = Instant::now();
+    let run = loop {
+        assert!(
+            t0.elapsed() < Duration::from_secs(180),
+            "the run never started a slow cell"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        let Ok(rd) = std::fs::read_dir(dir.path().join("runs")) else {
+            continue;
+        };
+        let Some(run) = rd.filter_map(|e| e.ok()).map(|e| e.path()).next() else {
+            continue;
+        };
+        let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap_or_default();
+        if journal.contains("\"cell\":\"s1\",\"step\":\"wait\"") {
+            break run;
+        }
+    };
+    let run_id = run.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(!containers_of(&run_id).is_empty(), "a cell container runs");
+    // SIGINT, as Ctrl-C sends it.
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        containers_of(&run_id).is_empty(),
+        "containers left after SIGINT"
+    );
+    assert!(stdout(&out).contains("--resume"), "{}", stdout(&out));
+    let quick_before = cell_json(&run, "quick");
+    assert!(!run.join("cells/s3/cell.json").exists());
+
+    let o = bin()
+        .args(["run", "--resume"])
+        .arg(&run)
+        .args(["--progress", "plain", "--jobs", "2"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("3 of 4 cells to run"), "{}", stderr(&o));
+    for c in ["quick", "s1", "s2", "s3"] {
+        assert_eq!(cell_json(&run, c)["status"], "passed", "{c}");
+    }
+    assert_eq!(
+        cell_json(&run, "quick"),
+        quick_before,
+        "a finished cell keeps its result"
+    );
+    assert!(containers_of(&run_id).is_empty());
+}
+
+#[test]
+fn an_unreachable_engine_is_one_clear_line_and_exit_3() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "m.yaml", "matrix:\n  a: [1]\nenvironment:\n  base: debian:bookworm\nsteps:\n  - name: s\n    run: 'true'\n");
+    let o = bin()
+        .args(["run", m.to_str().unwrap(), "--out"])
+        .arg(dir.path())
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let e = stderr(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("unix:///nonexistent/docker.sock") && e.contains("DOCKER_HOST"),
+        "{e}"
+    );
+    let o = bin()
+        .args(["run", m.to_str().unwrap(), "--out"])
+        .arg(dir.path())
+        .env("DOCKER_HOST", "tcp://127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert!(stderr(&o).contains("tcp://127.0.0.1:9"), "{}", stderr(&o));
+}
