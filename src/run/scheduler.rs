@@ -1,6 +1,6 @@
 //! The scheduler: environment images first (each base provisioned once,
 //! each environment built once, in plan order), and each environment's cells
-//! as soon as its image is ready, `jobs` at a time. Infrastructure errors are
+//! as soon as its image is ready, `jobs` at a time and started in plan order. Infrastructure errors are
 //! retried up to `retries` times; test failures never are.
 
 use std::collections::{BTreeMap, HashMap};
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use super::cell::{container_name, run_cell, CellEnv};
@@ -71,6 +71,9 @@ struct Shared {
     cleanups: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// The dispatcher task; it yields every cell task's result once its sender drops.
+type Dispatcher = tokio::task::JoinHandle<Vec<Result<CellResult, tokio::task::JoinError>>>;
+
 enum CellResult {
     Done(Box<CellRecord>),
     NotRun(String, String),
@@ -110,7 +113,7 @@ pub async fn execute(
         }
     }
 
-    let mut tasks: JoinSet<CellResult> = JoinSet::new();
+    let (ready, dispatcher) = start_dispatcher(shared.clone());
     let mut bases: HashMap<String, Result<BaseImage, String>> = HashMap::new();
     let mut network: Option<Option<String>> = None;
     for (hash, env, group) in groups {
@@ -130,9 +133,8 @@ pub async fn execute(
                 let tag = img.tag.clone();
                 out.images.insert(hash.clone(), img);
                 for c in group {
-                    let s = shared.clone();
-                    let tag = tag.clone();
-                    tasks.spawn(async move { run_one(s, c, tag).await });
+                    // The dispatcher outlives this loop; it only stops once `ready` drops.
+                    let _ = ready.send((c, tag.clone()));
                 }
             }
             Err(e) => {
@@ -158,7 +160,16 @@ pub async fn execute(
             }
         }
     }
-    while let Some(r) = tasks.join_next().await {
+    drop(ready);
+    let results = match dispatcher.await {
+        Ok(results) => results,
+        Err(e) => {
+            out.image_errors
+                .push(format!("the cell dispatcher failed: {e}"));
+            Vec::new()
+        }
+    };
+    for r in results {
         match r {
             Ok(CellResult::Done(rec)) => out.records.push(*rec),
             Ok(CellResult::NotRun(id, reason)) => out.not_run.push((id, reason)),
@@ -403,7 +414,36 @@ async fn choose_network(s: &Shared, env: &Environment, base: &BaseImage) -> Opti
     }
 }
 
-async fn run_one(s: Arc<Shared>, cell: Cell, image: String) -> CellResult {
+/// Starts the task that hands out job slots. Cells arrive on the returned
+/// sender in plan order and each one gets its slot before the next asks, so
+/// cells start in plan order; spawned tasks would race for the semaphore in
+/// whatever order the runtime polls them.
+fn start_dispatcher(shared: Arc<Shared>) -> (mpsc::UnboundedSender<(Cell, String)>, Dispatcher) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Cell, String)>();
+    let handle = tokio::spawn(async move {
+        let mut tasks: JoinSet<CellResult> = JoinSet::new();
+        while let Some((cell, image)) = rx.recv().await {
+            let slot = tokio::select! {
+                p = shared.slots.clone().acquire_owned() => p.map_err(|_| "the scheduler stopped"),
+                _ = shared.interrupt.fired() => Err("interrupted"),
+            };
+            tasks.spawn(run_one(shared.clone(), cell, image, slot));
+        }
+        let mut results = Vec::new();
+        while let Some(r) = tasks.join_next().await {
+            results.push(r);
+        }
+        results
+    });
+    (tx, handle)
+}
+
+async fn run_one(
+    s: Arc<Shared>,
+    cell: Cell,
+    image: String,
+    slot: Result<OwnedSemaphorePermit, &'static str>,
+) -> CellResult {
     let not_run = |reason: &str| {
         s.events.emit(Event::CellNotRun {
             cell: cell.id.clone(),
@@ -411,12 +451,9 @@ async fn run_one(s: Arc<Shared>, cell: Cell, image: String) -> CellResult {
         });
         CellResult::NotRun(cell.id.clone(), reason.to_string())
     };
-    let _permit = tokio::select! {
-        p = s.slots.clone().acquire_owned() => match p {
-            Ok(p) => p,
-            Err(_) => return not_run("the scheduler stopped"),
-        },
-        _ = s.interrupt.fired() => return not_run("interrupted"),
+    let _permit = match slot {
+        Ok(p) => p,
+        Err(reason) => return not_run(reason),
     };
     if s.interrupt.is_set() {
         return not_run("interrupted");

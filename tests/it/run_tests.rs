@@ -226,6 +226,15 @@ fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
     assert!(stdout(&out).contains("--resume"), "{}", stdout(&out));
     let quick_before = cell_json(&run, "quick");
     assert!(!run.join("cells/s3/cell.json").exists());
+    // With one job, cells start in plan order.
+    let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
+    let started: Vec<String> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "cell_started")
+        .map(|e| e["cell"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(started, ["quick", "s1"], "{journal}");
 
     let o = bin()
         .args(["run", "--resume"])
