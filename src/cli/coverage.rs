@@ -17,7 +17,8 @@ use crate::gpu::TargetId;
 #[derive(Debug, Args)]
 pub struct CoverageArgs {
     /// Files or directories (e.g. an unpacked image root); with --image,
-    /// directories inside the image (default /usr/lib and /opt/rocm).
+    /// directories inside the image (default /usr/lib, /usr/local/lib and
+    /// /opt/rocm).
     #[arg(required_unless_present = "image")]
     pub paths: Vec<PathBuf>,
     /// Read the shared libraries of this image (an environment image, say)
@@ -45,7 +46,10 @@ pub fn run(mut args: CoverageArgs, out: &mut dyn Write) -> Result<ExitCode, Erro
         Some(image) => {
             let scratch = tempfile_dir()?;
             let dirs = if args.paths.is_empty() {
-                vec![PathBuf::from("/usr/lib"), PathBuf::from("/opt/rocm")]
+                crate::image::libraries::DEFAULT_DIRS
+                    .iter()
+                    .map(PathBuf::from)
+                    .collect()
             } else {
                 std::mem::take(&mut args.paths)
             };
@@ -136,8 +140,7 @@ fn tempfile_dir() -> Result<Scratch, Error> {
     Ok(Scratch(dir))
 }
 
-/// Copies every shared library under `dirs` of `image` into `root`, keeping
-/// its path, through the engine's archive API (so remote engines work).
+/// Copies the libraries under `dirs` of `image` into `root`.
 fn copy_libraries(image: &str, dirs: &[PathBuf], root: &std::path::Path) -> Result<(), Error> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -146,57 +149,9 @@ fn copy_libraries(image: &str, dirs: &[PathBuf], root: &std::path::Path) -> Resu
     rt.block_on(async {
         let engine = crate::engine::Engine::connect().await?;
         let name = format!("rocmatrix-coverage-{}", std::process::id());
-        let id = engine.create_stopped(image, &name).await?;
-        let mut result = Ok(());
-        for dir in dirs {
-            let archive = root.join(".archive.tar");
-            match engine
-                .download(&id, &dir.display().to_string(), &archive, 64 << 30)
-                .await
-            {
-                Ok(_) => {}
-                Err(e) if e.is_not_found() => continue,
-                Err(e) => {
-                    result = Err(Error::from(e));
-                    break;
-                }
-            }
-            // The archive's entries are named after the directory's last component.
-            let dest = root
-                .join(dir.strip_prefix("/").unwrap_or(dir))
-                .parent()
-                .map(|p| p.to_path_buf())
-                .unwrap_or_else(|| root.to_path_buf());
-            let unpacked = std::fs::create_dir_all(&dest)
-                .and_then(|_| std::fs::File::open(&archive))
-                .and_then(|f| {
-                    let is_library = |p: &std::path::Path| {
-                        p.file_name().is_some_and(|n| {
-                            let n = n.to_string_lossy();
-                            n.ends_with(".so")
-                                || n.contains(".so.")
-                                || n.ends_with(".hsaco")
-                                || n.ends_with(".co")
-                        })
-                    };
-                    crate::run::untar::unpack_filtered(
-                        f,
-                        &dest,
-                        crate::run::untar::Limits {
-                            max_total: 64 << 30,
-                            max_entries: 10_000_000,
-                        },
-                        image,
-                        Some(&is_library),
-                    )
-                });
-            let _ = std::fs::remove_file(&archive);
-            if let Err(e) = unpacked {
-                result = Err(Error::io(&dest, e));
-                break;
-            }
-        }
-        let _ = engine.remove_container(&id).await;
-        result
+        crate::image::libraries::copy_libraries(&engine, image, dirs, root, &name)
+            .await
+            .map_err(|e| Error::Run(e.into()))?;
+        Ok(())
     })
 }

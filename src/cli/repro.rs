@@ -52,6 +52,7 @@ pub fn run(args: ReproArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             network: NetworkChoice::Auto,
             work_dir: crate::dirs::cache_dir().join("bootstrap"),
             locked: lock.map(Arc::new),
+            coverage: false,
         },
         listeners: vec![Arc::from(progress::listener(args.progress, 1))],
         gpus: args.gpus.gate(),

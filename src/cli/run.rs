@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// Rebuild environments with the exact package versions of this lock.json.
     #[arg(long, value_name = "LOCK")]
     pub locked: Option<PathBuf>,
+    /// Scan each environment image's libraries for offload code and add a
+    /// gfx coverage table per environment to the HTML report.
+    #[arg(long)]
+    pub coverage: bool,
 }
 
 pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -121,6 +125,7 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             Some(p) => Some(Arc::new(crate::run::lock::Lock::load(p)?)),
             None => None,
         },
+        coverage: args.coverage,
     };
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(args.progress, total));

@@ -5,6 +5,7 @@
 pub mod base;
 pub mod build;
 pub mod family;
+pub mod libraries;
 pub mod mirror;
 pub mod network;
 pub mod packages;

@@ -313,6 +313,7 @@ pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<St
         per_class: 100,
         output: 0,
         log_tail: 3000,
+        libraries: 0,
     };
     loop {
         let v = view::build(results, reg, caps);
@@ -340,6 +341,7 @@ pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<Strin
         per_class: 500,
         output: 4096,
         log_tail: 16 * 1024,
+        libraries: 500,
     };
     render(
         "index.html",

@@ -19,6 +19,8 @@ pub struct Caps {
     pub output: usize,
     /// Bytes of a step's log tail.
     pub log_tail: usize,
+    /// Libraries listed per environment's gfx coverage table.
+    pub libraries: usize,
 }
 
 #[derive(Serialize)]
@@ -39,6 +41,39 @@ pub struct View {
     pub columns: Vec<String>,
     pub rows: Vec<Row>,
     pub cells: Vec<CellView>,
+    pub coverage: Vec<CoverageView>,
+}
+
+/// One environment image's gfx coverage table.
+#[derive(Serialize)]
+pub struct CoverageView {
+    pub environment: String,
+    pub image: String,
+    pub cells: String,
+    pub policy: String,
+    pub dirs: String,
+    pub gfx: Vec<String>,
+    /// Per gfx: libraries with exact code, compatible code, none.
+    pub totals: Vec<(u64, u64, u64)>,
+    /// Libraries missing some gfx first, then the others, capped.
+    pub libraries: Vec<LibraryView>,
+    pub library_count: usize,
+    pub more: usize,
+    pub problems: Vec<String>,
+}
+
+#[derive(Serialize)]
+pub struct LibraryView {
+    pub library: String,
+    pub targets: String,
+    pub verdicts: Vec<VerdictView>,
+}
+
+#[derive(Serialize)]
+pub struct VerdictView {
+    /// The badge class: pass (exact), flaky (compatible), fail (missing).
+    pub css: &'static str,
+    pub text: String,
 }
 
 #[derive(Serialize)]
@@ -169,6 +204,62 @@ fn rank(s: TestStatus) -> u8 {
         TestStatus::Skipped => 4,
         TestStatus::Passed => 5,
     }
+}
+
+/// The coverage tables, listing at most `cap` libraries per environment.
+fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
+    results
+        .coverage
+        .iter()
+        .map(|c| {
+            let mut totals = vec![(0, 0, 0); c.gfx.len()];
+            for lib in &c.libraries {
+                for (t, v) in totals.iter_mut().zip(&lib.verdicts) {
+                    match v.kind.as_str() {
+                        "exact" => t.0 += 1,
+                        "compatible" => t.1 += 1,
+                        _ => t.2 += 1,
+                    }
+                }
+            }
+            let mut libs: Vec<_> = c.libraries.iter().collect();
+            libs.sort_by_key(|l| !l.verdicts.iter().any(|v| v.kind == "missing"));
+            let library_count = libs.len();
+            let more = library_count.saturating_sub(cap);
+            CoverageView {
+                environment: c.environment[..12.min(c.environment.len())].to_string(),
+                image: c.image.clone(),
+                cells: c.cells.join(", "),
+                policy: c.policy.clone(),
+                dirs: c.dirs.join(", "),
+                gfx: c.gfx.clone(),
+                totals,
+                libraries: libs
+                    .into_iter()
+                    .take(cap)
+                    .map(|l| LibraryView {
+                        library: l.library.clone(),
+                        targets: l.targets.join(" "),
+                        verdicts: l
+                            .verdicts
+                            .iter()
+                            .map(|v| VerdictView {
+                                css: match v.kind.as_str() {
+                                    "exact" => "pass",
+                                    "compatible" => "flaky",
+                                    _ => "fail",
+                                },
+                                text: v.text.clone(),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                library_count,
+                more,
+                problems: c.problems.clone(),
+            }
+        })
+        .collect()
 }
 
 pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
@@ -382,6 +473,7 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         row_axes,
         col_axes,
         rows,
+        coverage: coverage_views(results, caps.libraries),
         cells,
     }
 }

@@ -197,6 +197,7 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
         report: source.report.clone(),
         cells,
         messages: source.messages.clone(),
+        coverage: source.coverage.clone(),
     }
 }
 

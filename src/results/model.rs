@@ -269,6 +269,9 @@ pub struct Results {
     /// Problems about the whole set (missing shards …).
     #[serde(default)]
     pub messages: Vec<String>,
+    /// gfx coverage of the environment images (`run --coverage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<crate::run::coverage::EnvironmentCoverage>,
 }
 
 impl Results {

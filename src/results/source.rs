@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::run::coverage::EnvironmentCoverage;
 use crate::run::record::{CellRecord, RunManifest, STORE_VERSION};
 use crate::spec::{Expectation, ReportLayout};
 
@@ -37,6 +38,8 @@ pub struct Source {
     pub report: ReportLayout,
     pub cells: Vec<CellSource>,
     pub messages: Vec<String>,
+    /// Environment images' gfx coverage (`run --coverage`), one per environment.
+    pub coverage: Vec<EnvironmentCoverage>,
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ResultsError> {
@@ -90,6 +93,7 @@ impl Source {
                 report: m.report.clone(),
                 cells: Vec::new(),
                 messages: Vec::new(),
+                coverage: Vec::new(),
             });
             if m.matrix_hash != src.matrix_hash {
                 return Err(ResultsError::Merge(format!(
@@ -135,6 +139,13 @@ impl Source {
                     from_run: true,
                 });
             }
+            let (coverage, problems) = EnvironmentCoverage::load_all(dir);
+            for c in coverage {
+                if !src.coverage.iter().any(|o| o.environment == c.environment) {
+                    src.coverage.push(c);
+                }
+            }
+            src.messages.extend(problems);
         }
         let mut src = out.ok_or_else(|| ResultsError::Merge("no run given".into()))?;
         // Which shards of K/N are missing?
@@ -206,6 +217,7 @@ impl Source {
             },
             cells,
             messages: Vec::new(),
+            coverage: Vec::new(),
         })
     }
 }

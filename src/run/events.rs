@@ -68,6 +68,12 @@ pub enum Event {
         reason: Option<String>,
         secs: f64,
     },
+    /// An environment image's gfx coverage was written (`run --coverage`).
+    CoverageScanned {
+        environment: String,
+        libraries: usize,
+        secs: f64,
+    },
     /// A cell that will not run in this invocation (fail-fast, interrupt,
     /// or its image failed).
     CellNotRun {

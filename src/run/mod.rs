@@ -2,6 +2,7 @@
 //! events, a journal, a run store that survives interruption, and resume.
 
 pub mod cell;
+pub mod coverage;
 pub mod events;
 pub mod export;
 pub mod gpu_gate;

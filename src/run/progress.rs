@@ -92,6 +92,9 @@ pub fn line(event: &Event) -> Option<String> {
             reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
         ),
         Event::CellNotRun { cell, reason } => format!("{cell}: not run: {reason}"),
+        Event::CoverageScanned { environment, libraries, secs } => format!(
+            "image {environment}: gfx coverage of {libraries} libraries with device code ({secs:.0} s)"
+        ),
         Event::Warning { message } => message.clone(),
         Event::RunFinished { passed, failed, skipped, not_run, interrupted, secs } => format!(
             "{}: {passed} passed, {failed} failed, {skipped} skipped, {not_run} not run in {secs:.0} s",

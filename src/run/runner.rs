@@ -193,9 +193,12 @@ pub async fn run(
         &req.options,
         &events,
         req.gpus,
-        interrupt,
+        interrupt.clone(),
     )
     .await;
+    if req.options.coverage {
+        scan_coverage(engine, &store, &manifest, &outcome, &events, &interrupt).await;
+    }
 
     let mut records = Vec::new();
     for c in &manifest.cells {
@@ -235,6 +238,48 @@ pub async fn run(
         outcome,
         secs,
     })
+}
+
+/// `run --coverage`: each environment image of this invocation, scanned one
+/// after the other once the cells are done (the scan reads every library of
+/// the image and would compete with the cells for the disk).
+async fn scan_coverage(
+    engine: &Engine,
+    store: &RunStore,
+    manifest: &RunManifest,
+    outcome: &RunOutcome,
+    events: &Events,
+    interrupt: &Interrupt,
+) {
+    for (hash, image) in &outcome.images {
+        if interrupt.is_set() {
+            return;
+        }
+        let short = &hash[..12.min(hash.len())];
+        let cells: Vec<_> = manifest
+            .cells
+            .iter()
+            .filter(|c| c.environment_hash == *hash)
+            .collect();
+        let container = super::coverage::container_name(&manifest.run_id, hash);
+        let scanned = tokio::select! {
+            r = super::coverage::scan_environment(engine, store, &container, hash, &image.tag, &cells) => r,
+            _ = interrupt.fired() => {
+                let _ = engine.remove_container(&container).await;
+                return;
+            }
+        };
+        match scanned {
+            Ok(c) => events.emit(Event::CoverageScanned {
+                environment: short.to_string(),
+                libraries: c.libraries.len(),
+                secs: c.secs,
+            }),
+            Err(e) => events.emit(Event::Warning {
+                message: format!("image {short}: gfx coverage scan failed: {e}"),
+            }),
+        }
+    }
 }
 
 /// The run's lock: what an earlier invocation locked, updated with this one.

@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub work_dir: PathBuf,
     /// Rebuild environments with the package versions of this lock.
     pub locked: Option<Arc<Lock>>,
+    /// Scan each environment image for the gfx targets its libraries carry.
+    pub coverage: bool,
 }
 
 /// What happened to the cells given to [`execute`].

@@ -115,8 +115,10 @@ fn a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason() 
 }
 
 #[test]
-fn coverage_reads_an_environment_images_libraries_through_the_engine() {
-    if !docker_available("coverage_reads_an_environment_images_libraries_through_the_engine") {
+fn coverage_reads_an_environment_images_libraries_through_the_engine_and_reaches_the_report() {
+    if !docker_available(
+        "coverage_reads_an_environment_images_libraries_through_the_engine_and_reaches_the_report",
+    ) {
         return;
     }
     let _engine = engine_shared();
@@ -126,16 +128,74 @@ fn coverage_reads_an_environment_images_libraries_through_the_engine() {
     let m = write(
         dir.path(),
         "lib.yaml",
-        "name: lib\nmatrix:\n  x: [a]\nenvironment:\n  base: debian:trixie\n  suite: trixie\n  packages: [hipcc, python3-pytest]\n  setup: |\n    printf '#include <hip/hip_runtime.h>\\n__global__ void k(float* x) { x[0] = 1; }\\n' > /tmp/k.hip\n    hipcc -shared -fPIC --offload-arch=gfx1030 --offload-arch=gfx1100 -o /usr/lib/libk.so /tmp/k.hip\nsteps:\n  - name: s\n    run: 'true'\n",
+        "name: lib\nmatrix:\n  gfx: [gfx1030, gfx1031, gfx90a]\ngpu:\n  policy: extended\nenvironment:\n  base: debian:trixie\n  suite: trixie\n  packages: [hipcc, python3-pytest]\n  setup: |\n    printf '#include <hip/hip_runtime.h>\\n__global__ void k(float* x) { x[0] = 1; }\\n' > /tmp/k.hip\n    hipcc -shared -fPIC --offload-arch=gfx1030 --offload-arch=gfx1100 -o /usr/lib/libk.so /tmp/k.hip\nsteps:\n  - name: s\n    run: 'true'\n",
     );
     let o = bin()
-        .args(["run", m.to_str().unwrap(), "--progress", "plain", "--out"])
+        .args([
+            "run",
+            m.to_str().unwrap(),
+            "--progress",
+            "plain",
+            "--coverage",
+            "--out",
+        ])
         .arg(dir.path().join("out"))
         .output()
         .unwrap();
     assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("gfx coverage of"), "{}", stderr(&o));
     let run = run_dir(&dir.path().join("out"));
-    let image = cell_json(&run, "a")["image"].as_str().unwrap().to_string();
+    let image = cell_json(&run, "gfx1030")["image"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // run --coverage: one file per environment, judged for the cells' targets.
+    let env = image.strip_prefix("rocmatrix/env:").unwrap();
+    let stored: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join(format!("images/{}.coverage.json", &env[..12]))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        stored["gfx"],
+        serde_json::json!(["gfx1030", "gfx1031", "gfx90a"])
+    );
+    assert_eq!(stored["policy"], "extended");
+    let k = stored["libraries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["library"] == "/usr/lib/libk.so")
+        .unwrap_or_else(|| panic!("libk.so not in the run's coverage: {stored:#}"));
+    assert_eq!(k["targets"], serde_json::json!(["gfx1030", "gfx1100"]));
+    let texts: Vec<&str> = k["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["exact", "via gfx1030 (distro-extended)", "missing"]);
+    // The reports show it: a table in index.html, a line in summary.md,
+    // the data in results.json.
+    let html = std::fs::read_to_string(run.join("report/index.html")).unwrap();
+    assert!(
+        html.contains("gfx coverage of the environment images")
+            && html.contains("<td>/usr/lib/libk.so</td>")
+            && html.contains("via gfx1030 (distro-extended)"),
+        "{html}"
+    );
+    let md = std::fs::read_to_string(run.join("report/summary.md")).unwrap();
+    assert!(
+        md.contains("gfx1031 0/1/0") || md.contains("gfx1031 0/"),
+        "{md}"
+    );
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report/results.json")).unwrap())
+            .unwrap();
+    assert!(results["coverage"][0]["environment"]
+        .as_str()
+        .unwrap()
+        .starts_with(env));
     let o = bin()
         .args([
             "coverage",

@@ -126,6 +126,28 @@ fn hostile_run(tmp: &Path) -> PathBuf {
             ),
         ],
     );
+    // The environment image's gfx coverage, as `run --coverage` writes it,
+    // with a library whose name is markup.
+    std::fs::create_dir_all(cur.join("images")).unwrap();
+    std::fs::write(
+        cur.join("images/eeeeeeeeeeee.coverage.json"),
+        serde_json::to_vec(&json!({
+            "environment": "e".repeat(64), "image": "rocmatrix/env:eeee",
+            "cells": ["sid.gfx1030", "sid.gfx1031"], "policy": "extended",
+            "gfx": ["gfx1030", "gfx1031"], "dirs": ["/usr/lib"],
+            "libraries": [
+                {"library": "/usr/lib/librocblas.so.4", "targets": ["gfx1030", "gfx1100"],
+                 "verdicts": [{"kind": "exact", "text": "exact"},
+                              {"kind": "compatible", "text": "via gfx1030 (distro-extended)"}]},
+                {"library": "/usr/lib/<img src=x onerror=alert(2)>.so", "targets": ["gfx900"],
+                 "verdicts": [{"kind": "missing", "text": "missing"},
+                              {"kind": "missing", "text": "missing"}]}
+            ],
+            "problems": [], "secs": 1.5
+        }))
+        .unwrap(),
+    )
+    .unwrap();
     rocmatrix::report::write_reports(&cur, Some(&base)).unwrap();
     cur.join("report/index.html")
 }
@@ -171,6 +193,26 @@ fn html_report_in_headless_chromium() {
     assert!(dom.contains("chip fail regressed"));
     assert!(dom.contains("chip error"));
     assert!(dom.contains("expected: vanilla clang 14 &lt;asm&gt;"));
+    // The environment's gfx coverage table, the library missing a target first.
+    assert!(
+        dom.contains("gfx coverage of the environment images"),
+        "{dom}"
+    );
+    let hostile = dom
+        .find("/usr/lib/&lt;img src=x onerror=alert(2)&gt;.so")
+        .expect("the hostile library is listed as text");
+    let rocblas = dom.find("<td>/usr/lib/librocblas.so.4</td>").unwrap();
+    assert!(hostile < rocblas, "libraries missing a target come first");
+    assert!(dom.contains("<span class=\"badge flaky\">via gfx1030 (distro-extended)</span>"));
+    assert!(
+        dom.contains("<th>1 · 0 · 1</th><th>0 · 1 · 1</th>"),
+        "{dom}"
+    );
+    let md = std::fs::read_to_string(html.with_file_name("summary.md")).unwrap();
+    assert!(
+        md.contains("policy extended): gfx1030 1/0/1 · gfx1031 0/1/1"),
+        "{md}"
+    );
 
     // The filter box works (a link can carry a filter).
     let (dom, log) = headless(

@@ -1,0 +1,214 @@
+//! `run --coverage`: the gfx coverage of each environment image. After an
+//! environment's image is ready, its libraries are copied out and scanned for
+//! offload code, and each is judged against the gfx targets its cells ask for
+//! (`gpu.target`, by default `matrix.gfx`) under their policy. The result is
+//! `images/<env>.coverage.json` in the run store; the HTML report shows one
+//! table per environment.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use super::store::RunStore;
+use crate::bundle::{coverage, scan_paths, Verdict};
+use crate::engine::Engine;
+use crate::gpu::compat::policy_name;
+use crate::gpu::TargetId;
+use crate::image::libraries::{copy_libraries, DEFAULT_DIRS};
+use crate::plan::Cell;
+use crate::spec::GpuPolicy;
+
+/// `images/<env>.coverage.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentCoverage {
+    /// The environment hash (full).
+    pub environment: String,
+    pub image: String,
+    /// The cells that run in this environment.
+    #[serde(default)]
+    pub cells: Vec<String>,
+    pub policy: String,
+    /// The gfx targets the environment's cells ask for, in plan order.
+    pub gfx: Vec<String>,
+    /// Directories of the image that were scanned (those it has).
+    pub dirs: Vec<String>,
+    /// Libraries carrying device code, by path inside the image.
+    pub libraries: Vec<LibraryCoverage>,
+    /// Files that looked like offload code but could not be read, and
+    /// targets that are not valid gfx target ids.
+    #[serde(default)]
+    pub problems: Vec<String>,
+    pub secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LibraryCoverage {
+    pub library: String,
+    /// Every target the library carries code for.
+    pub targets: Vec<String>,
+    /// One per entry of `gfx`, in that order.
+    pub verdicts: Vec<GfxVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GfxVerdict {
+    /// `exact`, `compatible` or `missing`.
+    pub kind: String,
+    /// For people: `exact`, `via gfx1030 (HSA_OVERRIDE_GFX_VERSION=10.3.0)`, `missing`.
+    pub text: String,
+}
+
+impl EnvironmentCoverage {
+    /// The store path of an environment's coverage.
+    pub fn store_path(environment: &str) -> String {
+        format!(
+            "images/{}.coverage.json",
+            &environment[..12.min(environment.len())]
+        )
+    }
+
+    /// Every coverage file of a run, in name order. Unreadable files are
+    /// reported, not fatal: coverage is an addition to the report.
+    pub fn load_all(run_dir: &Path) -> (Vec<EnvironmentCoverage>, Vec<String>) {
+        let mut paths: Vec<PathBuf> = match std::fs::read_dir(run_dir.join("images")) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().ends_with(".coverage.json"))
+                })
+                .collect(),
+            Err(_) => return (Vec::new(), Vec::new()),
+        };
+        paths.sort();
+        let mut found = Vec::new();
+        let mut problems = Vec::new();
+        for p in paths {
+            match std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(c) => found.push(c),
+                Err(e) => problems.push(format!("{}: {e}", p.display())),
+            }
+        }
+        (found, problems)
+    }
+}
+
+/// The name of the stopped container the scan copies files out of.
+pub fn container_name(run_id: &str, environment: &str) -> String {
+    format!(
+        "rocmatrix-{run_id}-coverage-{}",
+        &environment[..12.min(environment.len())]
+    )
+}
+
+/// The gfx targets and policy asked for by `cells` (one environment's).
+fn wanted(cells: &[&Cell]) -> (Vec<TargetId>, GpuPolicy, Vec<String>) {
+    let mut gfx: Vec<TargetId> = Vec::new();
+    let mut problems = Vec::new();
+    for c in cells {
+        let Some(t) = &c.gpu.target else { continue };
+        match TargetId::parse(t) {
+            Ok(t) if !gfx.contains(&t) => gfx.push(t),
+            Ok(_) => {}
+            Err(e) => problems.push(format!("cell {}: {e}", c.id)),
+        }
+    }
+    let policy = cells.first().map_or(GpuPolicy::Exact, |c| c.gpu.policy);
+    (gfx, policy, problems)
+}
+
+/// Scans `image` (environment `environment`, run by `cells`) and writes
+/// its coverage into the store. The copy goes through a scratch directory
+/// that is removed afterwards.
+pub async fn scan_environment(
+    engine: &Engine,
+    store: &RunStore,
+    container: &str,
+    environment: &str,
+    image: &str,
+    cells: &[&Cell],
+) -> Result<EnvironmentCoverage, String> {
+    let t0 = Instant::now();
+    let short = &environment[..12.min(environment.len())];
+    let (gfx, policy, mut problems) = wanted(cells);
+    let scratch = Scratch::new(store, short).map_err(|e| e.to_string())?;
+    let dirs: Vec<PathBuf> = DEFAULT_DIRS.iter().map(PathBuf::from).collect();
+    let found = copy_libraries(engine, image, &dirs, &scratch.0, container)
+        .await
+        .map_err(|e| e.to_string())?;
+    let root = scratch.0.clone();
+    let targets = gfx.clone();
+    let (rows, unreadable) = tokio::task::spawn_blocking(move || {
+        let mut reports = Vec::new();
+        let mut unreadable = Vec::new();
+        for r in scan_paths(std::slice::from_ref(&root)) {
+            match r {
+                Ok(r) => reports.push(r),
+                Err(e) => unreadable.push(e.to_string().replace(&root.display().to_string(), "")),
+            }
+        }
+        (
+            coverage(&reports, &targets, policy, Some(&root)),
+            unreadable,
+        )
+    })
+    .await
+    .map_err(|e| format!("the coverage scan failed: {e}"))?;
+    problems.extend(unreadable);
+    let result = EnvironmentCoverage {
+        environment: environment.to_string(),
+        image: image.to_string(),
+        cells: cells.iter().map(|c| c.id.clone()).collect(),
+        policy: policy_name(policy).to_string(),
+        gfx: gfx.iter().map(ToString::to_string).collect(),
+        dirs: found.iter().map(|d| d.display().to_string()).collect(),
+        libraries: rows
+            .into_iter()
+            .map(|r| LibraryCoverage {
+                library: r.library.display().to_string(),
+                targets: r.targets.iter().map(ToString::to_string).collect(),
+                verdicts: r
+                    .cells
+                    .iter()
+                    .map(|c| GfxVerdict {
+                        kind: match c.verdict {
+                            Verdict::Exact { .. } => "exact",
+                            Verdict::Compatible { .. } => "compatible",
+                            Verdict::Missing => "missing",
+                        }
+                        .to_string(),
+                        text: c.verdict.to_string(),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        problems,
+        secs: t0.elapsed().as_secs_f64(),
+    };
+    store
+        .write_json(&EnvironmentCoverage::store_path(environment), &result)
+        .map_err(|e| e.to_string())?;
+    Ok(result)
+}
+
+/// A scratch directory under the run store, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(store: &RunStore, short: &str) -> std::io::Result<Scratch> {
+        let dir = store.dir.join("images").join(format!(".coverage-{short}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
