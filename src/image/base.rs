@@ -150,6 +150,33 @@ pub async fn ensure_base(
     bootstrap(engine, &reference, &suite, &mirror, work, log, &pull_error).await
 }
 
+/// Removes what bootstraps of processes that are gone left in `work`
+/// (`rootfs-<suite>-<pid>` and its `.tar`).
+fn remove_stale_scratch(work: &Path) {
+    let Ok(entries) = std::fs::read_dir(work) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let stem = name.strip_suffix(".tar").unwrap_or(&name);
+        let Some(pid) = stem
+            .strip_prefix("rootfs-")
+            .and_then(|s| s.rsplit_once('-'))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let p = e.path();
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(&p)
+            } else {
+                std::fs::remove_file(&p)
+            };
+        }
+    }
+}
+
 async fn bootstrap(
     engine: &Engine,
     reference: &str,
@@ -168,8 +195,15 @@ async fn bootstrap(
             "it cannot be pulled ({pull_error}) and debootstrap is not installed (apt-get install debootstrap)"
         ))
     })?;
-    let root = work.join(format!("rootfs-{}", crate::spec::cell_id::sanitize(suite)));
-    let _ = std::fs::remove_dir_all(&root);
+    // Per process: two runs bootstrapping the same suite at once must not
+    // share (and delete) each other's root file system.
+    let scratch = format!(
+        "rootfs-{}-{}",
+        crate::spec::cell_id::sanitize(suite),
+        std::process::id()
+    );
+    let root = work.join(&scratch);
+    remove_stale_scratch(work);
     std::fs::create_dir_all(work).map_err(|e| ImageError::io(work, e))?;
     let log_file = std::fs::File::create(log).map_err(|e| ImageError::io(log, e))?;
     let log_err = log_file.try_clone().map_err(|e| ImageError::io(log, e))?;
@@ -192,10 +226,7 @@ async fn bootstrap(
         )));
     }
     let release_date = release_date(&root);
-    let tarball = work.join(format!(
-        "rootfs-{}.tar",
-        crate::spec::cell_id::sanitize(suite)
-    ));
+    let tarball = work.join(format!("{scratch}.tar"));
     let tar = tokio::process::Command::new("tar")
         .args(["--numeric-owner", "-C"])
         .arg(&root)
