@@ -1,7 +1,8 @@
 //! The scheduler: environment images first (each base provisioned once,
 //! each environment built once, in plan order), and each environment's cells
-//! as soon as its image is ready, `jobs` at a time and started in plan order. Infrastructure errors are
-//! retried up to `retries` times; test failures never are.
+//! as soon as its image is ready, `jobs` at a time, started in plan order.
+//! Infrastructure errors are retried up to `retries` times; test failures
+//! never are.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
