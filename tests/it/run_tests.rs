@@ -167,7 +167,7 @@ fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
     let m = write(
         dir.path(),
         "slow.yaml",
-        "name: slow\nmatrix:\n  n: [quick, s1, s2, s3]\nenvironment:\n  base: debian:bookworm\nsteps:\n  - name: wait\n    run: |\n      if [ {{ matrix.n }} = quick ]; then exit 0; fi\n      sleep 6\n",
+        "name: slow\nmatrix:\n  n: [quick, s1, s2, s3]\nenvironment:\n  base: debian:bookworm\nsteps:\n  - name: wait\n    run: |\n      if [ {{ matrix.n }} = quick ]; then exit 0; fi\n      sleep 10\n",
     );
     let child = bin()
         .args([
@@ -234,7 +234,14 @@ fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
         .filter(|e| e["event"] == "cell_started")
         .map(|e| e["cell"].as_str().unwrap_or_default().to_string())
         .collect();
-    assert_eq!(started, ["quick", "s1"], "{journal}");
+    assert!(
+        started.len() >= 2
+            && ["quick", "s1", "s2", "s3"]
+                .iter()
+                .zip(&started)
+                .all(|(want, got)| want == got),
+        "{journal}"
+    );
 
     let o = bin()
         .args(["run", "--resume"])
