@@ -358,7 +358,12 @@ async fn run_steps(
             log_tail: tail,
         });
     }
-    let verdict = cell_status(verdict, &records);
+    // A cell that needs a GPU and got none did not test what it is for,
+    // whatever its GPU-free steps did.
+    let refused = (cell.gpu.need == GpuUse::Required)
+        .then_some(gpu_refusal)
+        .flatten();
+    let verdict = cell_status(verdict, &records, refused);
     Ok(StepsOutcome {
         steps: records,
         junit,
@@ -368,14 +373,20 @@ async fn run_steps(
 }
 
 /// The cell's status: the step that stopped the cell (timeout, out of
-/// memory, a failure of a step that may not fail, or exit 77) decides; a cell whose
-/// steps were all skipped is skipped; otherwise it passed.
+/// memory, a failure of a step that may not fail, or exit 77) decides; a cell
+/// that needs a GPU (`gpu.need: required`) and was refused one is skipped
+/// with the reason; a cell whose steps were all skipped is skipped; otherwise
+/// it passed.
 fn cell_status(
     stopped_by: Option<(Status, String)>,
     steps: &[StepRecord],
+    gpu_refused: Option<&str>,
 ) -> (Status, Option<String>) {
     if let Some((status, reason)) = stopped_by {
         return (status, Some(reason));
+    }
+    if let Some(why) = gpu_refused {
+        return (Status::Skipped, Some(format!("needs a GPU: {why}")));
     }
     if !steps.is_empty() && steps.iter().all(|s| s.status == Status::Skipped) {
         return (Status::Skipped, steps[0].reason.clone());
@@ -587,12 +598,12 @@ mod tests {
     #[test]
     fn statuses() {
         assert_eq!(
-            cell_status(None, &[step("a", Status::Passed, None)]).0,
+            cell_status(None, &[step("a", Status::Passed, None)], None).0,
             Status::Passed
         );
         let stopped = Some((Status::Failed, "step `a`: exit code 1".to_string()));
         assert_eq!(
-            cell_status(stopped, &[]),
+            cell_status(stopped, &[], None),
             (Status::Failed, Some("step `a`: exit code 1".into()))
         );
         // continue_on_error: a failed step stops nothing and decides nothing.
@@ -600,11 +611,29 @@ mod tests {
             step("a", Status::Failed, Some("exit code 1")),
             step("b", Status::Passed, None),
         ];
-        assert_eq!(cell_status(None, &cont).0, Status::Passed);
+        assert_eq!(cell_status(None, &cont, None).0, Status::Passed);
         let skipped = [step("a", Status::Skipped, Some("needs a GPU: none"))];
         assert_eq!(
-            cell_status(None, &skipped),
+            cell_status(None, &skipped, None),
             (Status::Skipped, Some("needs a GPU: none".into()))
+        );
+        // A cell that needs a GPU and got none is skipped even when its
+        // GPU-free steps passed; a failure still wins.
+        let versions_ran = [
+            step("versions", Status::Passed, None),
+            step("tests", Status::Skipped, Some("needs a GPU: no GPU")),
+        ];
+        assert_eq!(
+            cell_status(None, &versions_ran, Some("no gfx1030 GPU on this host")),
+            (
+                Status::Skipped,
+                Some("needs a GPU: no gfx1030 GPU on this host".into())
+            )
+        );
+        let failed = Some((Status::Failed, "step `versions`: exit code 1".to_string()));
+        assert_eq!(
+            cell_status(failed, &versions_ran, Some("no GPU")).0,
+            Status::Failed
         );
     }
 
