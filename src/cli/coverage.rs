@@ -13,6 +13,7 @@ use crate::bundle::{coverage, CoverageRow, Verdict};
 use crate::error::{Error, ExitCode};
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
+use crate::image::libraries::ScratchDir;
 
 #[derive(Debug, Args)]
 pub struct CoverageArgs {
@@ -44,7 +45,9 @@ pub fn run(mut args: CoverageArgs, out: &mut dyn Write) -> Result<ExitCode, Erro
     // An image: copy its shared libraries out into a scratch root first.
     let _scratch = match &args.image {
         Some(image) => {
-            let scratch = tempfile_dir()?;
+            let dir =
+                std::env::temp_dir().join(format!("rocmatrix-coverage-{}", std::process::id()));
+            let scratch = ScratchDir::create(dir.clone()).map_err(|e| Error::io(&dir, e))?;
             let dirs = if args.paths.is_empty() {
                 crate::image::libraries::DEFAULT_DIRS
                     .iter()
@@ -123,21 +126,6 @@ fn table(rows: &[CoverageRow], gfx: &[TargetId]) -> String {
         s.push_str("(no file with device code)\n");
     }
     s
-}
-
-/// A scratch directory removed when dropped.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tempfile_dir() -> Result<Scratch, Error> {
-    let dir = std::env::temp_dir().join(format!("rocmatrix-coverage-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    Ok(Scratch(dir))
 }
 
 /// Copies the libraries under `dirs` of `image` into `root`.

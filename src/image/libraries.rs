@@ -21,6 +21,24 @@ pub fn is_library(path: &Path) -> bool {
     })
 }
 
+/// A directory the libraries are copied into, emptied when made and removed
+/// when dropped.
+pub struct ScratchDir(pub PathBuf);
+
+impl ScratchDir {
+    pub fn create(dir: PathBuf) -> std::io::Result<ScratchDir> {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        Ok(ScratchDir(dir))
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Copies every library under `dirs` of `image` into `root` (a directory
 /// that exists), so `/usr/lib/x/libfoo.so` lands at `root/usr/lib/x/libfoo.so`.
 /// Directories the image does not have are skipped; returns those it had.

@@ -15,7 +15,7 @@ use crate::bundle::{coverage, scan_paths, Verdict};
 use crate::engine::Engine;
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
-use crate::image::libraries::{copy_libraries, DEFAULT_DIRS};
+use crate::image::libraries::{copy_libraries, ScratchDir, DEFAULT_DIRS};
 use crate::plan::Cell;
 use crate::spec::GpuPolicy;
 
@@ -135,7 +135,8 @@ pub async fn scan_environment(
     let t0 = Instant::now();
     let short = &environment[..12.min(environment.len())];
     let (gfx, policy, mut problems) = wanted(cells);
-    let scratch = Scratch::new(store, short).map_err(|e| e.to_string())?;
+    let scratch = ScratchDir::create(store.dir.join("images").join(format!(".coverage-{short}")))
+        .map_err(|e| e.to_string())?;
     let dirs: Vec<PathBuf> = DEFAULT_DIRS.iter().map(PathBuf::from).collect();
     let found = copy_libraries(engine, image, &dirs, &scratch.0, container)
         .await
@@ -193,22 +194,4 @@ pub async fn scan_environment(
         .write_json(&EnvironmentCoverage::store_path(environment), &result)
         .map_err(|e| e.to_string())?;
     Ok(result)
-}
-
-/// A scratch directory under the run store, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(store: &RunStore, short: &str) -> std::io::Result<Scratch> {
-        let dir = store.dir.join("images").join(format!(".coverage-{short}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
-        Ok(Scratch(dir))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
