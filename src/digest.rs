@@ -6,6 +6,12 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+/// The 12-character form people see of a hash or an engine id (as the
+/// docker CLI shows ids).
+pub fn short(hash: &str) -> &str {
+    &hash[..hash.len().min(12)]
+}
+
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;

@@ -23,6 +23,17 @@ pub enum Verdict {
     Missing,
 }
 
+impl Verdict {
+    /// `exact`, `compatible` or `missing` (the serialized `kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Verdict::Exact { .. } => "exact",
+            Verdict::Compatible { .. } => "compatible",
+            Verdict::Missing => "missing",
+        }
+    }
+}
+
 impl std::fmt::Display for Verdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

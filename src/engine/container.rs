@@ -14,6 +14,7 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 
 use super::{Context, Engine, EngineError};
+use crate::digest::short;
 
 /// What a cell's container looks like.
 #[derive(Debug, Clone, Default)]
@@ -382,9 +383,4 @@ impl Engine {
         })?;
         Ok(i64::from(status.code().unwrap_or(-1)))
     }
-}
-
-/// The first 12 characters of an id, as the docker CLI shows it.
-pub fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
 }

@@ -44,7 +44,7 @@ pub fn recipe(
     let containerfile = family
         .containerfile(env, &base.reference, env_hash)
         .map_err(|message| ImageError::Recipe {
-            env: env_hash[..12.min(env_hash.len())].to_string(),
+            env: crate::digest::short(env_hash).to_string(),
             message,
         })?;
     let mut files = Vec::new();

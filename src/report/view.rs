@@ -227,7 +227,7 @@ fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
             let library_count = libs.len();
             let more = library_count.saturating_sub(cap);
             CoverageView {
-                environment: c.environment[..12.min(c.environment.len())].to_string(),
+                environment: crate::digest::short(&c.environment).to_string(),
                 image: c.image.clone(),
                 cells: c.cells.join(", "),
                 policy: c.policy.clone(),

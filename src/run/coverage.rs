@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::store::RunStore;
-use crate::bundle::{coverage, scan_paths, Verdict};
+use crate::bundle::{coverage, scan_paths};
 use crate::engine::Engine;
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
@@ -62,10 +62,7 @@ pub struct GfxVerdict {
 impl EnvironmentCoverage {
     /// The store path of an environment's coverage.
     pub fn store_path(environment: &str) -> String {
-        format!(
-            "images/{}.coverage.json",
-            &environment[..12.min(environment.len())]
-        )
+        format!("images/{}.coverage.json", crate::digest::short(environment))
     }
 
     /// Every coverage file of a run, in name order. Unreadable files are
@@ -101,7 +98,7 @@ impl EnvironmentCoverage {
 pub fn container_name(run_id: &str, environment: &str) -> String {
     format!(
         "rocmatrix-{run_id}-coverage-{}",
-        &environment[..12.min(environment.len())]
+        crate::digest::short(environment)
     )
 }
 
@@ -133,7 +130,7 @@ pub async fn scan_environment(
     cells: &[&Cell],
 ) -> Result<EnvironmentCoverage, String> {
     let t0 = Instant::now();
-    let short = &environment[..12.min(environment.len())];
+    let short = crate::digest::short(environment);
     let (gfx, policy, mut problems) = wanted(cells);
     let scratch = ScratchDir::create(store.dir.join("images").join(format!(".coverage-{short}")))
         .map_err(|e| e.to_string())?;
@@ -176,12 +173,7 @@ pub async fn scan_environment(
                     .cells
                     .iter()
                     .map(|c| GfxVerdict {
-                        kind: match c.verdict {
-                            Verdict::Exact { .. } => "exact",
-                            Verdict::Compatible { .. } => "compatible",
-                            Verdict::Missing => "missing",
-                        }
-                        .to_string(),
+                        kind: c.verdict.kind().to_string(),
                         text: c.verdict.to_string(),
                     })
                     .collect(),

@@ -255,7 +255,7 @@ async fn scan_coverage(
         if interrupt.is_set() {
             return;
         }
-        let short = &hash[..12.min(hash.len())];
+        let short = crate::digest::short(hash);
         let cells: Vec<_> = manifest
             .cells
             .iter()

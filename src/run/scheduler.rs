@@ -120,7 +120,7 @@ pub async fn execute(
     let mut bases: HashMap<String, Result<BaseImage, String>> = HashMap::new();
     let mut network: Option<Option<String>> = None;
     for (hash, env, group) in groups {
-        let short = hash[..12.min(hash.len())].to_string();
+        let short = crate::digest::short(&hash).to_string();
         if interrupt.is_set() {
             for c in group {
                 out.not_run.push((c.id, "interrupted".into()));
@@ -208,7 +208,7 @@ async fn prepare_image(
     network: &mut Option<Option<String>>,
     out: &mut RunOutcome,
 ) -> Result<EnvImage, String> {
-    let short = &hash[..12.min(hash.len())];
+    let short = crate::digest::short(hash);
     let env = env.ok_or("the matrix file has no `environment:` section")?;
     let family = Family::get(&env.family)?;
     s.events.emit(Event::ImageStarted {
@@ -331,11 +331,7 @@ async fn pinned_environment(
         .collect();
     let script = family.missing_pins_script(&pins)?;
     let spec = crate::engine::ContainerSpec {
-        name: format!(
-            "rocmatrix-{}-pins-{}",
-            s.run_id,
-            &hash[..12.min(hash.len())]
-        ),
+        name: format!("rocmatrix-{}-pins-{}", s.run_id, crate::digest::short(hash)),
         image: base.reference.clone(),
         labels: super::sweep::owner_labels(&s.run_id, "pins"),
         ..Default::default()
@@ -355,7 +351,7 @@ async fn pinned_environment(
         .collect();
     if !missing.is_empty() {
         return Err(ImageError::Pins {
-            env: hash[..12.min(hash.len())].to_string(),
+            env: crate::digest::short(hash).to_string(),
             missing: missing.iter().map(|m| m.to_string()).collect(),
         }
         .to_string());
