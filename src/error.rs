@@ -1,17 +1,24 @@
-//! The top-level error type and the documented exit codes.
+//! The top-level error type and the documented exit codes: the one place
+//! that decides what rocmatrix exits with.
 //!
 //! Every module has its own typed error; they all convert into [`Error`],
-//! which knows which exit code (see DESIGN.md) it maps to.
+//! which knows which exit code it maps to. Outcomes that are not errors — a
+//! finished run, a report under `--fail-on`, a repro — map to exit codes here
+//! too ([`ExitCode::of_run`], [`ExitCode::of_report`], [`ExitCode::of_repro`]),
+//! from facts the lower floors report. The codes are listed in
+//! docs/architecture.md and the README.
 
 use std::path::PathBuf;
 
 use crate::bundle::BundleError;
 use crate::engine::EngineError;
 use crate::gpu::GpuError;
-use crate::report::ReportError;
+use crate::report::{ReportError, ReportSummary};
 use crate::results::ResultsError;
+use crate::run::runner::RunReport;
 use crate::run::RunError;
 use crate::spec::SpecError;
+use crate::store::StoreError;
 
 /// Exit codes documented in the README and DESIGN.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,9 +35,89 @@ pub enum ExitCode {
     Interrupted = 130,
 }
 
+/// When a report makes the command exit with 1 (`--fail-on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// Any failing cell or unexpected test failure.
+    Failure,
+    /// Only new failures or broken cells against --baseline (failures without a baseline).
+    Regression,
+    /// Always exit 0 once the reports are written.
+    Never,
+}
+
+/// How a repro went: the cell ran again with the same outcome, a different
+/// one, or not at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReproOutcome {
+    Same,
+    Differs,
+    NotRun,
+    Interrupted,
+}
+
 impl ExitCode {
     pub fn code(self) -> i32 {
         self as i32
+    }
+
+    /// A report under `--fail-on`: 1 when it finds what `fail_on` names.
+    pub fn of_report(summary: &ReportSummary, fail_on: FailOn) -> ExitCode {
+        let failing = summary.failing_cells > 0;
+        let bad = match (fail_on, summary.regressions) {
+            (FailOn::Never, _) => false,
+            (FailOn::Failure, _) => failing,
+            (FailOn::Regression, Some(r)) => r > 0,
+            (FailOn::Regression, None) => {
+                tracing::info!("--fail-on regression without --baseline: failing on failures");
+                failing
+            }
+        };
+        if bad {
+            ExitCode::TestFailure
+        } else {
+            ExitCode::Success
+        }
+    }
+
+    /// A finished (or interrupted) run, judged with its reports when they
+    /// could be written: interrupted 130; test failures 1 (expected failures
+    /// do not count, and `--fail-on` decides); infrastructure errors 3 —
+    /// cells that only errored are not test failures; else 0.
+    pub fn of_run(run: &RunReport, report: Option<&ReportSummary>, fail_on: FailOn) -> ExitCode {
+        let unexpected = run.records.iter().any(|c| run.unexpected_failure(c));
+        let infrastructure = run.infrastructure_errors();
+        if run.outcome.interrupted {
+            return ExitCode::Interrupted;
+        }
+        let Some(report) = report else {
+            return if unexpected {
+                ExitCode::TestFailure
+            } else if infrastructure {
+                ExitCode::Infrastructure
+            } else {
+                ExitCode::Success
+            };
+        };
+        let tests_failed = report.totals.failed + report.totals.error > 0 || unexpected;
+        match ExitCode::of_report(report, fail_on) {
+            ExitCode::TestFailure if infrastructure && !unexpected && !tests_failed => {
+                ExitCode::Infrastructure
+            }
+            ExitCode::TestFailure => ExitCode::TestFailure,
+            _ if infrastructure && !unexpected => ExitCode::Infrastructure,
+            _ => ExitCode::Success,
+        }
+    }
+
+    /// `repro`: 0 when the outcome matches, 1 when it differs.
+    pub fn of_repro(outcome: ReproOutcome) -> ExitCode {
+        match outcome {
+            ReproOutcome::Same => ExitCode::Success,
+            ReproOutcome::Differs => ExitCode::TestFailure,
+            ReproOutcome::NotRun => ExitCode::Infrastructure,
+            ReproOutcome::Interrupted => ExitCode::Interrupted,
+        }
     }
 }
 
@@ -54,6 +141,9 @@ pub enum Error {
     /// A file's offload bundles are malformed or unreadable.
     #[error(transparent)]
     Bundle(BundleError),
+    /// A run store's files are missing, unreadable or of another version.
+    #[error(transparent)]
+    Store(#[from] StoreError),
     /// Reading results or writing reports failed.
     #[error(transparent)]
     Report(#[from] ReportError),
@@ -70,6 +160,7 @@ impl Error {
     pub fn exit_code(&self) -> ExitCode {
         match self {
             Error::Spec(_) | Error::Usage(_) | Error::Run(RunError::Usage(_)) => ExitCode::Usage,
+            Error::Store(e) | Error::Run(RunError::Store(e)) => store_exit_code(e),
             Error::Engine(_) | Error::Run(_) => ExitCode::Infrastructure,
             Error::Io { .. } => ExitCode::Infrastructure,
             Error::Gpu(GpuError::Target(_)) => ExitCode::Usage,
@@ -86,6 +177,15 @@ impl Error {
             path: path.into(),
             source,
         }
+    }
+}
+
+/// A path that is not a run (or a lock of another version) is a usage error;
+/// failing I/O and damaged files are infrastructure.
+fn store_exit_code(e: &StoreError) -> ExitCode {
+    match e {
+        StoreError::NotARun(_) => ExitCode::Usage,
+        StoreError::Io { .. } | StoreError::Corrupt { .. } => ExitCode::Infrastructure,
     }
 }
 

@@ -19,5 +19,6 @@ pub mod results;
 pub mod run;
 pub mod source;
 pub mod spec;
+pub mod store;
 
 pub use error::{Error, ExitCode};

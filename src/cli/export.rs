@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{Error, ExitCode};
-use crate::run::store::DEFAULT_OUT;
-use crate::run::RunStore;
+use crate::store::RunStore;
+use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {

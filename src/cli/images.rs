@@ -47,7 +47,7 @@ pub fn run(args: ImagesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         .map_err(|e| Error::io("<tokio runtime>", e))?;
     rt.block_on(async {
         let engine = Engine::connect().await?;
-        let uses = crate::image::usage::load();
+        let uses = crate::store::usage::load();
         let mut rows: Vec<Row> = engine
             .images_with_label(LABEL_KIND)
             .await?

@@ -4,22 +4,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 
-use crate::error::{Error, ExitCode};
-use crate::report::{self, ReportSummary};
+use crate::error::{Error, ExitCode, FailOn};
+use crate::report;
 use crate::results::Source;
-
-/// When the command exits with 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FailOn {
-    /// Any failing cell or unexpected test failure.
-    Failure,
-    /// Only new failures or broken cells against --baseline (failures without a baseline).
-    Regression,
-    /// Always exit 0 once the reports are written.
-    Never,
-}
 
 #[derive(Debug, Args)]
 pub struct Judge {
@@ -107,24 +96,5 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         tracing::warn!("{w}");
     }
     super::write_out(out, &format!("{}\n", summary.line()))?;
-    Ok(exit_code(&summary, judge.fail_on))
-}
-
-/// The exit code DESIGN.md documents for a report under `--fail-on`.
-pub fn exit_code(summary: &ReportSummary, fail_on: FailOn) -> ExitCode {
-    let failing = summary.failing_cells > 0;
-    let bad = match (fail_on, summary.regressions) {
-        (FailOn::Never, _) => false,
-        (FailOn::Failure, _) => failing,
-        (FailOn::Regression, Some(r)) => r > 0,
-        (FailOn::Regression, None) => {
-            tracing::info!("--fail-on regression without --baseline: failing on failures");
-            failing
-        }
-    };
-    if bad {
-        ExitCode::TestFailure
-    } else {
-        ExitCode::Success
-    }
+    Ok(ExitCode::of_report(&summary, judge.fail_on))
 }

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use clap::Args;
 
 use crate::engine::Engine;
-use crate::error::{Error, ExitCode};
+use crate::error::{Error, ExitCode, ReproOutcome};
 use crate::image::network::NetworkChoice;
 use crate::run::export::load_cell;
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunRequest, RunSource};
 use crate::run::signals::Interrupt;
-use crate::run::store::DEFAULT_OUT;
 use crate::run::{RunOptions, RunStore};
+use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]
 pub struct ReproArgs {
@@ -68,7 +68,7 @@ pub fn run(args: ReproArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             .map_err(Error::from)
     })?;
     if report.outcome.interrupted {
-        return Ok(ExitCode::Interrupted);
+        return Ok(ExitCode::of_repro(ReproOutcome::Interrupted));
     }
     let Some(after) = report.records.first() else {
         let why = report
@@ -78,9 +78,9 @@ pub fn run(args: ReproArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             .map(|(_, r)| r.clone())
             .unwrap_or_default();
         super::write_out(out, &format!("the cell did not run again: {why}\n"))?;
-        return Ok(ExitCode::Infrastructure);
+        return Ok(ExitCode::of_repro(ReproOutcome::NotRun));
     };
-    let describe = |r: &crate::run::record::CellRecord| {
+    let describe = |r: &crate::store::record::CellRecord| {
         format!(
             "{}{}",
             r.status.as_str(),
@@ -108,9 +108,9 @@ pub fn run(args: ReproArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         report.store.dir.display()
     ));
     super::write_out(out, &text)?;
-    Ok(if same {
-        ExitCode::Success
+    Ok(ExitCode::of_repro(if same {
+        ReproOutcome::Same
     } else {
-        ExitCode::TestFailure
-    })
+        ReproOutcome::Differs
+    }))
 }

@@ -11,12 +11,12 @@ use crate::error::{Error, ExitCode};
 use crate::image::network::NetworkChoice;
 use crate::plan::{Plan, Shard};
 use crate::run::progress::{self, ProgressMode};
-use crate::run::record::Status;
 use crate::run::runner::{self, RunReport, RunRequest, RunSource};
 use crate::run::signals::Interrupt;
-use crate::run::store::DEFAULT_OUT;
 use crate::run::{RunOptions, RunStore};
 use crate::spec::{Spec, DEFAULT_MAX_CELLS};
+use crate::store::record::Status;
+use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -122,7 +122,7 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         network: NetworkChoice::parse(&args.network),
         work_dir,
         locked: match &args.locked {
-            Some(p) => Some(Arc::new(crate::run::lock::Lock::load(p)?)),
+            Some(p) => Some(Arc::new(crate::store::lock::Lock::load(p)?)),
             None => None,
         },
         coverage: args.coverage,
@@ -161,25 +161,11 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             for w in &r.warnings {
                 text.push_str(&format!("warning: {w}\n"));
             }
-            // Cells that only errored (infrastructure) are not test failures.
-            let tests_failed = r.totals.failed + r.totals.error > 0
-                || report.records.iter().any(|c| report.unexpected_failure(c));
-            match (
-                report.exit_code(),
-                super::report::exit_code(&r, args.judge.fail_on),
-            ) {
-                (ExitCode::Interrupted, _) => ExitCode::Interrupted,
-                (ExitCode::Infrastructure, ExitCode::TestFailure) if !tests_failed => {
-                    ExitCode::Infrastructure
-                }
-                (_, ExitCode::TestFailure) => ExitCode::TestFailure,
-                (ExitCode::Infrastructure, _) => ExitCode::Infrastructure,
-                _ => ExitCode::Success,
-            }
+            ExitCode::of_run(&report, Some(&r), args.judge.fail_on)
         }
         Err(e) => {
             text.push_str(&format!("the reports could not be written: {e}\n"));
-            report.exit_code()
+            ExitCode::of_run(&report, None, args.judge.fail_on)
         }
     };
     super::write_out(out, &text)?;

@@ -8,8 +8,8 @@ use clap::Args;
 use crate::engine::Engine;
 use crate::error::{Error, ExitCode};
 use crate::run::shell::{shell, ShellRequest};
-use crate::run::store::DEFAULT_OUT;
-use crate::run::RunStore;
+use crate::store::RunStore;
+use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]
 pub struct ShellArgs {

@@ -164,7 +164,7 @@ impl Engine {
         let body = ContainerCreateBody {
             image: Some(image.to_string()),
             cmd: Some(vec!["true".into()]),
-            labels: Some(crate::run::sweep::owner_labels("inspect", "inspect")),
+            labels: Some(crate::engine::labels::owner_labels("inspect", "inspect")),
             ..Default::default()
         };
         let opts = CreateContainerOptions {

@@ -7,6 +7,7 @@
 mod connect;
 mod container;
 mod image;
+pub mod labels;
 
 use bollard::Docker;
 

@@ -5,48 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 use super::{mirror, ImageError};
 use crate::engine::{Engine, LABEL_KIND};
 use crate::plan::Environment;
+pub use crate::store::lock::{BaseImage, BaseOrigin, Bootstrap};
 
 /// How long a pull may take before rocmatrix decides no registry is reachable.
 const PULL_LIMIT: Duration = Duration::from_secs(60);
-
-/// A base image ready in the engine, and how it got there.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct BaseImage {
-    pub reference: String,
-    pub id: String,
-    pub origin: BaseOrigin,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(tag = "how", rename_all = "lowercase")]
-pub enum BaseOrigin {
-    /// The engine had it (it may have been bootstrapped by an earlier run:
-    /// then `bootstrapped` says from where).
-    Present {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        bootstrapped: Option<Bootstrap>,
-    },
-    Pulled,
-    Bootstrapped(Bootstrap),
-    Imported {
-        tarball: String,
-        sha256: String,
-    },
-}
-
-/// Where a bootstrapped root file system came from.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Bootstrap {
-    pub suite: String,
-    pub mirror: String,
-    /// The `Date:` of the suite's Release file at bootstrap time.
-    pub release_date: Option<String>,
-}
 
 impl BaseOrigin {
     /// One plain line for the log.

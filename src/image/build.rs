@@ -9,21 +9,13 @@ use std::path::Path;
 use super::{BaseImage, Family, ImageError};
 use crate::engine::{Engine, LABEL_KIND};
 use crate::plan::{Environment, Llvm};
+pub use crate::store::lock::EnvImage;
 
 /// Repository of environment images.
 pub const ENV_REPO: &str = "rocmatrix/env";
 /// Repository of snapshots: images kept on purpose across runs and
 /// `images --prune` (debug-LLVM environments, cells committed after a step).
 pub const SNAPSHOT_REPO: &str = "rocmatrix/snapshot";
-
-/// An environment image ready in the engine.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq, Eq)]
-pub struct EnvImage {
-    pub tag: String,
-    pub id: String,
-    /// True when the tag existed and nothing was built.
-    pub reused: bool,
-}
 
 /// The rendered recipe of an environment: its Containerfile, any extra
 /// context files, and the tag derived from them and the base image id.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::ImageError;
 use crate::engine::Engine;
-use crate::run::untar::{unpack_filtered, Limits};
+use crate::image::untar::{unpack_filtered, Limits};
 
 /// Where distributions put libraries carrying device code.
 pub const DEFAULT_DIRS: &[&str] = &["/usr/lib", "/usr/local/lib", "/opt/rocm"];

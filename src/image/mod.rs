@@ -9,7 +9,7 @@ pub mod libraries;
 pub mod mirror;
 pub mod network;
 pub mod packages;
-pub mod usage;
+pub mod untar;
 
 use std::path::{Path, PathBuf};
 

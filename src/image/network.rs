@@ -59,7 +59,7 @@ pub async fn bridge_reaches(
     let spec = ContainerSpec {
         name: format!("rocmatrix-netprobe-{}", std::process::id()),
         image: image.to_string(),
-        labels: crate::run::sweep::owner_labels("netprobe", "netprobe"),
+        labels: crate::engine::labels::owner_labels("netprobe", "netprobe"),
         ..Default::default()
     };
     let id = engine.start_container(&spec).await?;

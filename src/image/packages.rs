@@ -19,7 +19,7 @@ pub async fn installed(
             &crate::digest::sha256_hex(image.as_bytes())[..12]
         ),
         image: image.to_string(),
-        labels: crate::run::sweep::owner_labels(owner, "packages"),
+        labels: crate::engine::labels::owner_labels(owner, "packages"),
         ..Default::default()
     };
     let id = engine.start_container(&spec).await?;

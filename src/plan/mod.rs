@@ -2,6 +2,7 @@
 //! with its content hashes, plus selection (`--only`) and sharding.
 
 pub mod ci;
+pub mod glob;
 mod render;
 pub mod shard;
 pub mod sources;

@@ -58,7 +58,7 @@ pub fn render(
                         .filter(|p| {
                             p.is_file()
                                 && p.file_name().is_some_and(|n| {
-                                    crate::results::glob::matches(&name, &n.to_string_lossy())
+                                    crate::plan::glob::matches(&name, &n.to_string_lossy())
                                 })
                         })
                         .collect()

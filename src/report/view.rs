@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::results::junit::clip;
 use crate::results::regress::{CellClass, Class};
 use crate::results::{CellResult, Counts, Regressions, Results, TestStatus};
+use crate::store::coverage::VerdictKind;
 
 /// How much of each list the view shows.
 #[derive(Debug, Clone, Copy)]
@@ -171,7 +172,7 @@ pub struct StepView {
 
 /// CSS class (and Markdown emoji key) of a cell.
 fn css(c: &CellResult) -> &'static str {
-    use crate::run::record::Status as S;
+    use crate::store::record::Status as S;
     if c.is_failure() {
         return match c.status {
             S::Timeout | S::Oom | S::Error => "error",
@@ -215,15 +216,15 @@ fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
             let mut totals = vec![(0, 0, 0); c.gfx.len()];
             for lib in &c.libraries {
                 for (t, v) in totals.iter_mut().zip(&lib.verdicts) {
-                    match v.kind.as_str() {
-                        "exact" => t.0 += 1,
-                        "compatible" => t.1 += 1,
-                        _ => t.2 += 1,
+                    match v.kind {
+                        VerdictKind::Exact => t.0 += 1,
+                        VerdictKind::Compatible => t.1 += 1,
+                        VerdictKind::Missing => t.2 += 1,
                     }
                 }
             }
             let mut libs: Vec<_> = c.libraries.iter().collect();
-            libs.sort_by_key(|l| !l.verdicts.iter().any(|v| v.kind == "missing"));
+            libs.sort_by_key(|l| !l.verdicts.iter().any(|v| v.kind == VerdictKind::Missing));
             let library_count = libs.len();
             let more = library_count.saturating_sub(cap);
             CoverageView {
@@ -244,10 +245,10 @@ fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
                             .verdicts
                             .iter()
                             .map(|v| VerdictView {
-                                css: match v.kind.as_str() {
-                                    "exact" => "pass",
-                                    "compatible" => "flaky",
-                                    _ => "fail",
+                                css: match v.kind {
+                                    VerdictKind::Exact => "pass",
+                                    VerdictKind::Compatible => "flaky",
+                                    VerdictKind::Missing => "fail",
                                 },
                                 text: v.text.clone(),
                             })

@@ -8,15 +8,15 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::BufReader;
 
-use crate::run::record::Status as CellStatus;
 use crate::spec::Expectation;
+use crate::store::record::Status as CellStatus;
 
-use super::glob;
 use super::junit::{self, Case, Limits, Outcome, Visitor};
 use super::model::{
     test_hash, CellResult, Counts, Results, StepResult, TestResult, TestStatus, RESULTS_VERSION,
 };
 use super::source::{CellSource, Source};
+use crate::plan::glob;
 
 /// Bytes of a step's log tail kept per step.
 pub const LOG_TAIL_LIMIT: usize = 16 * 1024;

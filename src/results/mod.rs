@@ -7,7 +7,6 @@
 //! that sees every test) → [`model::Results`] → [`regress::compare`].
 
 pub mod collect;
-pub mod glob;
 pub mod junit;
 pub mod model;
 pub mod regress;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::record::Status as CellStatus;
+use crate::store::record::Status as CellStatus;
 
 /// Version of `results.json` (see `reports/results.schema.json`).
 pub const RESULTS_VERSION: u32 = 1;
@@ -271,7 +271,7 @@ pub struct Results {
     pub messages: Vec<String>,
     /// gfx coverage of the environment images (`run --coverage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub coverage: Vec<crate::run::coverage::EnvironmentCoverage>,
+    pub coverage: Vec<crate::store::coverage::EnvironmentCoverage>,
 }
 
 impl Results {

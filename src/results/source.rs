@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::run::coverage::EnvironmentCoverage;
-use crate::run::record::{CellRecord, RunManifest, STORE_VERSION};
 use crate::spec::{Expectation, ReportLayout};
+use crate::store::coverage::EnvironmentCoverage;
+use crate::store::record::{CellRecord, RunManifest, STORE_VERSION};
 
 use super::ResultsError;
 

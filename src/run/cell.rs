@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use super::events::{Event, Events};
 use super::gpu_gate::{GpuGate, GpuGrant};
-use super::record::{CellRecord, Status, StepRecord};
-use super::store::{now_rfc3339, RunStore};
-use super::sweep::owner_labels;
-use super::untar;
+use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, Engine, EngineError, ExecOutcome};
+use crate::image::untar;
 use crate::plan::{Cell, Step};
 use crate::spec::GpuUse;
+use crate::store::record::{CellRecord, Status, StepRecord};
+use crate::store::{now_rfc3339, RunStore};
 
 /// Exit code a step uses to say "skipped" (as Debian's ROCm test launcher does).
 pub const EXIT_SKIPPED: i64 = 77;

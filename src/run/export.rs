@@ -7,13 +7,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::cell::{env_key, step_slug, EXIT_SKIPPED};
-use super::lock::Lock;
-use super::record::{CellRecord, RunManifest};
 use super::{RunError, RunStore};
 use crate::image::build::recipe;
 use crate::image::{BaseImage, BaseOrigin, Family};
 use crate::plan::{Cell, Environment};
 use crate::spec::GpuUse;
+use crate::store::lock::Lock;
+use crate::store::record::{CellRecord, RunManifest};
 
 /// Exit code of `run.sh` when a step timed out (as `timeout` reports it).
 pub const EXIT_TIMEOUT: i32 = 124;
@@ -243,7 +243,7 @@ fn readme(
     env: &Environment,
     record: Option<&CellRecord>,
     packages: Option<&std::collections::BTreeMap<String, String>>,
-    sources: &[crate::run::lock::LockedSource],
+    sources: &[crate::store::lock::LockedSource],
 ) -> String {
     let mut s = format!("# Reproducer: {} / {}\n\n", manifest.name, cell.id);
     let values: Vec<String> = cell

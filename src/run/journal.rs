@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::events::{Event, Listener};
-use super::store::now_rfc3339;
+use crate::store::now_rfc3339;
 
 pub struct Journal {
     file: Mutex<File>,

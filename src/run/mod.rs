@@ -7,24 +7,20 @@ pub mod events;
 pub mod export;
 pub mod gpu_gate;
 pub mod journal;
-pub mod lock;
 pub mod progress;
-pub mod record;
 pub mod runner;
 pub mod scheduler;
 pub mod shell;
 pub mod signals;
-pub mod store;
 pub mod sweep;
-pub mod untar;
 
 use std::path::{Path, PathBuf};
 
 use crate::engine::EngineError;
 use crate::image::ImageError;
 
+pub use crate::store::RunStore;
 pub use scheduler::{execute, RunOptions, RunOutcome};
-pub use store::RunStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -32,6 +28,8 @@ pub enum RunError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Image(#[from] ImageError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     #[error("{0}")]
     Usage(String),
     #[error("{}: {source}", path.display())]

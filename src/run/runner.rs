@@ -11,17 +11,16 @@ use serde::Serialize;
 use super::events::{Event, Events, Listener};
 use super::gpu_gate::GpuGate;
 use super::journal::Journal;
-use super::lock::{Lock, LockedCell, LOCK_VERSION};
-use super::record::{CellRecord, RunManifest, Status, STORE_VERSION};
 use super::scheduler::{execute, RunOptions, RunOutcome};
 use super::signals::Interrupt;
-use super::store::{new_run_id, now_rfc3339, RunStore};
 use super::RunError;
 use crate::engine::Engine;
-use crate::error::ExitCode;
 use crate::image::{BaseImage, EnvImage};
 use crate::plan::Plan;
 use crate::spec::Spec;
+use crate::store::lock::{Lock, LockedCell, LOCK_VERSION};
+use crate::store::record::{CellRecord, RunManifest, Status, STORE_VERSION};
+use crate::store::{new_run_id, now_rfc3339, RunStore};
 
 /// Where the cells come from.
 pub enum RunSource {
@@ -69,21 +68,12 @@ impl RunReport {
         ) && self.expectation(record).is_none()
     }
 
-    /// The documented exit code: interrupted 130; test failures 1 (expected
-    /// failures do not count); infrastructure errors 3; else 0.
-    pub fn exit_code(&self) -> ExitCode {
-        if self.outcome.interrupted {
-            ExitCode::Interrupted
-        } else if self.records.iter().any(|r| self.unexpected_failure(r)) {
-            ExitCode::TestFailure
-        } else if !self.outcome.image_errors.is_empty()
+    /// Whether an image failed, a cell errored (infrastructure) or a cell
+    /// was not run.
+    pub fn infrastructure_errors(&self) -> bool {
+        !self.outcome.image_errors.is_empty()
             || self.records.iter().any(|r| r.status == Status::Error)
             || !self.outcome.not_run.is_empty()
-        {
-            ExitCode::Infrastructure
-        } else {
-            ExitCode::Success
-        }
     }
 }
 

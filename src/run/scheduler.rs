@@ -16,14 +16,14 @@ use tokio::task::JoinSet;
 use super::cell::{container_name, run_cell, CellEnv};
 use super::events::{Event, Events};
 use super::gpu_gate::GpuGate;
-use super::lock::{Lock, LockedEnvironment};
-use super::record::{CellRecord, Status};
 use super::signals::Interrupt;
-use super::store::{now_rfc3339, RunStore};
 use crate::engine::Engine;
 use crate::image::network::{bridge_reaches, mirror_endpoint, NetworkChoice};
 use crate::image::{build, ensure_base, mirror, packages, BaseImage, EnvImage, Family, ImageError};
 use crate::plan::{Cell, Environment};
+use crate::store::lock::{Lock, LockedEnvironment};
+use crate::store::record::{CellRecord, Status};
+use crate::store::{now_rfc3339, RunStore};
 
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -184,7 +184,7 @@ pub async fn execute(
     for removal in pending {
         let _ = removal.await;
     }
-    crate::image::usage::record(
+    crate::store::usage::record(
         &out.images
             .values()
             .map(|i| i.tag.clone())
@@ -333,7 +333,7 @@ async fn pinned_environment(
     let spec = crate::engine::ContainerSpec {
         name: format!("rocmatrix-{}-pins-{}", s.run_id, crate::digest::short(hash)),
         image: base.reference.clone(),
-        labels: super::sweep::owner_labels(&s.run_id, "pins"),
+        labels: crate::engine::labels::owner_labels(&s.run_id, "pins"),
         ..Default::default()
     };
     let id = s

@@ -1,28 +1,8 @@
-//! Container ownership labels, and sweeping containers that a killed run
-//! left behind: a container whose owning process (same host, PID gone) no
+//! Sweeping containers that a killed run left behind: a container whose owning process (same host, PID gone) no
 //! longer exists is removed at start-up.
 
-use std::collections::HashMap;
-
+use crate::engine::labels::hostname;
 use crate::engine::{Engine, EngineError, LABEL_CELL, LABEL_HOST, LABEL_PID, LABEL_RUN};
-
-/// This host's name, as recorded on containers.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
-}
-
-/// Labels that mark a container as owned by this process, for `run` and `cell`.
-pub fn owner_labels(run: &str, cell: &str) -> HashMap<String, String> {
-    HashMap::from([
-        (LABEL_RUN.to_string(), run.to_string()),
-        (LABEL_CELL.to_string(), cell.to_string()),
-        (LABEL_PID.to_string(), std::process::id().to_string()),
-        (LABEL_HOST.to_string(), hostname()),
-    ])
-}
 
 fn process_alive(pid: &str) -> bool {
     pid.parse::<u32>()

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::plan::SourceRef;
-use crate::run::lock::{LockedPatch, LockedSource};
+use crate::store::lock::{LockedPatch, LockedSource};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {

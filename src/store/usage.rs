@@ -30,6 +30,6 @@ pub fn record(tags: &[String]) {
         uses.insert(t.clone(), now.clone());
     }
     if let Ok(text) = serde_json::to_vec_pretty(&uses) {
-        let _ = crate::run::store::write_atomic(&p, &text);
+        let _ = crate::store::write_atomic(&p, &text);
     }
 }

@@ -8,8 +8,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::RunError;
-use crate::image::{BaseImage, EnvImage};
+use super::StoreError;
 
 pub const LOCK_VERSION: u32 = 1;
 
@@ -58,14 +57,14 @@ pub struct LockedPatch {
 }
 
 impl Lock {
-    pub fn load(path: &Path) -> Result<Lock, RunError> {
-        let text = std::fs::read_to_string(path).map_err(|e| RunError::io(path, e))?;
-        let lock: Lock = serde_json::from_str(&text).map_err(|e| RunError::Corrupt {
+    pub fn load(path: &Path) -> Result<Lock, StoreError> {
+        let text = std::fs::read_to_string(path).map_err(|e| StoreError::io(path, e))?;
+        let lock: Lock = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
         if lock.lock_version != LOCK_VERSION {
-            return Err(RunError::Usage(format!(
+            return Err(StoreError::NotARun(format!(
                 "{}: lock version {} is not {LOCK_VERSION}, the version this rocmatrix reads",
                 path.display(),
                 lock.lock_version
@@ -73,4 +72,47 @@ impl Lock {
         }
         Ok(lock)
     }
+}
+
+/// A base image ready in the engine, and how it got there.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BaseImage {
+    pub reference: String,
+    pub id: String,
+    pub origin: BaseOrigin,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "how", rename_all = "lowercase")]
+pub enum BaseOrigin {
+    /// The engine had it (it may have been bootstrapped by an earlier run:
+    /// then `bootstrapped` says from where).
+    Present {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bootstrapped: Option<Bootstrap>,
+    },
+    Pulled,
+    Bootstrapped(Bootstrap),
+    Imported {
+        tarball: String,
+        sha256: String,
+    },
+}
+
+/// Where a bootstrapped root file system came from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Bootstrap {
+    pub suite: String,
+    pub mirror: String,
+    /// The `Date:` of the suite's Release file at bootstrap time.
+    pub release_date: Option<String>,
+}
+
+/// An environment image ready in the engine.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EnvImage {
+    pub tag: String,
+    pub id: String,
+    /// True when the tag existed and nothing was built.
+    pub reused: bool,
 }

@@ -1,0 +1,90 @@
+//! `images/<env>.coverage.json`: the gfx coverage of one environment image,
+//! written by `run --coverage` and read by the reports.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// `images/<env>.coverage.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentCoverage {
+    /// The environment hash (full).
+    pub environment: String,
+    pub image: String,
+    /// The cells that run in this environment.
+    #[serde(default)]
+    pub cells: Vec<String>,
+    pub policy: String,
+    /// The gfx targets the environment's cells ask for, in plan order.
+    pub gfx: Vec<String>,
+    /// Directories of the image that were scanned (those it has).
+    pub dirs: Vec<String>,
+    /// Libraries carrying device code, by path inside the image.
+    pub libraries: Vec<LibraryCoverage>,
+    /// Files that looked like offload code but could not be read, and
+    /// targets that are not valid gfx target ids.
+    #[serde(default)]
+    pub problems: Vec<String>,
+    pub secs: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LibraryCoverage {
+    pub library: String,
+    /// Every target the library carries code for.
+    pub targets: Vec<String>,
+    /// One per entry of `gfx`, in that order.
+    pub verdicts: Vec<GfxVerdict>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GfxVerdict {
+    pub kind: VerdictKind,
+    /// For people: `exact`, `via gfx1030 (HSA_OVERRIDE_GFX_VERSION=10.3.0)`, `missing`.
+    pub text: String,
+}
+
+/// Whether a library has code for a gfx target: exactly, code that runs on
+/// it under the policy, or none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VerdictKind {
+    Exact,
+    Compatible,
+    Missing,
+}
+
+impl EnvironmentCoverage {
+    /// The store path of an environment's coverage.
+    pub fn store_path(environment: &str) -> String {
+        format!("images/{}.coverage.json", crate::digest::short(environment))
+    }
+
+    /// Every coverage file of a run, in name order. Unreadable files are
+    /// reported, not fatal: coverage is an addition to the report.
+    pub fn load_all(run_dir: &Path) -> (Vec<EnvironmentCoverage>, Vec<String>) {
+        let mut paths: Vec<PathBuf> = match std::fs::read_dir(run_dir.join("images")) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().ends_with(".coverage.json"))
+                })
+                .collect(),
+            Err(_) => return (Vec::new(), Vec::new()),
+        };
+        paths.sort();
+        let mut found = Vec::new();
+        let mut problems = Vec::new();
+        for p in paths {
+            match std::fs::read(&p)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(c) => found.push(c),
+                Err(e) => problems.push(format!("{}: {e}", p.display())),
+            }
+        }
+        (found, problems)
+    }
+}

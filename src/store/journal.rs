@@ -1,0 +1,93 @@
+//! `journal.jsonl`: the line format. Every event of a run is one JSON object
+//! per line (an [`Event`] plus its `time`), appended and flushed as it
+//! happens by `run::journal`, so a killed run still tells what it did.
+
+use serde::{Deserialize, Serialize};
+
+use super::record::Status;
+
+/// Everything that happens in a run; one line of `journal.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        run_id: String,
+        name: String,
+        cells: usize,
+        to_run: usize,
+        environments: usize,
+        jobs: usize,
+    },
+    /// How a base image was obtained (once per base per run).
+    BaseImage {
+        reference: String,
+        outcome: String,
+        message: String,
+    },
+    ImageStarted {
+        environment: String,
+        cells: usize,
+    },
+    ImageFinished {
+        environment: String,
+        tag: String,
+        reused: bool,
+        secs: f64,
+    },
+    ImageFailed {
+        environment: String,
+        error: String,
+    },
+    CellStarted {
+        cell: String,
+        attempt: u32,
+    },
+    StepStarted {
+        cell: String,
+        step: String,
+        index: usize,
+        total: usize,
+    },
+    StepFinished {
+        cell: String,
+        step: String,
+        status: Status,
+        exit_code: Option<i64>,
+        secs: f64,
+    },
+    /// An infrastructure error; the cell starts again.
+    CellRetry {
+        cell: String,
+        attempt: u32,
+        error: String,
+    },
+    CellFinished {
+        cell: String,
+        status: Status,
+        reason: Option<String>,
+        secs: f64,
+    },
+    /// An environment image's gfx coverage was written (`run --coverage`).
+    CoverageScanned {
+        environment: String,
+        libraries: usize,
+        secs: f64,
+    },
+    /// A cell that will not run in this invocation (fail-fast, interrupt,
+    /// or its image failed).
+    CellNotRun {
+        cell: String,
+        reason: String,
+    },
+    Warning {
+        message: String,
+    },
+    RunFinished {
+        passed: usize,
+        failed: usize,
+        skipped: usize,
+        not_run: usize,
+        interrupted: bool,
+        secs: f64,
+    },
+}
