@@ -2,6 +2,7 @@
 
 use clap::Parser;
 use rocmatrix::cli::Cli;
+use rocmatrix::ExitCode;
 
 fn main() {
     let cli = Cli::parse();
@@ -19,8 +20,19 @@ fn main() {
         .with_target(false)
         .without_time()
         .init();
+    // The process's one runtime; commands that talk to the engine run on it.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: starting the tokio runtime: {e}");
+            std::process::exit(ExitCode::Infrastructure.code());
+        }
+    };
     let mut stdout = std::io::stdout().lock();
-    let code = match cli.run(&mut stdout) {
+    let code = match cli.run(&runtime, &mut stdout) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");

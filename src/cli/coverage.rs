@@ -40,7 +40,11 @@ fn parse_target(s: &str) -> Result<TargetId, String> {
     TargetId::parse(s.trim()).map_err(|e| e.to_string())
 }
 
-pub fn run(mut args: CoverageArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+pub fn run(
+    mut args: CoverageArgs,
+    cx: &super::Context,
+    out: &mut dyn Write,
+) -> Result<ExitCode, Error> {
     let policy = args.policy.into();
     // An image: copy its shared libraries out into a scratch root first.
     let _scratch = match &args.image {
@@ -56,7 +60,7 @@ pub fn run(mut args: CoverageArgs, out: &mut dyn Write) -> Result<ExitCode, Erro
             } else {
                 std::mem::take(&mut args.paths)
             };
-            copy_libraries(image, &dirs, &scratch.0)?;
+            copy_libraries(cx, image, &dirs, &scratch.0)?;
             args.paths = vec![scratch.0.clone()];
             Some(scratch)
         }
@@ -129,13 +133,14 @@ fn table(rows: &[CoverageRow], gfx: &[TargetId]) -> String {
 }
 
 /// Copies the libraries under `dirs` of `image` into `root`.
-fn copy_libraries(image: &str, dirs: &[PathBuf], root: &std::path::Path) -> Result<(), Error> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("<tokio runtime>", e))?;
-    rt.block_on(async {
-        let engine = crate::engine::Engine::connect().await?;
+fn copy_libraries(
+    cx: &super::Context,
+    image: &str,
+    dirs: &[PathBuf],
+    root: &std::path::Path,
+) -> Result<(), Error> {
+    cx.runtime.block_on(async {
+        let engine = cx.engine().await?;
         let name = format!("rocmatrix-coverage-{}", std::process::id());
         crate::image::libraries::copy_libraries(&engine, image, dirs, root, &name)
             .await

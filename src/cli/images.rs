@@ -1,11 +1,18 @@
 //! `rocmatrix images [--prune]`: the images rocmatrix made (by label) —
 //! environments, base images, snapshots — with sizes and last use.
+//!
+//! `--label KEY=VALUE` (the global option that labels what rocmatrix makes)
+//! limits both the list and the pruning to images carrying those labels, so
+//! a CI job or a test run removes only what it made. Pruning never removes
+//! an image that a `lock.json` of a run under `--out` names: those are the
+//! images `repro`, `shell` and `export` of a kept run start from.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use clap::Args;
 
-use crate::engine::{Engine, LABEL_KIND};
+use crate::engine::LABEL_KIND;
 use crate::error::{Error, ExitCode};
 use crate::spec::parse_duration;
 
@@ -25,6 +32,9 @@ pub struct ImagesArgs {
     pub older_than: Option<String>,
     #[arg(long)]
     pub json: bool,
+    /// Parent of `runs/`: images named by a lock.json of a run there are kept.
+    #[arg(long, default_value = crate::store::DEFAULT_OUT, value_name = "DIR")]
+    pub out: std::path::PathBuf,
 }
 
 struct Row {
@@ -36,22 +46,24 @@ struct Row {
     last_use: Option<String>,
 }
 
-pub fn run(args: ImagesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let older_than = match &args.older_than {
         Some(d) => Some(parse_duration(d).map_err(|e| Error::Usage(format!("--older-than: {e}")))?),
         None => None,
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("<tokio runtime>", e))?;
-    rt.block_on(async {
-        let engine = Engine::connect().await?;
+    cx.runtime.block_on(async {
+        let engine = cx.engine().await?;
         let uses = crate::store::usage::load();
         let mut rows: Vec<Row> = engine
             .images_with_label(LABEL_KIND)
             .await?
             .into_iter()
+            .filter(|i| {
+                engine
+                    .extra_labels()
+                    .iter()
+                    .all(|(k, v)| i.labels.get(k) == Some(v))
+            })
             .map(|i| {
                 let tag = i
                     .tags
@@ -72,8 +84,13 @@ pub fn run(args: ImagesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         rows.sort_by(|a, b| (&a.kind, &a.tag).cmp(&(&b.kind, &b.tag)));
         if args.prune {
             let now = std::time::SystemTime::now();
+            let locked = images_named_by_locks(&args.out.join("runs"));
             let mut removed = Vec::new();
             for r in &rows {
+                if let Some(lock) = locked.get(&r.tag) {
+                    eprintln!("kept {} {}: named by {}", r.kind, r.tag, lock.display());
+                    continue;
+                }
                 let wanted = match r.kind.as_str() {
                     "env" => true,
                     "snapshot" => args.snapshots,
@@ -140,4 +157,32 @@ pub fn run(args: ImagesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
 
 fn mb(bytes: i64) -> String {
     format!("{:.0} MB", bytes as f64 / 1e6)
+}
+
+/// Image tags (environments and bases) that a `lock.json` of a run under
+/// `runs` names, with the first lock naming each. Unreadable locks are
+/// skipped with a warning: they protect nothing, and pruning goes on.
+fn images_named_by_locks(runs: &std::path::Path) -> BTreeMap<String, std::path::PathBuf> {
+    let mut named = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(runs) else {
+        return named;
+    };
+    let mut locks: Vec<_> = rd
+        .filter_map(|e| e.ok().map(|e| e.path().join("lock.json")))
+        .filter(|p| p.is_file())
+        .collect();
+    locks.sort();
+    for path in locks {
+        match crate::store::lock::Lock::load(&path) {
+            Ok(lock) => {
+                for env in lock.environments.values() {
+                    for tag in [&env.image.tag, &env.base.reference] {
+                        named.entry(tag.clone()).or_insert_with(|| path.clone());
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("{e}: it protects no image from pruning"),
+        }
+    }
+    named
 }

@@ -17,7 +17,11 @@ mod validate;
 
 use std::io::Write;
 
+use std::collections::HashMap;
+
 use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::engine::Engine;
 
 use crate::error::{Error, ExitCode};
 
@@ -31,6 +35,17 @@ pub struct Cli {
     /// More diagnostics on stderr (repeat for more).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Put this label on every image, container, network and volume
+    /// rocmatrix creates (repeat, or comma-separate in ROCMATRIX_LABEL).
+    #[arg(
+        long = "label",
+        global = true,
+        value_name = "KEY=VALUE",
+        env = "ROCMATRIX_LABEL",
+        value_delimiter = ',',
+        value_parser = parse_label
+    )]
+    pub labels: Vec<(String, String)>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -61,20 +76,42 @@ pub enum Command {
     Report(report::ReportArgs),
 }
 
+/// What every command gets from `main`: the process's one tokio runtime and
+/// the global options that reach the engine.
+pub struct Context<'a> {
+    pub runtime: &'a tokio::runtime::Runtime,
+    labels: HashMap<String, String>,
+}
+
+impl Context<'_> {
+    /// Connects to the engine; everything created through it carries `--label`.
+    pub async fn engine(&self) -> Result<Engine, Error> {
+        Ok(Engine::connect().await?.with_labels(self.labels.clone()))
+    }
+}
+
 impl Cli {
-    /// Runs the command, writing its normal output to `out`.
-    pub fn run(self, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    /// Runs the command on `runtime`, writing its normal output to `out`.
+    pub fn run(
+        self,
+        runtime: &tokio::runtime::Runtime,
+        out: &mut dyn Write,
+    ) -> Result<ExitCode, Error> {
+        let cx = Context {
+            runtime,
+            labels: self.labels.into_iter().collect(),
+        };
         match self.command {
             Command::Export(a) => export::run(a, out),
-            Command::Images(a) => images::run(a, out),
+            Command::Images(a) => images::run(a, &cx, out),
             Command::Plan(a) => plan::run(a, out),
-            Command::Repro(a) => repro::run(a, out),
-            Command::Run(a) => run::run(a, out),
-            Command::Shell(a) => shell::run(a, out),
+            Command::Repro(a) => repro::run(a, &cx, out),
+            Command::Run(a) => run::run(a, &cx, out),
+            Command::Shell(a) => shell::run(a, &cx, out),
             Command::Validate(a) => validate::run(a, out),
             Command::Gpus(a) => gpus::run(a, out),
             Command::Bundles(a) => bundles::run(a, out),
-            Command::Coverage(a) => coverage::run(a, out),
+            Command::Coverage(a) => coverage::run(a, &cx, out),
             Command::Report(a) => report::run(a, out),
         }
     }
@@ -133,6 +170,14 @@ pub(crate) fn parse_pair(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
         _ => Err(format!("`{s}` is not AXIS=VALUE")),
+    }
+}
+
+/// Parses `KEY=VALUE` for `--label`.
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("label `{s}` is not KEY=VALUE")),
     }
 }
 

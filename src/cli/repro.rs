@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::engine::Engine;
 use crate::error::{Error, ExitCode, ReproOutcome};
 use crate::image::network::NetworkChoice;
 use crate::run::export::load_cell;
@@ -31,7 +30,7 @@ pub struct ReproArgs {
     pub gpus: super::GpuSource,
 }
 
-pub fn run(args: ReproArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let store = RunStore::open(&args.run, &args.out)?;
     let (mut manifest, cell, before, lock) = load_cell(&store, &args.cell)?;
     let before = before.ok_or_else(|| {
@@ -57,12 +56,8 @@ pub fn run(args: ReproArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         listeners: vec![Arc::from(progress::listener(args.progress, 1))],
         gpus: args.gpus.gate(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("<tokio runtime>", e))?;
-    let report = rt.block_on(async {
-        let engine = Engine::connect().await?;
+    let report = cx.runtime.block_on(async {
+        let engine = cx.engine().await?;
         runner::run(&engine, request, Interrupt::install())
             .await
             .map_err(Error::from)

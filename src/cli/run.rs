@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::engine::Engine;
 use crate::error::{Error, ExitCode};
 use crate::image::network::NetworkChoice;
 use crate::plan::{Plan, Shard};
@@ -65,7 +64,7 @@ pub struct RunArgs {
     pub coverage: bool,
 }
 
-pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
@@ -136,13 +135,9 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         listeners: vec![listener],
         gpus: args.gpus.gate(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("<tokio runtime>", e))?;
-    let report = rt.block_on(async {
+    let report = cx.runtime.block_on(async {
         let interrupt = Interrupt::install();
-        let engine = Engine::connect().await?;
+        let engine = cx.engine().await?;
         runner::run(&engine, request, interrupt)
             .await
             .map_err(Error::from)

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::engine::Engine;
 use crate::error::{Error, ExitCode};
 use crate::run::shell::{shell, ShellRequest};
 use crate::store::RunStore;
@@ -29,15 +28,11 @@ pub struct ShellArgs {
     pub command: Vec<String>,
 }
 
-pub fn run(args: ShellArgs, _out: &mut dyn Write) -> Result<ExitCode, Error> {
+pub fn run(args: ShellArgs, cx: &super::Context, _out: &mut dyn Write) -> Result<ExitCode, Error> {
     let store = RunStore::open(&args.run, &args.out)?;
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("<tokio runtime>", e))?;
-    let code = rt.block_on(async {
-        let engine = Engine::connect().await?;
+    let code = cx.runtime.block_on(async {
+        let engine = cx.engine().await?;
         shell(
             &engine,
             ShellRequest {
@@ -52,7 +47,6 @@ pub fn run(args: ShellArgs, _out: &mut dyn Write) -> Result<ExitCode, Error> {
         .await
         .map_err(Error::from)
     });
-    rt.shutdown_background();
     let code = code?;
     std::process::exit(code.clamp(0, 255) as i32);
 }

@@ -78,7 +78,7 @@ impl Engine {
             image: Some(spec.image.clone()),
             cmd: Some(vec!["sleep".into(), "infinity".into()]),
             env: Some(spec.env.clone()),
-            labels: Some(spec.labels.clone()),
+            labels: Some(self.labelled(&spec.labels)),
             working_dir: spec.working_dir.clone(),
             host_config: Some(host_config),
             ..Default::default()
@@ -164,7 +164,7 @@ impl Engine {
         let body = ContainerCreateBody {
             image: Some(image.to_string()),
             cmd: Some(vec!["true".into()]),
-            labels: Some(crate::engine::labels::owner_labels("inspect", "inspect")),
+            labels: Some(self.labelled(&crate::engine::labels::owner_labels("inspect", "inspect"))),
             ..Default::default()
         };
         let opts = CreateContainerOptions {
@@ -347,7 +347,7 @@ impl Engine {
             ..Default::default()
         };
         let config = bollard::models::ContainerConfig {
-            labels: Some(labels),
+            labels: Some(self.labelled(&labels)),
             ..Default::default()
         };
         let id = self

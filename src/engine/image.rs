@@ -72,9 +72,14 @@ impl Engine {
         &self,
         tarball: &Path,
         reference: &str,
-        changes: Vec<String>,
+        mut changes: Vec<String>,
     ) -> Result<String, EngineError> {
         let action = || format!("importing {} as {reference}", tarball.display());
+        let mut extra: Vec<_> = self.extra_labels().iter().collect();
+        extra.sort();
+        for (k, v) in extra {
+            changes.push(format!("LABEL {k:?}={v:?}"));
+        }
         let file = tokio::fs::File::open(tarball)
             .await
             .map_err(|e| EngineError::failed(action(), e.to_string()))?;
@@ -115,7 +120,7 @@ impl Engine {
             t: Some(tag.to_string()),
             rm: true,
             forcerm: true,
-            labels: Some(labels),
+            labels: Some(self.labelled(&labels)),
             networkmode: network_mode.map(str::to_string),
             ..Default::default()
         };

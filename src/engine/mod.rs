@@ -9,6 +9,8 @@ mod container;
 mod image;
 pub mod labels;
 
+use std::collections::HashMap;
+
 use bollard::Docker;
 
 pub use connect::Address;
@@ -106,6 +108,9 @@ impl<T> Context<T> for Result<T, bollard::errors::Error> {
 pub struct Engine {
     docker: Docker,
     address: Address,
+    /// Labels put on everything this engine handle creates (`--label`),
+    /// beside the labels each call names.
+    extra_labels: HashMap<String, String>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -126,7 +131,13 @@ impl Engine {
         for address in candidates {
             tried.push(address.to_string());
             match connect::open(&address).await {
-                Ok(docker) => return Ok(Engine { docker, address }),
+                Ok(docker) => {
+                    return Ok(Engine {
+                        docker,
+                        address,
+                        extra_labels: HashMap::new(),
+                    })
+                }
                 Err(reason) => last_reason = reason,
             }
         }
@@ -134,6 +145,26 @@ impl Engine {
             tried: tried.join(", "),
             reason: last_reason,
         })
+    }
+
+    /// Puts `labels` on every image, container, network and volume created
+    /// through this handle (`--label`, `ROCMATRIX_LABEL`), so that whoever
+    /// ran rocmatrix can find and remove what it made.
+    pub fn with_labels(mut self, labels: HashMap<String, String>) -> Engine {
+        self.extra_labels = labels;
+        self
+    }
+
+    /// The `--label` labels of this handle.
+    pub fn extra_labels(&self) -> &HashMap<String, String> {
+        &self.extra_labels
+    }
+
+    /// `labels` plus this handle's extra labels (the call's own win).
+    pub(crate) fn labelled(&self, labels: &HashMap<String, String>) -> HashMap<String, String> {
+        let mut all = self.extra_labels.clone();
+        all.extend(labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+        all
     }
 
     pub fn address(&self) -> &Address {

@@ -17,7 +17,8 @@ pub fn run(args: &[&str]) -> (ExitCode, String) {
     let cli = Cli::try_parse_from(std::iter::once("rocmatrix").chain(args.iter().copied()))
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     let mut out = Vec::new();
-    let code = match cli.run(&mut out) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let code = match cli.run(&runtime, &mut out) {
         Ok(c) => c,
         Err(e) => e.exit_code(),
     };
