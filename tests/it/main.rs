@@ -7,6 +7,7 @@ mod family_tests;
 mod gpu_run_tests;
 mod gpu_tests;
 mod harness;
+mod harness_tests;
 mod report_html;
 mod report_tests;
 mod report_tools;

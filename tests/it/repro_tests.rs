@@ -315,8 +315,10 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
     // test run's: what else is on the engine is somebody else's.
     let env = ["rocmatrix.kind=env", &label::label()];
     let ours = docker::images_labelled(&env);
+    let elsewhere = tempfile::tempdir().unwrap();
     Rocmatrix::new()
         .args(["images", "--prune", "--label", &label::label()])
+        .out(elsewhere.path())
         .run()
         .assert_success();
     let listed = Rocmatrix::new()

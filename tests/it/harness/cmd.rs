@@ -51,6 +51,14 @@ impl Rocmatrix {
         Self::new().arg("run").arg(matrix)
     }
 
+    /// Without the test-run label, as a user runs it. For reading only
+    /// (`images` lists just the labelled images when a label is given):
+    /// what an unlabelled invocation makes, the cleanup cannot find.
+    pub fn unlabelled(mut self) -> Self {
+        self.cmd.env_remove("ROCMATRIX_LABEL");
+        self
+    }
+
     pub fn arg(mut self, a: impl AsRef<OsStr>) -> Self {
         self.shown.push(a.as_ref().to_string_lossy().into_owned());
         self.cmd.arg(a);
