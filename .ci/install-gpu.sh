@@ -5,8 +5,9 @@
 # The tests need no host package of their own: objcopy, clang-offload-bundler
 # and the Debian ROCm libraries are fetched inside debian:trixie and
 # debian:sid containers by tests/it/data/gpu-artifacts.sh. What they need is
-# the docker CLI and engine, those two base images (bootstrapped by .ci/run)
-# and HTTP access to deb.debian.org from containers. This script checks that
+# the docker CLI and engine, those two base images (the test harness
+# bootstraps them when the engine lacks them) and HTTP access to
+# deb.debian.org from containers. This script checks that
 # and says what is missing; it changes nothing that is already in place.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -24,9 +25,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 for image in debian:trixie debian:sid; do
     if ! docker image inspect "$image" >/dev/null 2>&1; then
-        echo "install-gpu: warning: image $image missing; bootstrap it first, e.g." \
-             "debootstrap --variant=minbase ${image#debian:} /tmp/rootfs http://deb.debian.org/debian" \
-             "&& tar -C /tmp/rootfs -c . | docker import - $image" >&2
+        echo "install-gpu: $image is not in the engine; the tests will bootstrap it" \
+             "(tests/it/harness/bases.rs; debootstrap, 1-3 minutes) and remove it afterwards" >&2
     fi
 done
 echo "install-gpu: ok"
