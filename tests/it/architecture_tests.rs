@@ -589,7 +589,6 @@ fn architecture_no_module_imports_a_higher_floor() {
 }
 
 #[test]
-#[ignore = "src/run/cell.rs and src/run/shell.rs still call block_in_place; the move to spawn_blocking is under way"]
 fn architecture_no_block_in_place() {
     let mut problems = Vec::new();
     for rel in src_files() {
@@ -653,7 +652,6 @@ fn architecture_nothing_points_at_the_design_file() {
 }
 
 #[test]
-#[ignore = "src/error.rs still mentions DESIGN.md; the lead is replacing it"]
 fn architecture_error_rs_does_not_point_at_the_design_file() {
     let found = design_mentions();
     fail_with(
