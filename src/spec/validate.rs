@@ -70,7 +70,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
     }
 
     let timeout = match &raw.timeout {
-        Some(t) => parse_duration(t).map_err(|m| cx.err("timeout", m))?,
+        Some(t) => parse_duration(t).map_err(|e| cx.err("timeout", e.to_string()))?,
         None => DEFAULT_TIMEOUT,
     };
 
@@ -91,7 +91,9 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
             ));
         }
         let timeout = match &s.timeout {
-            Some(t) => Some(parse_duration(t).map_err(|m| cx.err(&format!("{f}.timeout"), m))?),
+            Some(t) => Some(
+                parse_duration(t).map_err(|e| cx.err(&format!("{f}.timeout"), e.to_string()))?,
+            ),
             None => None,
         };
         let gpu = match &s.gpu {
