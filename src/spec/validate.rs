@@ -254,7 +254,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         fail_fast: raw.fail_fast.unwrap_or(false),
         max_parallel: raw.max_parallel,
         memory: match &raw.memory {
-            Some(m) => Some(parse_bytes(m).map_err(|msg| cx.err("memory", msg))?),
+            Some(m) => Some(parse_bytes(m).map_err(|e| cx.err("memory", e.to_string()))?),
             None => None,
         },
         expect,
@@ -262,8 +262,13 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
     })
 }
 
+/// A `memory:` value that is no size of at least 4 MiB, as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a memory size of at least 4m (write e.g. 512m or 4g)")]
+struct MemorySizeError(String);
+
 /// `512m`, `4g`, `1048576` → bytes.
-fn parse_bytes(text: &str) -> Result<u64, String> {
+fn parse_bytes(text: &str) -> Result<u64, MemorySizeError> {
     let t = text.trim().to_ascii_lowercase();
     let t = t.trim_end_matches("ib").trim_end_matches('b');
     let (num, mult) = match t.chars().last() {
@@ -278,9 +283,7 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .filter(|n| *n >= 4 << 20)
-        .ok_or_else(|| {
-            format!("`{text}` is not a memory size of at least 4m (write e.g. 512m or 4g)")
-        })
+        .ok_or_else(|| MemorySizeError(text.to_string()))
 }
 
 fn serde_error(path: &Path, e: &serde_yaml::Error) -> SpecError {
