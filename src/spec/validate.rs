@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::raw::{RawEnvironment, RawGpu, RawSpec};
+use super::raw::{RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep};
 use super::tree::{self, Node, NodeKind};
 use super::{
     parse_duration, Axis, Entry, EnvironmentTemplate, Expectation, GpuPolicy, GpuTemplate, GpuUse,
-    ReportLayout, Spec, SpecError, StepTemplate, Template,
+    ReportLayout, SourceTemplate, Spec, SpecError, StepTemplate, Template,
 };
 
 /// Default per-step timeout when the file names none.
@@ -38,23 +38,10 @@ impl Ctx<'_> {
     }
 }
 
+/// Validates the matrix file `text` read from `path` into a [`Spec`],
+/// reporting the first problem with its position.
 pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
-    let tree = tree::parse(text)
-        .map_err(|e| SpecError::new(path, Some(e.pos), format!("invalid YAML: {}", e.message)))?;
-    match tree.kind {
-        NodeKind::Map(_) => {}
-        NodeKind::Null => return Err(SpecError::new(path, None, "the file is empty")),
-        _ => {
-            return Err(SpecError::new(
-                path,
-                Some(tree.pos),
-                format!(
-                    "expected a mapping at the top level, found {}",
-                    tree.kind_name()
-                ),
-            ))
-        }
-    }
+    let tree = parse_tree(path, text)?;
     let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| serde_error(path, &e))?;
     let cx = Ctx { path, tree: &tree };
 
@@ -68,14 +55,78 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
             "the matrix has no axes and no include entries, so it has no cells",
         ));
     }
-
     let timeout = match &raw.timeout {
         Some(t) => parse_duration(t).map_err(|e| cx.err("timeout", e.to_string()))?,
         None => DEFAULT_TIMEOUT,
     };
+    let steps = read_steps(&cx, &raw.steps)?;
+    let sources = read_sources(&cx, &raw.sources)?;
+    let environment = raw
+        .environment
+        .as_ref()
+        .map(|e| read_environment(&cx, e))
+        .transpose()?;
+    let gpu = read_gpu(&cx, raw.gpu.as_ref(), &axes)?;
+    let keys = spec_keys(&axes, &include);
+    let expect = read_expectations(&cx, &raw.expect, &keys)?;
+    let report = read_report(&cx, raw.report.as_ref(), &keys)?;
+    if raw.max_parallel == Some(0) {
+        return Err(cx.err("max_parallel", "max_parallel must be at least 1"));
+    }
 
-    let mut steps = Vec::with_capacity(raw.steps.len());
-    for (i, s) in raw.steps.iter().enumerate() {
+    let name = raw.name.clone().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "matrix".into())
+    });
+    Ok(Spec {
+        file: path.to_path_buf(),
+        source_hash: crate::digest::sha256_hex(text.as_bytes()),
+        name,
+        description: raw.description.clone(),
+        axes,
+        include,
+        exclude,
+        vars: raw.vars.clone(),
+        environment,
+        steps,
+        sources,
+        gpu,
+        timeout,
+        retries: raw.retries.unwrap_or(1),
+        fail_fast: raw.fail_fast.unwrap_or(false),
+        max_parallel: raw.max_parallel,
+        memory: match &raw.memory {
+            Some(m) => Some(parse_bytes(m).map_err(|e| cx.err("memory", e.to_string()))?),
+            None => None,
+        },
+        expect,
+        report,
+    })
+}
+
+/// The positioned tree of `text`, which must be a mapping at the top level.
+fn parse_tree(path: &Path, text: &str) -> Result<Node, SpecError> {
+    let tree = tree::parse(text)
+        .map_err(|e| SpecError::new(path, Some(e.pos), format!("invalid YAML: {}", e.message)))?;
+    match tree.kind {
+        NodeKind::Map(_) => Ok(tree),
+        NodeKind::Null => Err(SpecError::new(path, None, "the file is empty")),
+        _ => Err(SpecError::new(
+            path,
+            Some(tree.pos),
+            format!(
+                "expected a mapping at the top level, found {}",
+                tree.kind_name()
+            ),
+        )),
+    }
+}
+
+/// `steps:`: each with a unique non-empty name, a valid timeout and GPU need.
+fn read_steps(cx: &Ctx, raw: &[RawStep]) -> Result<Vec<StepTemplate>, SpecError> {
+    let mut steps = Vec::with_capacity(raw.len());
+    for (i, s) in raw.iter().enumerate() {
         let f = format!("steps[{i}]");
         if s.name.trim().is_empty() {
             return Err(cx.err(&format!("{f}.name"), "a step needs a non-empty name"));
@@ -119,9 +170,13 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
             continue_on_error: s.continue_on_error,
         });
     }
+    Ok(steps)
+}
 
-    let mut sources: Vec<super::SourceTemplate> = Vec::new();
-    for (i, src) in raw.sources.iter().enumerate() {
+/// `sources:`: each named once, with a name usable as a directory name.
+fn read_sources(cx: &Ctx, raw: &[RawSource]) -> Result<Vec<SourceTemplate>, SpecError> {
+    let mut sources: Vec<SourceTemplate> = Vec::new();
+    for (i, src) in raw.iter().enumerate() {
         let f = format!("sources[{i}]");
         let ok = !src.name.is_empty()
             && src
@@ -144,7 +199,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
                 format!("source `{}` is declared twice", src.name),
             ));
         }
-        sources.push(super::SourceTemplate {
+        sources.push(SourceTemplate {
             name: src.name.clone(),
             url: cx.template(format!("{f}.url"), &src.url),
             reference: cx.template(
@@ -159,34 +214,37 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
                 .collect(),
         });
     }
+    Ok(sources)
+}
 
-    let environment = raw
-        .environment
-        .as_ref()
-        .map(|e| read_environment(&cx, e))
-        .transpose()?;
-    let gpu = read_gpu(&cx, raw.gpu.as_ref(), &axes)?;
-
-    let spec_keys = {
-        let mut keys: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
-        for e in &include {
-            for (k, _) in &e.pairs {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
+/// The keys a cell can have: the axes in order, then keys only includes add.
+fn spec_keys(axes: &[Axis], include: &[Entry]) -> Vec<String> {
+    let mut keys: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
+    for e in include {
+        for (k, _) in &e.pairs {
+            if !keys.contains(k) {
+                keys.push(k.clone());
             }
         }
-        keys
-    };
-    let mut expect = Vec::new();
-    for (i, e) in raw.expect.iter().enumerate() {
+    }
+    keys
+}
+
+/// `expect:`: each naming only known keys and giving a reason.
+fn read_expectations(
+    cx: &Ctx,
+    raw: &[RawExpect],
+    keys: &[String],
+) -> Result<Vec<Expectation>, SpecError> {
+    let mut expect = Vec::with_capacity(raw.len());
+    for (i, e) in raw.iter().enumerate() {
         for k in e.cells.keys() {
-            if !spec_keys.contains(k) {
+            if !keys.contains(k) {
                 return Err(cx.err(
                     &format!("expect[{i}].cells.{k}"),
                     format!(
                         "expect entry names `{k}`, which is no axis or include key (have: {})",
-                        spec_keys.join(", ")
+                        keys.join(", ")
                     ),
                 ));
             }
@@ -203,62 +261,34 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
             reason: e.reason.clone(),
         });
     }
+    Ok(expect)
+}
 
-    let report = match &raw.report {
-        Some(r) => {
-            for (field, names) in [("rows", &r.rows), ("columns", &r.columns)] {
-                for (i, n) in names.iter().enumerate() {
-                    if !spec_keys.contains(n) {
-                        return Err(cx.err(
-                            &format!("report.{field}[{i}]"),
-                            format!(
-                                "report {field} names `{n}`, which is no axis (have: {})",
-                                spec_keys.join(", ")
-                            ),
-                        ));
-                    }
-                }
-            }
-            ReportLayout {
-                rows: r.rows.clone(),
-                columns: r.columns.clone(),
+/// `report:`: rows and columns must name known keys.
+fn read_report(
+    cx: &Ctx,
+    raw: Option<&RawReport>,
+    keys: &[String],
+) -> Result<ReportLayout, SpecError> {
+    let Some(r) = raw else {
+        return Ok(ReportLayout::default());
+    };
+    for (field, names) in [("rows", &r.rows), ("columns", &r.columns)] {
+        for (i, n) in names.iter().enumerate() {
+            if !keys.contains(n) {
+                return Err(cx.err(
+                    &format!("report.{field}[{i}]"),
+                    format!(
+                        "report {field} names `{n}`, which is no axis (have: {})",
+                        keys.join(", ")
+                    ),
+                ));
             }
         }
-        None => ReportLayout::default(),
-    };
-
-    if raw.max_parallel == Some(0) {
-        return Err(cx.err("max_parallel", "max_parallel must be at least 1"));
     }
-
-    let name = raw.name.clone().unwrap_or_else(|| {
-        path.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "matrix".into())
-    });
-    Ok(Spec {
-        file: path.to_path_buf(),
-        source_hash: crate::digest::sha256_hex(text.as_bytes()),
-        name,
-        description: raw.description.clone(),
-        axes,
-        include,
-        exclude,
-        vars: raw.vars.clone(),
-        environment,
-        steps,
-        sources,
-        gpu,
-        timeout,
-        retries: raw.retries.unwrap_or(1),
-        fail_fast: raw.fail_fast.unwrap_or(false),
-        max_parallel: raw.max_parallel,
-        memory: match &raw.memory {
-            Some(m) => Some(parse_bytes(m).map_err(|e| cx.err("memory", e.to_string()))?),
-            None => None,
-        },
-        expect,
-        report,
+    Ok(ReportLayout {
+        rows: r.rows.clone(),
+        columns: r.columns.clone(),
     })
 }
 
