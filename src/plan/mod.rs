@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::spec::{self, cell_id, GpuPolicy, GpuUse, Spec, SpecError};
 pub use render::Renderer;
-pub use shard::Shard;
+pub use shard::{Shard, ShardError};
 pub use sources::SourceRef;
 
 /// The LLVM flavour of an environment.
