@@ -45,7 +45,7 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let spec = Spec::load(&args.file)?;
     let mut plan = Plan::build(&spec, args.max_cells)?
         .select(&args.only)
-        .map_err(Error::Usage)?;
+        .map_err(|e| Error::Usage(e.to_string()))?;
     if let Some(s) = args.shard {
         plan = plan.shard(s);
     }

@@ -83,7 +83,7 @@ pub fn run(args: RunArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             let spec = Spec::load(file)?;
             let mut plan = Plan::build(&spec, args.max_cells)?
                 .select(&args.only)
-                .map_err(Error::Usage)?;
+                .map_err(|e| Error::Usage(e.to_string()))?;
             if let Some(s) = args.shard {
                 plan = plan.shard(s);
             }
