@@ -210,7 +210,7 @@ async fn prepare_image(
 ) -> Result<EnvImage, String> {
     let short = crate::digest::short(hash);
     let env = env.ok_or("the matrix file has no `environment:` section")?;
-    let family = Family::get(&env.family)?;
+    let family = Family::get(&env.family).map_err(|e| e.to_string())?;
     s.events.emit(Event::ImageStarted {
         environment: short.to_string(),
         cells,
@@ -329,7 +329,9 @@ async fn pinned_environment(
         .iter()
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
-    let script = family.missing_pins_script(&pins)?;
+    let script = family
+        .missing_pins_script(&pins)
+        .map_err(|e| e.to_string())?;
     let spec = crate::engine::ContainerSpec {
         name: format!("rocmatrix-{}-pins-{}", s.run_id, crate::digest::short(hash)),
         image: base.reference.clone(),
@@ -359,7 +361,7 @@ async fn pinned_environment(
     let mut pinned = env.clone();
     pinned.packages = pins
         .iter()
-        .map(|(n, v)| family.pin(n, v))
+        .map(|(n, v)| family.pin(n, v).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     Ok(pinned)
 }
