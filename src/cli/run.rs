@@ -115,7 +115,7 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
             let spec = Spec::load(file)?;
             let mut plan = Plan::build(&spec, args.max_cells)?
                 .select(&args.only)
-                .map_err(Error::Usage)?;
+                .map_err(|e| Error::Usage(e.to_string()))?;
             if let Some(s) = args.shard {
                 plan = plan.shard(s);
             }

@@ -35,9 +35,9 @@ pub fn recipe(
 ) -> Result<Recipe, ImageError> {
     let containerfile = family
         .containerfile(env, &base.reference, env_hash)
-        .map_err(|message| ImageError::Recipe {
+        .map_err(|e| ImageError::Recipe {
             env: crate::digest::short(env_hash).to_string(),
-            message,
+            message: e.to_string(),
         })?;
     let mut files = Vec::new();
     if let Some(setup) = &env.setup {

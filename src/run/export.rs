@@ -69,7 +69,7 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
             "cell {cell_id} has no environment: its matrix file has no `environment:` section"
         ))
     })?;
-    let family = Family::get(&env.family).map_err(RunError::Usage)?;
+    let family = Family::get(&env.family).map_err(|e| RunError::Usage(e.to_string()))?;
     let locked = lock
         .as_ref()
         .and_then(|l| l.environments.get(&cell.environment_hash));
@@ -81,7 +81,7 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
                 .iter()
                 .map(|(n, v)| family.pin(n, v))
                 .collect::<Result<_, _>>()
-                .map_err(RunError::Usage)?;
+                .map_err(|e| RunError::Usage(e.to_string()))?;
             (pinned, l.base.clone())
         }
         None => (
