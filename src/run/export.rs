@@ -3,16 +3,19 @@
 //! scripts baked into the image, a `run.sh` that needs only the docker CLI,
 //! and a README fit to paste into an upstream issue.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+
+use serde::Serialize;
 
 use super::cell::{env_key, step_slug, EXIT_SKIPPED};
 use super::{RunError, RunStore};
 use crate::image::build::recipe;
 use crate::image::{BaseImage, BaseOrigin, Family};
-use crate::plan::{Cell, Environment};
+use crate::plan::{Cell, Environment, Llvm};
 use crate::spec::GpuUse;
-use crate::store::lock::Lock;
+use crate::store::lock::{Lock, LockedSource};
 use crate::store::record::{CellRecord, RunManifest};
 
 /// Exit code of `run.sh` when a step timed out (as `timeout` reports it).
@@ -160,7 +163,7 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
             record.as_ref(),
             locked.map(|l| &l.packages),
             &locked_list,
-        ),
+        )?,
         false,
     )?;
     Ok(Exported {
@@ -237,44 +240,113 @@ docker run --rm {env_args}{memory} "${{gpu[@]}}" "$image" bash -c {inner}
     )
 }
 
+/// The README template, embedded at build time like the report templates.
+const README_TEMPLATE: &str = include_str!("../../reports/repro-readme.md.j2");
+
+/// What the exported `README.md` shows (`reports/repro-readme.md.j2`).
+#[derive(Serialize)]
+struct ReadmeView<'a> {
+    matrix: &'a str,
+    run_id: &'a str,
+    version: &'a str,
+    cell: &'a str,
+    /// The cell's values, `k=v, …`.
+    values: String,
+    base: &'a str,
+    family: &'a str,
+    llvm: &'static str,
+    /// The packages the matrix file asks for, in backticks, or `none`.
+    asked: String,
+    /// Without a lock, nothing is pinned.
+    pinned: Option<PinnedView<'a>>,
+    sources: Vec<SourceView<'a>>,
+    /// Without a record, the cell did not finish.
+    outcome: Option<OutcomeView<'a>>,
+    exit_skipped: i64,
+    exit_timeout: i32,
+}
+
+#[derive(Serialize)]
+struct PinnedView<'a> {
+    count: usize,
+    /// The ROCm and LLVM packages, and those the matrix file names.
+    shown: Vec<PackageView<'a>>,
+}
+
+#[derive(Serialize)]
+struct PackageView<'a> {
+    name: &'a str,
+    version: &'a str,
+}
+
+#[derive(Serialize)]
+struct SourceView<'a> {
+    name: &'a str,
+    url: &'a str,
+    commit: &'a str,
+    reference: &'a str,
+    patches: Vec<PatchView<'a>>,
+}
+
+#[derive(Serialize)]
+struct PatchView<'a> {
+    file: &'a str,
+    /// The first 16 hex digits.
+    sha256: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutcomeView<'a> {
+    status: &'static str,
+    reason: Option<&'a str>,
+    steps: Vec<StepRow<'a>>,
+    /// The first failed step and its log tail.
+    failed: Option<FailedStep<'a>>,
+}
+
+#[derive(Serialize)]
+struct StepRow<'a> {
+    name: &'a str,
+    status: &'static str,
+    exit: String,
+    /// Seconds, one decimal.
+    time: String,
+}
+
+#[derive(Serialize)]
+struct FailedStep<'a> {
+    name: &'a str,
+    log_tail: &'a str,
+}
+
+/// The README, fit to paste into an upstream issue: what the cell is, its
+/// environment and sources, what happened in the run, and how to reproduce it.
 fn readme(
     manifest: &RunManifest,
     cell: &Cell,
     env: &Environment,
     record: Option<&CellRecord>,
-    packages: Option<&std::collections::BTreeMap<String, String>>,
-    sources: &[crate::store::lock::LockedSource],
-) -> String {
-    let mut s = format!("# Reproducer: {} / {}\n\n", manifest.name, cell.id);
-    let values: Vec<String> = cell
-        .values
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let _ = writeln!(
-        s,
-        "Cell `{}` ({}) of matrix `{}`, run `{}`, made with rocmatrix {}.\n",
-        cell.id,
-        values.join(", "),
-        manifest.name,
-        manifest.run_id,
-        manifest.rocmatrix_version
-    );
-    let _ = writeln!(s, "## Environment\n");
-    let _ = writeln!(
-        s,
-        "- base image: `{}` ({} family), LLVM flavour: {}",
-        env.base,
-        env.family,
-        match env.llvm {
-            crate::plan::Llvm::Debug => "debug",
-            crate::plan::Llvm::Release => "release",
-        }
-    );
-    let _ = writeln!(
-        s,
-        "- packages asked for: {}",
-        if env.packages.is_empty() {
+    packages: Option<&BTreeMap<String, String>>,
+    sources: &[LockedSource],
+) -> Result<String, RunError> {
+    let view = ReadmeView {
+        matrix: &manifest.name,
+        run_id: &manifest.run_id,
+        version: &manifest.rocmatrix_version,
+        cell: &cell.id,
+        values: cell
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        base: &env.base,
+        family: &env.family,
+        llvm: match env.llvm {
+            Llvm::Debug => "debug",
+            Llvm::Release => "release",
+        },
+        asked: if env.packages.is_empty() {
             "none".to_string()
         } else {
             env.packages
@@ -282,88 +354,161 @@ fn readme(
                 .map(|p| format!("`{p}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        }
-    );
-    match packages {
-        Some(p) => {
-            let _ = writeln!(s, "- all {} installed packages are pinned in `Containerfile` at the versions the run had; the ROCm and LLVM ones:\n", p.len());
-            let interesting = |n: &str| {
-                [
-                    "hip", "roc", "llvm", "clang", "amd", "miopen", "comgr", "hsa",
-                ]
+        },
+        pinned: packages.map(|p| pinned_view(p, env)),
+        sources: sources.iter().map(source_view).collect(),
+        outcome: record.map(outcome_view),
+        exit_skipped: EXIT_SKIPPED,
+        exit_timeout: EXIT_TIMEOUT,
+    };
+    let template = |source| RunError::Template {
+        name: "repro-readme.md",
+        source,
+    };
+    let mut jinja = minijinja::Environment::new();
+    jinja.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    jinja.set_trim_blocks(true);
+    jinja.set_lstrip_blocks(true);
+    jinja.set_keep_trailing_newline(true);
+    jinja
+        .add_template("README.md", README_TEMPLATE)
+        .map_err(template)?;
+    jinja
+        .get_template("README.md")
+        .and_then(|t| t.render(&view))
+        .map_err(template)
+}
+
+/// The locked packages worth showing: ROCm and LLVM ones, and those the
+/// matrix file asks for (`name:arch` counts as `name`).
+fn pinned_view<'a>(packages: &'a BTreeMap<String, String>, env: &Environment) -> PinnedView<'a> {
+    let interesting = |n: &str| {
+        [
+            "hip", "roc", "llvm", "clang", "amd", "miopen", "comgr", "hsa",
+        ]
+        .iter()
+        .any(|k| n.contains(k))
+            || env
+                .packages
                 .iter()
-                .any(|k| n.contains(k))
-                    || env
-                        .packages
-                        .iter()
-                        .any(|q| n.split(':').next() == Some(q.as_str()))
-            };
-            let _ = writeln!(s, "| package | version |\n| --- | --- |");
-            for (n, v) in p.iter().filter(|(n, _)| interesting(n)) {
-                let _ = writeln!(s, "| {n} | {v} |");
-            }
-        }
-        None => {
-            let _ = writeln!(
-                s,
-                "- the run has no lock for this environment: package versions are not pinned"
-            );
-        }
+                .any(|q| n.split(':').next() == Some(q.as_str()))
+    };
+    PinnedView {
+        count: packages.len(),
+        shown: packages
+            .iter()
+            .filter(|(n, _)| interesting(n))
+            .map(|(name, version)| PackageView { name, version })
+            .collect(),
     }
-    if !sources.is_empty() {
-        let _ = writeln!(s, "\n## Sources\n");
-        for src in sources {
-            let _ = writeln!(
-                s,
-                "- `/src/{}`: {} at commit `{}` (ref `{}`), in `sources/{}.tar`",
-                src.name, src.url, src.commit, src.reference, src.name
-            );
-            for p in &src.patches {
-                let _ = writeln!(s, "  - patch `{}` (sha256 `{}`)", p.file, &p.sha256[..16]);
-            }
-        }
+}
+
+fn source_view(src: &LockedSource) -> SourceView<'_> {
+    SourceView {
+        name: &src.name,
+        url: &src.url,
+        commit: &src.commit,
+        reference: &src.reference,
+        patches: src
+            .patches
+            .iter()
+            .map(|p| PatchView {
+                file: &p.file,
+                sha256: p.sha256.get(..16).unwrap_or(&p.sha256),
+            })
+            .collect(),
     }
-    let _ = writeln!(s, "\n## What happened\n");
-    match record {
-        Some(r) => {
-            let _ = writeln!(
-                s,
-                "Outcome: **{}**{}\n",
-                r.status.as_str(),
-                r.reason
-                    .as_ref()
-                    .map(|x| format!(" — {x}"))
-                    .unwrap_or_default()
-            );
-            let _ = writeln!(
-                s,
-                "| step | status | exit | time |\n| --- | --- | --- | --- |"
-            );
-            for st in &r.steps {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {:.1} s |",
-                    st.name,
-                    st.status.as_str(),
-                    st.exit_code
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    st.duration_secs
-                );
-            }
-            if let Some(bad) = r.steps.iter().find(|st| st.status.is_failure()) {
-                let _ = writeln!(
-                    s,
-                    "\nLast lines of `{}`:\n\n```\n{}\n```",
-                    bad.name, bad.log_tail
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(s, "The cell has no result in the run (it did not finish).");
-        }
+}
+
+fn outcome_view(r: &CellRecord) -> OutcomeView<'_> {
+    OutcomeView {
+        status: r.status.as_str(),
+        reason: r.reason.as_deref(),
+        steps: r
+            .steps
+            .iter()
+            .map(|st| StepRow {
+                name: &st.name,
+                status: st.status.as_str(),
+                exit: st
+                    .exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                time: format!("{:.1}", st.duration_secs),
+            })
+            .collect(),
+        failed: r
+            .steps
+            .iter()
+            .find(|st| st.status.is_failure())
+            .map(|st| FailedStep {
+                name: &st.name,
+                log_tail: &st.log_tail,
+            }),
     }
-    let _ = writeln!(s, "\n## Reproduce\n\n```sh\n./run.sh\n```\n");
-    let _ = writeln!(s, "`run.sh` builds the image from `Containerfile` (the steps are in `steps/`, baked into the image) and runs the steps in order, each with its timeout, as `bash -eo pipefail`. Exit code: 0 passed, {EXIT_SKIPPED} skipped, {EXIT_TIMEOUT} timed out, else the failing step's. Steps that need a GPU run only where `/dev/kfd` exists.");
-    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> RunManifest {
+        serde_json::from_value(serde_json::json!({
+            "store_version": 1, "run_id": "r1", "rocmatrix_version": "0.1.0",
+            "name": "m", "matrix_file": "m.yaml", "matrix_hash": "h", "keys": ["gfx"],
+            "expect": [], "report": {"rows": [], "columns": []}, "cells": []
+        }))
+        .unwrap()
+    }
+
+    fn cell() -> Cell {
+        serde_json::from_value(serde_json::json!({
+            "id": "gfx=gfx1030", "values": {"gfx": "gfx1030"},
+            "environment": {"family": "debian", "base": "debian:bookworm", "suite": null,
+                "mirror": null, "packages": ["mypkg"], "llvm": "release", "setup": null,
+                "env": {}, "network": null},
+            "environment_hash": "e", "steps": [],
+            "gpu": {"need": "none", "count": 1, "target": null, "policy": "exact"},
+            "hash": "0123456789abcdef"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn readme_tells_the_outcome_and_the_pins() {
+        let record: CellRecord = serde_json::from_value(serde_json::json!({
+            "id": "c", "values": {}, "hash": "h", "environment_hash": "e", "status": "failed",
+            "reason": "step test failed", "started": "s", "finished": "f", "duration_secs": 1.0,
+            "steps": [{"name": "test", "status": "failed", "exit_code": 1, "duration_secs": 0.25,
+                "log": "l", "log_tail": "expected 42, got 41"}]
+        }))
+        .unwrap();
+        let packages: BTreeMap<String, String> =
+            [("hipcc", "6.0"), ("bash", "5"), ("mypkg:amd64", "3")]
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .into();
+        let (m, c) = (manifest(), cell());
+        let env = c.environment.clone().unwrap();
+        let text = readme(&m, &c, &env, Some(&record), Some(&packages), &[]).unwrap();
+        for line in [
+            "Cell `gfx=gfx1030` (gfx=gfx1030) of matrix `m`, run `r1`, made with rocmatrix 0.1.0.\n\n",
+            "- packages asked for: `mypkg`\n- all 3 installed packages are pinned",
+            "| --- | --- |\n| hipcc | 6.0 |\n| mypkg:amd64 | 3 |\n\n## What happened\n\n",
+            "Outcome: **failed** — step test failed\n\n",
+            "| test | failed | 1 | 0.2 s |\n\nLast lines of `test`:\n\n```\nexpected 42, got 41\n```\n\n## Reproduce",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        assert!(text.ends_with("where `/dev/kfd` exists.\n"), "{text}");
+    }
+
+    #[test]
+    fn readme_without_a_lock_or_a_record() {
+        let (m, c) = (manifest(), cell());
+        let env = c.environment.clone().unwrap();
+        let text = readme(&m, &c, &env, None, None, &[]).unwrap();
+        assert!(text.contains(
+            "- the run has no lock for this environment: package versions are not pinned\n\n## What happened\n\nThe cell has no result in the run (it did not finish).\n\n## Reproduce"
+        ), "{text}");
+    }
 }

@@ -40,6 +40,12 @@ pub enum RunError {
     },
     #[error("{}: unreadable: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
+    #[error("template {name}: {source}")]
+    Template {
+        name: &'static str,
+        #[source]
+        source: minijinja::Error,
+    },
 }
 
 impl RunError {
