@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -14,8 +15,9 @@ use super::{RunError, RunStore};
 use crate::image::build::recipe;
 use crate::image::{BaseImage, BaseOrigin, Family};
 use crate::plan::{Cell, Environment, Llvm};
+use crate::source::Prepared;
 use crate::spec::GpuUse;
-use crate::store::lock::{Lock, LockedSource};
+use crate::store::lock::{Lock, LockedEnvironment, LockedSource};
 use crate::store::record::{CellRecord, RunManifest};
 
 /// Exit code of `run.sh` when a step timed out (as `timeout` reports it).
@@ -65,6 +67,7 @@ pub fn load_cell(
     Ok((manifest, planned, record, lock))
 }
 
+/// Exports cell `cell_id` of the run in `store` into `dir` as a reproducer.
 pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, RunError> {
     let (manifest, cell, record, lock) = load_cell(store, cell_id)?;
     let env = cell.environment.clone().ok_or_else(|| {
@@ -76,101 +79,137 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
     let locked = lock
         .as_ref()
         .and_then(|l| l.environments.get(&cell.environment_hash));
-    let (build_env, base) = match locked {
-        Some(l) => {
-            let mut pinned = env.clone();
-            pinned.packages = l
-                .packages
-                .iter()
-                .map(|(n, v)| family.pin(n, v))
-                .collect::<Result<_, _>>()
-                .map_err(|e| RunError::Usage(e.to_string()))?;
-            (pinned, l.base.clone())
-        }
-        None => (
-            env.clone(),
-            BaseImage {
-                reference: env.base.clone(),
-                id: String::new(),
-                origin: BaseOrigin::Present { bootstrapped: None },
-            },
-        ),
-    };
-    let mut containerfile = recipe(&family, &build_env, &cell.environment_hash, &base)
-        .map_err(|e| RunError::Usage(e.to_string()))?
-        .containerfile;
-    if !containerfile.ends_with('\n') {
-        containerfile.push('\n');
+    let (build_env, base) = build_environment(&env, &family, locked)?;
+    let recipe = recipe(&family, &build_env, &cell.environment_hash, &base)
+        .map_err(|e| RunError::Usage(e.to_string()))?;
+    let sources = checkout_sources(&cell, record.as_ref())?;
+    let containerfile = export_containerfile(recipe.containerfile, &sources);
+    let locked_sources: Vec<LockedSource> = sources.iter().map(|(_, p)| p.locked.clone()).collect();
+    let readme = readme(
+        &manifest,
+        &cell,
+        &env,
+        record.as_ref(),
+        locked.map(|l| &l.packages),
+        &locked_sources,
+    )?;
+
+    let mut out = ExportDir::create(dir, !sources.is_empty())?;
+    for (name, p) in &sources {
+        out.write(&format!("sources/{name}.tar"), &p.tar, false)?;
     }
-    containerfile.push_str("COPY steps /rocmatrix/steps\n");
-    let locked_sources = record
-        .as_ref()
-        .map(|r| r.sources.clone())
-        .unwrap_or_default();
-    let mut source_tars = Vec::new();
-    if !cell.sources.is_empty() {
-        let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
-        for src in &cell.sources {
-            // Check out exactly the commit the run had, when it got that far.
-            let mut pinned = src.clone();
-            if let Some(l) = locked_sources.iter().find(|l| l.name == src.name) {
-                pinned.reference = l.commit.clone();
-            }
-            let p = sources
-                .prepare(&pinned)
-                .map_err(|e| RunError::Usage(e.to_string()))?;
-            containerfile.push_str(&format!("ADD sources/{}.tar /\n", src.name));
-            source_tars.push((src.name.clone(), p.tar.clone(), p.locked.clone()));
+    out.write("Containerfile", containerfile.as_bytes(), false)?;
+    if let Some(setup) = &build_env.setup {
+        out.write("setup.sh", setup.as_bytes(), false)?;
+    }
+    for (i, s) in cell.steps.iter().enumerate() {
+        let rel = format!("steps/{}.sh", step_slug(i, &s.name));
+        out.write(&rel, s.run.as_bytes(), true)?;
+    }
+    out.write("run.sh", run_script(&manifest, &cell).as_bytes(), true)?;
+    out.write("README.md", readme.as_bytes(), false)?;
+    Ok(Exported {
+        dir: dir.to_path_buf(),
+        files: out.files,
+        pinned: locked.is_some(),
+    })
+}
+
+/// The environment to build and its base image: pinned to the versions and
+/// the base of the run's lock when there is one, else as the matrix file
+/// says.
+fn build_environment(
+    env: &Environment,
+    family: &Family,
+    locked: Option<&LockedEnvironment>,
+) -> Result<(Environment, BaseImage), RunError> {
+    let Some(l) = locked else {
+        let base = BaseImage {
+            reference: env.base.clone(),
+            id: String::new(),
+            origin: BaseOrigin::Present { bootstrapped: None },
+        };
+        return Ok((env.clone(), base));
+    };
+    let mut pinned = env.clone();
+    pinned.packages = l
+        .packages
+        .iter()
+        .map(|(n, v)| family.pin(n, v))
+        .collect::<Result<_, _>>()
+        .map_err(|e| RunError::Usage(e.to_string()))?;
+    Ok((pinned, l.base.clone()))
+}
+
+/// Checks out the cell's sources, each at exactly the commit the run had
+/// when it got that far; with their names.
+fn checkout_sources(
+    cell: &Cell,
+    record: Option<&CellRecord>,
+) -> Result<Vec<(String, Arc<Prepared>)>, RunError> {
+    if cell.sources.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ran = record.map(|r| r.sources.as_slice()).unwrap_or_default();
+    let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
+    let mut out = Vec::with_capacity(cell.sources.len());
+    for src in &cell.sources {
+        let mut pinned = src.clone();
+        if let Some(l) = ran.iter().find(|l| l.name == src.name) {
+            pinned.reference = l.commit.clone();
         }
+        let p = sources
+            .prepare(&pinned)
+            .map_err(|e| RunError::Usage(e.to_string()))?;
+        out.push((src.name.clone(), p));
+    }
+    Ok(out)
+}
+
+/// The environment's Containerfile with the step scripts and the source
+/// archives added.
+fn export_containerfile(mut text: String, sources: &[(String, Arc<Prepared>)]) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("COPY steps /rocmatrix/steps\n");
+    for (name, _) in sources {
+        text.push_str(&format!("ADD sources/{name}.tar /\n"));
+    }
+    text
+}
+
+/// The export's directory and the files written into it so far.
+struct ExportDir<'a> {
+    dir: &'a Path,
+    files: Vec<String>,
+}
+
+impl<'a> ExportDir<'a> {
+    /// Makes `dir/steps`, and `dir/sources` when there are sources.
+    fn create(dir: &'a Path, sources: bool) -> Result<Self, RunError> {
+        std::fs::create_dir_all(dir.join("steps")).map_err(|e| RunError::io(dir, e))?;
+        if sources {
+            std::fs::create_dir_all(dir.join("sources")).map_err(|e| RunError::io(dir, e))?;
+        }
+        Ok(ExportDir {
+            dir,
+            files: Vec::new(),
+        })
     }
 
-    std::fs::create_dir_all(dir.join("steps")).map_err(|e| RunError::io(dir, e))?;
-    if !source_tars.is_empty() {
-        std::fs::create_dir_all(dir.join("sources")).map_err(|e| RunError::io(dir, e))?;
-    }
-    let mut files = Vec::new();
-    for (name, tar, _) in &source_tars {
-        let rel = format!("sources/{name}.tar");
-        std::fs::write(dir.join(&rel), tar).map_err(|e| RunError::io(&dir.join(&rel), e))?;
-        files.push(rel);
-    }
-    let locked_list: Vec<_> = source_tars.iter().map(|(_, _, l)| l.clone()).collect();
-    let mut write = |rel: &str, text: &str, exec: bool| -> Result<(), RunError> {
-        let p = dir.join(rel);
-        std::fs::write(&p, text).map_err(|e| RunError::io(&p, e))?;
+    /// Writes `rel`, executable when `exec`.
+    fn write(&mut self, rel: &str, bytes: &[u8], exec: bool) -> Result<(), RunError> {
+        let p = self.dir.join(rel);
+        std::fs::write(&p, bytes).map_err(|e| RunError::io(&p, e))?;
         if exec {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
                 .map_err(|e| RunError::io(&p, e))?;
         }
-        files.push(rel.to_string());
+        self.files.push(rel.to_string());
         Ok(())
-    };
-    write("Containerfile", &containerfile, false)?;
-    if let Some(setup) = &build_env.setup {
-        write("setup.sh", setup, false)?;
     }
-    for (i, s) in cell.steps.iter().enumerate() {
-        write(&format!("steps/{}.sh", step_slug(i, &s.name)), &s.run, true)?;
-    }
-    write("run.sh", &run_script(&manifest, &cell), true)?;
-    write(
-        "README.md",
-        &readme(
-            &manifest,
-            &cell,
-            &env,
-            record.as_ref(),
-            locked.map(|l| &l.packages),
-            &locked_list,
-        )?,
-        false,
-    )?;
-    Ok(Exported {
-        dir: dir.to_path_buf(),
-        files,
-        pinned: locked.is_some(),
-    })
 }
 
 fn run_script(manifest: &RunManifest, cell: &Cell) -> String {
