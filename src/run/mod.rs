@@ -43,6 +43,12 @@ pub enum RunError {
     /// Blocking work was cut short because the runtime is shutting down.
     #[error("{0}: cancelled (rocmatrix is shutting down)")]
     Cancelled(&'static str),
+    #[error("template {name}: {source}")]
+    Template {
+        name: &'static str,
+        #[source]
+        source: minijinja::Error,
+    },
 }
 
 impl RunError {
