@@ -1,12 +1,11 @@
 //! The `rocmatrix` binary as a user runs it: output formats and exit codes.
 
 use std::path::Path;
-use std::process::Output;
 
-use crate::support::{bin, stderr, stdout, write};
+use crate::harness::{write, Ran, Rocmatrix};
 
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().unwrap()
+fn run(args: &[&str]) -> Ran {
+    Rocmatrix::new().args(args).run()
 }
 
 const MATRIX: &str = "name: demo
@@ -30,8 +29,8 @@ fn plan_table_and_json() {
     let dir = tempfile::tempdir().unwrap();
     let f = write(dir.path(), "m.yaml", MATRIX);
     let o = run(&["plan", f.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    assert!(o.status.success(), "{}", o.stderr());
+    let out = o.stdout();
     assert!(out.contains("trixie.6.10.gfx1030"), "{out}");
     assert!(out.contains("10 cells, 2 environments"), "{out}");
 
@@ -56,7 +55,7 @@ fn only_and_shards() {
         let mut a = vec!["plan", f, "--format", "json"];
         a.extend_from_slice(args);
         let o = run(&a);
-        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(o.status.success(), "{}", o.stderr());
         let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         doc["cells"]
             .as_array()
@@ -94,9 +93,10 @@ fn only_and_shards() {
     let o = run(&["plan", f, "--only", "gfx=gfx1100"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("no cell has gfx=gfx1100 (values: gfx900, gfx1030)"),
+        o.stderr()
+            .contains("no cell has gfx=gfx1100 (values: gfx900, gfx1030)"),
         "{}",
-        stderr(&o)
+        o.stderr()
     );
     let o = run(&["plan", f, "--only", "gpu=gfx1100"]);
     assert_eq!(o.status.code(), Some(2));
@@ -110,8 +110,8 @@ fn github_and_gitlab_formats() {
     let f = write(dir.path(), "m.yaml", MATRIX);
     let f = f.to_str().unwrap();
     let o = run(&["plan", f, "--format", "github", "--shards", "4"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = stdout(&o);
+    assert!(o.status.success(), "{}", o.stderr());
+    let out = o.stdout();
     assert_eq!(out.lines().count(), 1, "one line for $GITHUB_OUTPUT");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let inc = doc["include"].as_array().unwrap();
@@ -123,10 +123,10 @@ fn github_and_gitlab_formats() {
 
     let o = run(&["plan", f, "--format", "github", "--shards", "300"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("at most 256"), "{}", stderr(&o));
+    assert!(o.stderr().contains("at most 256"), "{}", o.stderr());
 
     let o = run(&["plan", f, "--format", "gitlab", "--shards", "2"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.status.success(), "{}", o.stderr());
     let doc: serde_yaml::Value = serde_yaml::from_slice(&o.stdout).unwrap();
     let job = &doc["demo-2-of-2"];
     assert_eq!(
@@ -135,7 +135,7 @@ fn github_and_gitlab_formats() {
     );
     let o = run(&["plan", f, "--format", "gitlab", "--shards", "201"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("at most 200"), "{}", stderr(&o));
+    assert!(o.stderr().contains("at most 200"), "{}", o.stderr());
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn a_new_users_typos_point_at_the_line() {
     );
     let o = run(&["validate", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    let e = stderr(&o);
+    let e = o.stderr();
     assert!(
         e.contains("typo.yaml:11:3: environment: unknown field `pakages`"),
         "{e}"
@@ -163,9 +163,10 @@ fn a_new_users_typos_point_at_the_line() {
     let o = run(&["validate", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("dup.yaml:4:26: axis `rocm` lists `6.1` twice"),
+        o.stderr()
+            .contains("dup.yaml:4:26: axis `rocm` lists `6.1` twice"),
         "{}",
-        stderr(&o)
+        o.stderr()
     );
     // A misspelt template variable.
     let f = write(
@@ -176,18 +177,19 @@ fn a_new_users_typos_point_at_the_line() {
     let o = run(&["validate", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("tmpl.yaml:14:10: steps[0].run: undefined variable"),
+        o.stderr()
+            .contains("tmpl.yaml:14:10: steps[0].run: undefined variable"),
         "{}",
-        stderr(&o)
+        o.stderr()
     );
     // Good files validate.
     let ok = write(dir.path(), "ok.yaml", MATRIX);
     let o = run(&["validate", ok.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", o.stderr());
     // A missing file is a usage error, not a panic.
     let o = run(&["validate", "/nonexistent.yaml"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("/nonexistent.yaml: cannot read"));
+    assert!(o.stderr().contains("/nonexistent.yaml: cannot read"));
 }
 
 #[test]
@@ -198,7 +200,7 @@ fn shipped_matrices_validate() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "yaml") {
             let o = run(&["validate", p.to_str().unwrap()]);
-            assert!(o.status.success(), "{}: {}", p.display(), stderr(&o));
+            assert!(o.status.success(), "{}: {}", p.display(), o.stderr());
             n += 1;
         }
     }

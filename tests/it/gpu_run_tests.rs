@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::*;
+use crate::harness::*;
 
 fn stand_in_devices(dev: &Path) -> bool {
     std::fs::create_dir_all(dev.join("dri")).unwrap();
@@ -29,46 +29,32 @@ fn stand_in_devices(dev: &Path) -> bool {
 
 #[test]
 fn a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason() {
-    if !docker_available(
-        "a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason",
-    ) {
+    let test = "a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason";
+    let Some(_engine) = engine_or_skip(test) else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
     let dir = tempfile::tempdir().unwrap();
     let dev = dir.path().join("dev");
-    if !stand_in_devices(&dev) {
-        assert!(
-            std::env::var("ROCMATRIX_REQUIRE_DOCKER").as_deref() != Ok("1"),
-            "mknod needs root"
-        );
-        eprintln!("SKIPPED: mknod needs root");
+    if !stand_in_devices(&dev) && unavailable(test, "mknod needs root") {
         return;
     }
+    bases::ensure("bookworm");
     let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/gfx1100");
     let m = write(
         dir.path(),
         "gpu.yaml",
         "name: gpu\nmatrix:\n  gfx: [gfx1100, gfx90a]\nenvironment:\n  base: debian:bookworm\ngpu:\n  need: required\n  policy: exact\nsteps:\n  - name: devices\n    run: |\n      test -c /dev/kfd && test -c /dev/dri/renderD128\n      ls /dev/dri\n      echo \"visible=$ROCR_VISIBLE_DEVICES groups=$(id -G)\"\n  - name: listing\n    gpu: none\n    run: cat /etc/debian_version\n",
     );
-    let o = bin()
-        .args([
-            "run",
-            m.to_str().unwrap(),
-            "--progress",
-            "plain",
-            "--sysfs-root",
-        ])
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .arg("--sysfs-root")
         .arg(&sysfs)
         .arg("--dev-root")
         .arg(&dev)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
-    let run = run_dir(&dir.path().join("out"));
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_success();
+    let run = o.run_store();
     let ran = cell_json(&run, "gfx1100");
     assert_eq!(ran["status"], "passed", "{ran:#}");
     let tail = ran["steps"][0]["log_tail"].as_str().unwrap();
@@ -92,23 +78,15 @@ fn a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason() 
     );
 
     // Without a KFD topology every GPU step skips, saying so.
-    let o = bin()
-        .args([
-            "run",
-            m.to_str().unwrap(),
-            "--only",
-            "gfx=gfx1100",
-            "--progress",
-            "plain",
-            "--sysfs-root",
-        ])
+    let o = Rocmatrix::run_matrix(&m)
+        .args(["--only", "gfx=gfx1100"])
+        .progress_plain()
+        .arg("--sysfs-root")
         .arg(dir.path().join("empty-sys"))
-        .arg("--out")
-        .arg(dir.path().join("out2"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let c = cell_json(&run_dir(&dir.path().join("out2")), "gfx1100");
+        .out(dir.path().join("out2"))
+        .run();
+    o.assert_success();
+    let c = cell_json(&o.run_store(), "gfx1100");
     assert_eq!(c["status"], "skipped");
     assert!(
         c["reason"].as_str().unwrap().contains("no GPU inventory"),
@@ -118,12 +96,12 @@ fn a_leased_gpu_reaches_the_container_and_a_missing_one_skips_with_the_reason() 
 
 #[test]
 fn coverage_reads_an_environment_images_libraries_through_the_engine_and_reaches_the_report() {
-    if !docker_available(
+    let Some(_engine) = engine_or_skip(
         "coverage_reads_an_environment_images_libraries_through_the_engine_and_reaches_the_report",
-    ) {
+    ) else {
         return;
-    }
-    let _engine = engine_shared();
+    };
+    bases::ensure("trixie");
     let dir = tempfile::tempdir().unwrap();
     // The same recipe as the smoke matrix's trixie environment (so its
     // layers are cached after the main job), plus a library built by hipcc.
@@ -132,21 +110,14 @@ fn coverage_reads_an_environment_images_libraries_through_the_engine_and_reaches
         "lib.yaml",
         "name: lib\nmatrix:\n  gfx: [gfx1030, gfx1031, gfx90a]\ngpu:\n  policy: extended\nenvironment:\n  base: debian:trixie\n  suite: trixie\n  packages: [hipcc, python3-pytest]\n  setup: |\n    printf '#include <hip/hip_runtime.h>\\n__global__ void k(float* x) { x[0] = 1; }\\n' > /tmp/k.hip\n    hipcc -shared -fPIC --offload-arch=gfx1030 --offload-arch=gfx1100 -o /usr/lib/libk.so /tmp/k.hip\nsteps:\n  - name: s\n    run: 'true'\n",
     );
-    let o = bin()
-        .args([
-            "run",
-            m.to_str().unwrap(),
-            "--progress",
-            "plain",
-            "--coverage",
-            "--out",
-        ])
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
-    assert!(stderr(&o).contains("gfx coverage of"), "{}", stderr(&o));
-    let run = run_dir(&dir.path().join("out"));
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .arg("--coverage")
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_success();
+    assert!(o.stderr().contains("gfx coverage of"), "{}", o.stderr());
+    let run = o.run_store();
     let image = cell_json(&run, "gfx1030")["image"]
         .as_str()
         .unwrap()
@@ -202,7 +173,7 @@ fn coverage_reads_an_environment_images_libraries_through_the_engine_and_reaches
         .as_str()
         .unwrap()
         .starts_with(&env));
-    let o = bin()
+    let o = Rocmatrix::new()
         .args([
             "coverage",
             "--image",
@@ -213,9 +184,8 @@ fn coverage_reads_an_environment_images_libraries_through_the_engine_and_reaches
             "extended",
             "--json",
         ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+        .run();
+    o.assert_success();
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let libs = doc["libraries"].as_array().unwrap();
     let k = libs

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::report_support::*;
+use crate::harness::*;
 
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
@@ -155,11 +155,10 @@ fn hostile_run(tmp: &Path) -> PathBuf {
 #[test]
 fn html_report_in_headless_chromium() {
     let Some(browser) = chromium() else {
-        let msg = "html_report_in_headless_chromium: chromium is not installed (run .ci/install-reports.sh)";
-        if required() {
-            panic!("{msg}; ROCMATRIX_REQUIRE_DOCKER=1 requires it");
-        }
-        crate::report_support::skip_notice(msg);
+        unavailable(
+            "html_report_in_headless_chromium",
+            "chromium is not installed (run .ci/install-reports.sh)",
+        );
         return;
     };
     let tmp = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@ use rocmatrix::results::junit::{self, Limits};
 use rocmatrix::results::{collect, NoSink, Source, TestStatus};
 use serde_json::{json, Value};
 
-use crate::report_support::*;
+use crate::harness::*;
 
 /// Collects plain JUnit directories.
 fn collect_dirs(dirs: &[&Path]) -> rocmatrix::results::Results {
@@ -310,8 +310,10 @@ fn expectations_make_xfail_and_xpass() {
             },
         ],
     );
-    let o = rocmatrix(&["report", run.to_str().unwrap()]);
-    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Rocmatrix::new()
+        .args(["report", run.to_str().unwrap()])
+        .run();
+    o.assert_code(0);
     let j = read_json(&run.join("report/results.json"));
     let c0 = &j["cells"][0];
     assert_eq!(c0["counts"]["xfail"], 1);
@@ -399,16 +401,18 @@ fn regression_runs(tmp: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
 fn regression_classes_on_two_crafted_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let (base, cur) = regression_runs(tmp.path());
-    let o = rocmatrix(&[
-        "report",
-        cur.to_str().unwrap(),
-        "--baseline",
-        base.to_str().unwrap(),
-        "--fail-on",
-        "regression",
-    ]);
-    assert_eq!(code(&o), 1, "{}", String::from_utf8_lossy(&o.stderr));
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            cur.to_str().unwrap(),
+            "--baseline",
+            base.to_str().unwrap(),
+            "--fail-on",
+            "regression",
+        ])
+        .run();
+    o.assert_code(1);
+    let stdout = o.stdout();
     assert!(stdout.contains("2 regressions"), "{stdout}");
     let j = read_json(&cur.join("report/results.json"));
     let reg = &j["regressions"];
@@ -465,18 +469,22 @@ fn regression_classes_on_two_crafted_runs() {
     assert!(md.len() <= 1024 * 1024);
 
     // The same against the baseline's results.json, and other --fail-on modes.
-    let o = rocmatrix(&["report", base.to_str().unwrap()]);
-    assert_eq!(code(&o), 1, "the baseline itself has failures");
+    let o = Rocmatrix::new()
+        .args(["report", base.to_str().unwrap()])
+        .run();
+    assert_eq!(o.code(), 1, "the baseline itself has failures");
     let bj = base.join("report/results.json");
-    let o = rocmatrix(&[
-        "report",
-        cur.to_str().unwrap(),
-        "--baseline",
-        bj.to_str().unwrap(),
-        "--fail-on",
-        "never",
-    ]);
-    assert_eq!(code(&o), 0);
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            cur.to_str().unwrap(),
+            "--baseline",
+            bj.to_str().unwrap(),
+            "--fail-on",
+            "never",
+        ])
+        .run();
+    assert_eq!(o.code(), 0);
     let j2 = read_json(&cur.join("report/results.json"));
     assert_eq!(j2["regressions"]["counts"], reg["counts"]);
     // From a results.json, passing tests are hashes: E is counted, not named.
@@ -487,15 +495,17 @@ fn regression_classes_on_two_crafted_runs() {
         .any(|c| c["name"] == "E");
     assert!(!named_e);
     // A run compared with itself has no regressions.
-    let o = rocmatrix(&[
-        "report",
-        cur.to_str().unwrap(),
-        "--baseline",
-        cur.to_str().unwrap(),
-        "--fail-on",
-        "regression",
-    ]);
-    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stdout));
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            cur.to_str().unwrap(),
+            "--baseline",
+            cur.to_str().unwrap(),
+            "--fail-on",
+            "regression",
+        ])
+        .run();
+    o.assert_code(0);
     assert_valid_junit(&cur.join("report/junit.xml"));
 }
 
@@ -555,15 +565,17 @@ fn merge_shards_of_one_plan() {
         ],
     );
     let out = tmp.path().join("merged");
-    let o = rocmatrix(&[
-        "report",
-        "merge",
-        s1.to_str().unwrap(),
-        s2.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 1, "a cell did not finish");
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            "merge",
+            s1.to_str().unwrap(),
+            s2.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(o.code(), 1, "a cell did not finish");
     let j = read_json(&out.join("results.json"));
     assert_eq!(j["runs"], json!(["s1", "s2"]));
     assert_eq!(j["cells"].as_array().unwrap().len(), 3);
@@ -577,15 +589,17 @@ fn merge_shards_of_one_plan() {
     assert!(xml.contains("tests=\"4\""), "{}", &xml[..300]);
     assert_valid_junit(&out.join("junit.xml"));
     // The merged report is a baseline too.
-    let o = rocmatrix(&[
-        "report",
-        s1.to_str().unwrap(),
-        "--baseline",
-        out.to_str().unwrap(),
-        "--fail-on",
-        "regression",
-    ]);
-    assert_eq!(code(&o), 0, "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            s1.to_str().unwrap(),
+            "--baseline",
+            out.to_str().unwrap(),
+            "--fail-on",
+            "regression",
+        ])
+        .run();
+    o.assert_code(0);
 
     // Shards of another plan are refused (usage error).
     let other = make_run(
@@ -598,16 +612,18 @@ fn merge_shards_of_one_plan() {
         Some("3/3"),
         &[],
     );
-    let o = rocmatrix(&[
-        "report",
-        "merge",
-        s1.to_str().unwrap(),
-        other.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 2);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("shards of different plans"));
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            "merge",
+            s1.to_str().unwrap(),
+            other.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(o.code(), 2);
+    assert!(o.stderr().contains("shards of different plans"));
 }
 
 #[test]
@@ -628,33 +644,37 @@ fn exit_codes() {
             ),
         ],
     );
-    assert_eq!(code(&rocmatrix(&["report", ok.to_str().unwrap()])), 0);
+    Rocmatrix::new()
+        .args(["report", ok.to_str().unwrap()])
+        .run()
+        .assert_code(0);
     // Not a run directory, or a bad flag: usage.
-    let o = rocmatrix(&["report", tmp.path().to_str().unwrap()]);
-    assert_eq!(code(&o), 2);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not a run directory"));
-    assert_eq!(
-        code(&rocmatrix(&[
-            "report",
-            ok.to_str().unwrap(),
-            "--fail-on",
-            "sometimes"
-        ])),
-        2
-    );
-    let o = rocmatrix(&["report", "junit", ok.to_str().unwrap()]);
-    assert_eq!(code(&o), 2, "--cell-from-dir is required");
+    let o = Rocmatrix::new()
+        .args(["report", tmp.path().to_str().unwrap()])
+        .run();
+    assert_eq!(o.code(), 2);
+    assert!(o.stderr().contains("not a run directory"));
+    Rocmatrix::new()
+        .args(["report", ok.to_str().unwrap(), "--fail-on", "sometimes"])
+        .run()
+        .assert_code(2);
+    let o = Rocmatrix::new()
+        .args(["report", "junit", ok.to_str().unwrap()])
+        .run();
+    assert_eq!(o.code(), 2, "--cell-from-dir is required");
     // A broken baseline file: usage.
     let bad = tmp.path().join("bad.json");
     std::fs::write(&bad, "{").unwrap();
-    let o = rocmatrix(&[
-        "report",
-        ok.to_str().unwrap(),
-        "--baseline",
-        bad.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 2);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("bad.json"));
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            ok.to_str().unwrap(),
+            "--baseline",
+            bad.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(o.code(), 2);
+    assert!(o.stderr().contains("bad.json"));
 }
 
 #[test]
@@ -670,30 +690,34 @@ fn junit_dirs_command() {
     std::fs::create_dir_all(b.join("nested")).unwrap();
     std::fs::write(b.join("nested/b.xml"), gtest_xml(&[("K", "A", "pass")])).unwrap();
     let out = tmp.path().join("out");
-    let o = rocmatrix(&[
-        "report",
-        "junit",
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--cell-from-dir",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 1);
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            "junit",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--cell-from-dir",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(o.code(), 1);
     let j = read_json(&out.join("results.json"));
     assert_eq!(j["cells"][0]["id"], "gfx1030");
     assert_eq!(j["cells"][1]["junit"], json!(["nested/b.xml"]));
     assert_eq!(j["cells"][1]["status"], "passed");
     assert_valid_junit(&out.join("junit.xml"));
-    let o = rocmatrix(&[
-        "report",
-        "junit",
-        b.to_str().unwrap(),
-        "--cell-from-dir",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code(&o), 0);
+    let o = Rocmatrix::new()
+        .args([
+            "report",
+            "junit",
+            b.to_str().unwrap(),
+            "--cell-from-dir",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .run();
+    assert_eq!(o.code(), 0);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use rocmatrix::results::{collect, CellResult, NoSink, Source, TestStatus};
 
-use crate::report_support::*;
+use crate::harness::*;
 
 /// Reads one cell directory, writes the full report next to it and checks it.
 fn judge(cell: &Path) -> CellResult {

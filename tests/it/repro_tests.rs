@@ -1,11 +1,10 @@
 //! Reproducibility against the real engine: locks, locked rebuilds, export,
 //! shell, repro, and debug-LLVM snapshots kept by `images --prune`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-use crate::support::*;
+use crate::harness::*;
 
 const MATRIX: &str = r#"name: repro
 matrix:
@@ -30,19 +29,31 @@ steps:
       printf '<testsuite name="s" tests="1"><testcase classname="c" name="t"/></testsuite>\n' > /work/out/r.xml
 "#;
 
-fn run_matrix(dir: &Path, m: &Path, extra: &[&str]) -> (std::process::Output, PathBuf) {
+/// Runs `m` into a new store under `dir`: the output and the run directory.
+fn run_matrix(dir: &Path, m: &Path, extra: &[&str]) -> (Ran, PathBuf) {
     let out = dir.join(format!(
         "out{}",
         std::fs::read_dir(dir).map(|r| r.count()).unwrap_or(0)
     ));
-    let o = bin()
-        .args(["run", m.to_str().unwrap(), "--progress", "plain", "--out"])
-        .arg(&out)
+    let o = Rocmatrix::run_matrix(m)
+        .progress_plain()
+        .out(&out)
         .args(extra)
-        .output()
-        .unwrap();
-    let run = run_dir(&out);
+        .run();
+    let run = o.run_store();
     (o, run)
+}
+
+/// The image an exported `run.sh` builds (`image=rocmatrix-repro/…`), removed
+/// when the guard is dropped.
+fn reproducer_image(repro: &Path) -> RemoveOnDrop {
+    let script = std::fs::read_to_string(repro.join("run.sh")).unwrap();
+    let tag = script
+        .lines()
+        .find_map(|l| l.strip_prefix("image="))
+        .unwrap_or_else(|| panic!("run.sh names no image:\n{script}"));
+    assert!(tag.starts_with("rocmatrix-repro/"), "{tag}");
+    RemoveOnDrop(tag.trim_matches(['"', '\'']).to_string())
 }
 
 fn lock(run: &Path) -> serde_json::Value {
@@ -51,15 +62,15 @@ fn lock(run: &Path) -> serde_json::Value {
 
 #[test]
 fn locks_match_across_runs_and_a_locked_rebuild_is_identical() {
-    if !docker_available("locks_match_across_runs_and_a_locked_rebuild_is_identical") {
+    let Some(_engine) = engine_or_skip("locks_match_across_runs_and_a_locked_rebuild_is_identical")
+    else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "m.yaml", MATRIX);
     let (o1, run1) = run_matrix(dir.path(), &m, &[]);
-    assert_eq!(o1.status.code(), Some(1), "{}", stderr(&o1));
+    assert_eq!(o1.status.code(), Some(1), "{}", o1.stderr());
     let (_, run2) = run_matrix(dir.path(), &m, &[]);
     let (l1, l2) = (lock(&run1), lock(&run2));
     let envs = l1["environments"].as_object().unwrap();
@@ -81,11 +92,11 @@ fn locks_match_across_runs_and_a_locked_rebuild_is_identical() {
     // A locked rebuild pins every package and says whether the set is identical.
     let lock_path = run1.join("lock.json");
     let (o3, run3) = run_matrix(dir.path(), &m, &["--locked", lock_path.to_str().unwrap()]);
-    let out = stdout(&o3);
+    let out = o3.stdout();
     assert!(
         out.contains("rebuilt from the lock; the package set is identical"),
         "{out}\n{}",
-        stderr(&o3)
+        o3.stderr()
     );
     let built =
         std::fs::read_to_string(run3.join("images").join(format!("{}.log", &hash[..12]))).unwrap();
@@ -101,8 +112,8 @@ fn locks_match_across_runs_and_a_locked_rebuild_is_identical() {
     let bad_path = dir.path().join("bad-lock.json");
     std::fs::write(&bad_path, bad.to_string()).unwrap();
     let (o4, _) = run_matrix(dir.path(), &m, &["--locked", bad_path.to_str().unwrap()]);
-    assert_eq!(o4.status.code(), Some(3), "{}", stdout(&o4));
-    let text = stdout(&o4) + &stderr(&o4);
+    assert_eq!(o4.status.code(), Some(3), "{}", o4.stdout());
+    let text = o4.text();
     assert!(
         text.contains("2 pinned versions are no longer obtainable"),
         "{text}"
@@ -115,23 +126,23 @@ fn locks_match_across_runs_and_a_locked_rebuild_is_identical() {
 
 #[test]
 fn an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way() {
-    if !docker_available("an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way") {
+    let Some(_engine) =
+        engine_or_skip("an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way")
+    else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "m.yaml", MATRIX);
     let (_, run) = run_matrix(dir.path(), &m, &[]);
     let repro = dir.path().join("repro-bad");
-    let o = bin()
-        .args(["export"])
+    Rocmatrix::new()
+        .arg("export")
         .arg(&run)
-        .args(["bad"])
+        .arg("bad")
         .arg(&repro)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+        .run()
+        .assert_success();
     for f in [
         "Containerfile",
         "run.sh",
@@ -153,6 +164,8 @@ fn an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way() {
     );
 
     // Only the docker CLI: run it from another directory, as a user would.
+    // run.sh builds an image that carries no test label: this test removes it.
+    let _bad_image = reproducer_image(&repro);
     let o = Command::new("bash")
         .arg(repro.join("run.sh"))
         .current_dir("/")
@@ -167,14 +180,14 @@ fn an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way() {
     assert!(text.contains("expected 42, got 41"), "{text}");
 
     let good = dir.path().join("repro-good");
-    assert!(bin()
-        .args(["export"])
+    Rocmatrix::new()
+        .arg("export")
         .arg(&run)
-        .args(["good"])
+        .arg("good")
         .arg(&good)
-        .status()
-        .unwrap()
-        .success());
+        .run()
+        .assert_success();
+    let _good_image = reproducer_image(&good);
     let o = Command::new("bash")
         .arg(good.join("run.sh"))
         .output()
@@ -185,38 +198,27 @@ fn an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way() {
 
 #[test]
 fn shell_runs_piped_commands_and_snapshots_after_a_step() {
-    if !docker_available("shell_runs_piped_commands_and_snapshots_after_a_step") {
+    let Some(_engine) = engine_or_skip("shell_runs_piped_commands_and_snapshots_after_a_step")
+    else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "m.yaml", MATRIX);
     let (_, run) = run_matrix(dir.path(), &m, &[]);
     let shell = |args: &[&str], input: &str| {
-        let mut child = bin()
+        Rocmatrix::new()
             .arg("shell")
             .arg(&run)
             .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
+            .run_with_input(input)
     };
     let o = shell(
         &["bad"],
         "echo cell=$ROCMATRIX_CELL case=$ROCMATRIX_CASE; pwd; ls /rocmatrix/steps; exit 5\n",
     );
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(5), "{out}\n{}", stderr(&o));
+    let out = o.stdout();
+    o.assert_code(5);
     assert!(
         out.contains("cell=bad case=bad") && out.contains("/work") && out.contains("02-test.sh"),
         "{out}"
@@ -226,45 +228,44 @@ fn shell_runs_piped_commands_and_snapshots_after_a_step() {
         &["bad", "--after", "build", "--", "cat", "/work/marker"],
         "",
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stdout(&o).trim(), "built");
+    o.assert_success();
+    assert_eq!(o.stdout().trim(), "built");
     assert!(
-        stderr(&o).contains("snapshot rocmatrix/snapshot:"),
+        o.stderr().contains("snapshot rocmatrix/snapshot:"),
         "{}",
-        stderr(&o)
+        o.stderr()
     );
     let o = shell(
         &["bad", "--after", "build", "--", "cat", "/work/marker"],
         "",
     );
-    assert!(stderr(&o).contains("using snapshot"), "{}", stderr(&o));
+    assert!(o.stderr().contains("using snapshot"), "{}", o.stderr());
 
     let o = shell(&["nope"], "");
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("has no cell `nope`"), "{}", stderr(&o));
+    assert!(o.stderr().contains("has no cell `nope`"), "{}", o.stderr());
     let run_id = run.file_name().unwrap().to_str().unwrap();
     assert!(containers_of(&format!("{run_id}-shell")).is_empty());
 }
 
 #[test]
 fn repro_runs_a_cell_again_from_the_lock_and_compares() {
-    if !docker_available("repro_runs_a_cell_again_from_the_lock_and_compares") {
+    let Some(_engine) = engine_or_skip("repro_runs_a_cell_again_from_the_lock_and_compares") else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "m.yaml", MATRIX);
     let (_, run) = run_matrix(dir.path(), &m, &["--only", "case=bad"]);
-    let o = bin()
+    let o = Rocmatrix::new()
         .arg("repro")
         .arg(&run)
-        .args(["bad", "--progress", "plain", "--out"])
-        .arg(dir.path().join("repro-out"))
-        .output()
-        .unwrap();
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}\n{}", stderr(&o));
+        .arg("bad")
+        .progress_plain()
+        .out(dir.path().join("repro-out"))
+        .run();
+    let out = o.stdout();
+    o.assert_success();
     assert!(
         out.contains("outcome matches: was failed (step `test`: exit code 3), now failed"),
         "{out}"
@@ -274,11 +275,12 @@ fn repro_runs_a_cell_again_from_the_lock_and_compares() {
 
 #[test]
 fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
-    if !docker_available("a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune") {
+    let Some(_engine) =
+        engine_exclusive_or_skip("a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune")
+    else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_exclusive();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let m = write(
         dir.path(),
@@ -286,7 +288,7 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
         "name: dbg\nmatrix:\n  gfx: [gfx900, gfx1030]\nenvironment:\n  base: debian:bookworm\n  llvm: debug\nsteps:\n  - name: gdb\n    run: gdb --version | head -n 1\n",
     );
     let (o, run) = run_matrix(dir.path(), &m, &[]);
-    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
+    o.assert_success();
     let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
     let builds: Vec<&str> = journal
         .lines()
@@ -309,17 +311,35 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
             .unwrap()
             .contains("GNU gdb"));
     }
-    // Prune removes environment images and keeps the snapshot.
-    let o = bin().args(["images", "--prune"]).output().unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let listed = stdout(&bin().arg("images").output().unwrap());
+    // Prune removes environment images and keeps the snapshot. Only this
+    // test run's: what else is on the engine is somebody else's.
+    let env = ["rocmatrix.kind=env", &label::label()];
+    let ours = docker::images_labelled(&env);
+    let elsewhere = tempfile::tempdir().unwrap();
+    Rocmatrix::new()
+        .args(["images", "--prune", "--label", &label::label()])
+        .out(elsewhere.path())
+        .run()
+        .assert_success();
+    let listed = Rocmatrix::new()
+        .arg("images")
+        .run()
+        .assert_success()
+        .stdout();
     assert!(listed.contains(&tag), "{listed}");
-    assert!(!listed.lines().any(|l| l.starts_with("env ")), "{listed}");
+    assert_eq!(
+        docker::images_labelled(&env),
+        Vec::<String>::new(),
+        "{listed}"
+    );
+    for image in ours {
+        assert!(!listed.contains(&image), "{image} kept: {listed}");
+    }
     // A later run reuses it.
     let (o, _) = run_matrix(dir.path(), &m, &[]);
     assert!(
-        stderr(&o).contains(&format!("reusing {tag}")),
+        o.stderr().contains(&format!("reusing {tag}")),
         "{}",
-        stderr(&o)
+        o.stderr()
     );
 }

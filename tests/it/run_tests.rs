@@ -1,10 +1,10 @@
 //! `rocmatrix run` against the real Docker engine: statuses, image reuse,
 //! interruption and resume, hostile archives, an unreachable engine.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::*;
+use crate::harness::*;
 
 const CASES: &str = r#"name: cases
 matrix:
@@ -36,34 +36,25 @@ steps:
 
 #[test]
 fn cells_pass_fail_time_out_skip_and_oom_for_real() {
-    if !docker_available("cells_pass_fail_time_out_skip_and_oom_for_real") {
+    let Some(_engine) = engine_or_skip("cells_pass_fail_time_out_skip_and_oom_for_real") else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "cases.yaml", CASES);
     let t0 = Instant::now();
-    let o = bin()
-        .args([
-            "run",
-            m.to_str().unwrap(),
-            "--progress",
-            "plain",
-            "--jobs",
-            "3",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .args(["--jobs", "3"])
+        .out(dir.path())
+        .run();
+    let out = o.stdout();
+    o.assert_code(1);
     assert!(
         t0.elapsed() < Duration::from_secs(240),
         "the timeout cell was not cut short"
     );
-    let run = run_dir(dir.path());
+    let run = o.run_store();
 
     let status = |cell: &str| {
         cell_json(&run, cell)["status"]
@@ -134,56 +125,38 @@ fn cells_pass_fail_time_out_skip_and_oom_for_real() {
     );
 
     // A second run builds nothing.
-    let o = bin()
-        .args([
-            "run",
-            m.to_str().unwrap(),
-            "--only",
-            "case=pass",
-            "--progress",
-            "plain",
-            "--out",
-        ])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
+    let o = Rocmatrix::run_matrix(&m)
+        .args(["--only", "case=pass"])
+        .progress_plain()
+        .out(dir.path())
+        .run();
+    o.assert_success();
     assert!(
-        stderr(&o).contains("reusing rocmatrix/env:"),
+        o.stderr().contains("reusing rocmatrix/env:"),
         "{}",
-        stderr(&o)
+        o.stderr()
     );
-    assert!(!stderr(&o).contains(": built "), "{}", stderr(&o));
+    assert!(!o.stderr().contains(": built "), "{}", o.stderr());
 }
 
 #[test]
 fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
-    if !docker_available("sigint_leaves_no_containers_and_resume_finishes_the_run") {
+    let Some(_engine) = engine_or_skip("sigint_leaves_no_containers_and_resume_finishes_the_run")
+    else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let m = write(
         dir.path(),
         "slow.yaml",
         "name: slow\nmatrix:\n  n: [quick, s1, s2, s3]\nenvironment:\n  base: debian:bookworm\nsteps:\n  - name: wait\n    run: |\n      if [ {{ matrix.n }} = quick ]; then exit 0; fi\n      sleep 10\n",
     );
-    let child = bin()
-        .args([
-            "run",
-            m.to_str().unwrap(),
-            "--progress",
-            "plain",
-            "--jobs",
-            "1",
-            "--out",
-        ])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .args(["--jobs", "1"])
+        .out(dir.path())
+        .spawn();
     // Wait until the quick cell finished and a slow one is running.
     let t0 = Instant::now();
     let run = loop {
@@ -243,14 +216,14 @@ fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
         "{journal}"
     );
 
-    let o = bin()
+    let o = Rocmatrix::new()
         .args(["run", "--resume"])
         .arg(&run)
-        .args(["--progress", "plain", "--jobs", "2"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
-    assert!(stderr(&o).contains("3 of 4 cells to run"), "{}", stderr(&o));
+        .progress_plain()
+        .args(["--jobs", "2"])
+        .run();
+    o.assert_success();
+    assert!(o.stderr().contains("3 of 4 cells to run"), "{}", o.stderr());
     for c in ["quick", "s1", "s2", "s3"] {
         assert_eq!(cell_json(&run, c)["status"], "passed", "{c}");
     }
@@ -266,25 +239,21 @@ fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
 fn an_unreachable_engine_is_one_clear_line_and_exit_3() {
     let dir = tempfile::tempdir().unwrap();
     let m = write(dir.path(), "m.yaml", "matrix:\n  a: [1]\nenvironment:\n  base: debian:bookworm\nsteps:\n  - name: s\n    run: 'true'\n");
-    let o = bin()
-        .args(["run", m.to_str().unwrap(), "--out"])
-        .arg(dir.path())
+    let o = Rocmatrix::run_matrix(&m)
+        .out(dir.path())
         .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(o.status.code(), Some(3));
-    let e = stderr(&o);
+    let e = o.stderr();
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(
         e.contains("unix:///nonexistent/docker.sock") && e.contains("DOCKER_HOST"),
         "{e}"
     );
-    let o = bin()
-        .args(["run", m.to_str().unwrap(), "--out"])
-        .arg(dir.path())
+    let o = Rocmatrix::run_matrix(&m)
+        .out(dir.path())
         .env("DOCKER_HOST", "tcp://127.0.0.1:9")
-        .output()
-        .unwrap();
+        .run();
     assert_eq!(o.status.code(), Some(3));
-    assert!(stderr(&o).contains("tcp://127.0.0.1:9"), "{}", stderr(&o));
+    assert!(o.stderr().contains("tcp://127.0.0.1:9"), "{}", o.stderr());
 }

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::*;
+use crate::harness::*;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -81,11 +81,12 @@ fn matrix(dir: &Path, repo: &Path, patches: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_patch_series_applies_and_the_checkout_reaches_the_container() {
-    if !docker_available("a_patch_series_applies_and_the_checkout_reaches_the_container") {
+    let Some(_engine) =
+        engine_or_skip("a_patch_series_applies_and_the_checkout_reaches_the_container")
+    else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let (repo, commit) = fixture(dir.path());
     let m = matrix(dir.path(), &repo, "patches/*.patch");
@@ -93,14 +94,13 @@ fn a_patch_series_applies_and_the_checkout_reaches_the_container() {
     let mut locks = Vec::new();
     for n in 0..2 {
         let out = dir.path().join(format!("out{n}"));
-        let o = bin()
-            .args(["run", m.to_str().unwrap(), "--progress", "plain", "--out"])
-            .arg(&out)
+        let o = Rocmatrix::run_matrix(&m)
+            .progress_plain()
+            .out(&out)
             .env("ROCMATRIX_CACHE", &cache)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}\n{}", stdout(&o), stderr(&o));
-        let run = run_dir(&out);
+            .run();
+        o.assert_success();
+        let run = o.run_store();
         let cell = cell_json(&run, "6.4");
         assert!(
             cell["steps"][0]["log_tail"]
@@ -130,11 +130,10 @@ fn a_patch_series_applies_and_the_checkout_reaches_the_container() {
 
 #[test]
 fn a_patch_that_does_not_apply_is_named_with_its_hunk() {
-    if !docker_available("a_patch_that_does_not_apply_is_named_with_its_hunk") {
+    let Some(_engine) = engine_or_skip("a_patch_that_does_not_apply_is_named_with_its_hunk") else {
         return;
-    }
-    ensure_base();
-    let _engine = engine_shared();
+    };
+    bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
     let (repo, _) = fixture(dir.path());
     // The first patch once more at the end: its context is gone by then.
@@ -146,14 +145,13 @@ fn a_patch_that_does_not_apply_is_named_with_its_hunk() {
     std::fs::copy(&p1, dir.path().join("patches/0003-again.patch")).unwrap();
     let m = matrix(dir.path(), &repo, "patches/*.patch");
     let out = dir.path().join("out");
-    let o = bin()
-        .args(["run", m.to_str().unwrap(), "--progress", "plain", "--out"])
-        .arg(&out)
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(&out)
         .env("ROCMATRIX_CACHE", dir.path().join("cache"))
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(3), "{}\n{}", stdout(&o), stderr(&o));
-    let cell = cell_json(&run_dir(&out), "6.4");
+        .run();
+    o.assert_code(3);
+    let cell = cell_json(&o.run_store(), "6.4");
     assert_eq!(cell["status"], "error");
     let reason = cell["reason"].as_str().unwrap();
     assert!(

@@ -4,15 +4,16 @@
 //! objects checked against llvm-readobj, all prepared once by
 //! `tests/it/data/gpu-artifacts.sh` inside `debian:trixie` / `debian:sid`
 //! containers and cached under `$ROCMATRIX_TEST_CACHE` (default
-//! `target/test-cache`). Without Docker, the images or the network these
-//! tests skip with a message; with `ROCMATRIX_REQUIRE_DOCKER=1` they fail.
+//! `target/test-cache`). The two base images come from the harness
+//! (`bases::ensure`: the engine's, or bootstrapped once). Without Docker or
+//! the network these tests skip with a message; with
+//! `ROCMATRIX_REQUIRE_DOCKER=1` they fail.
 //!
 //! Trixie's clang 17 has no `-compress`, and Debian builds LLVM with zstd, so
 //! clang never writes zlib bundles here: zlib is covered by the bundles built
 //! in the unit tests.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -21,6 +22,8 @@ use rocmatrix::bundle::compressed::Method;
 use rocmatrix::bundle::{elf, scan_bytes, scan_file, FileKind, FileReport};
 use rocmatrix::ExitCode;
 use sha2::{Digest, Sha256};
+
+use crate::harness::{bases, engine_or_skip, label, unavailable};
 
 const SUITES: [&str; 2] = ["trixie", "sid"];
 
@@ -47,18 +50,15 @@ fn prepare_suite(dir: &Path, suite: &str) -> Result<(), String> {
     if dir.join(suite).join("done").exists() {
         return Ok(());
     }
-    let image = format!("debian:{suite}");
-    if !docker(&["image", "inspect", &image])?.status.success() {
-        return Err(format!(
-            "image {image} is missing (CI bootstraps it; see docs/gpus.md)"
-        ));
-    }
+    let image = bases::ensure(suite);
     let data = script().parent().unwrap().to_path_buf();
     let out = docker(&[
         "run",
         "--rm",
         "--label",
         "rocmatrix.test=gpu-artifacts",
+        "--label",
+        &label::label(),
         "-v",
         &format!("{}:/out", dir.display()),
         "-v",
@@ -79,17 +79,24 @@ fn prepare_suite(dir: &Path, suite: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn prepare() -> Result<PathBuf, String> {
+/// The cache directory of this version of the script.
+fn cache_dir() -> Result<PathBuf, String> {
     let text = std::fs::read(script()).map_err(|e| e.to_string())?;
     let key = hex(&Sha256::digest(&text)[..6]);
     let dir = cache_root().join(format!("gpu-bundles-{key}"));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let dir = dir.canonicalize().map_err(|e| e.to_string())?;
-    if SUITES.iter().all(|s| dir.join(s).join("done").exists()) {
+    dir.canonicalize().map_err(|e| e.to_string())
+}
+
+fn cached(dir: &Path) -> bool {
+    SUITES.iter().all(|s| dir.join(s).join("done").exists())
+}
+
+/// Prepares what is not cached; the caller holds the engine.
+fn prepare() -> Result<PathBuf, String> {
+    let dir = cache_dir()?;
+    if cached(&dir) {
         return Ok(dir);
-    }
-    if !docker(&["info"])?.status.success() {
-        return Err("the Docker engine is not reachable".into());
     }
     // Both suites at once: the downloads dominate.
     let results: Vec<Result<(), String>> = std::thread::scope(|s| {
@@ -102,7 +109,10 @@ fn prepare() -> Result<PathBuf, String> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("preparing panicked (see above)".into()))
+            })
             .collect()
     });
     results.into_iter().collect::<Result<Vec<()>, String>>()?;
@@ -122,17 +132,18 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The prepared artifacts, or `None` (after saying why) when they cannot be made.
+/// The prepared artifacts, or `None` (after the skip gate said why) when
+/// they cannot be made. Cached ones need no engine.
 fn artifacts(test: &str) -> Option<PathBuf> {
     static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let _engine = match cache_dir() {
+        Ok(dir) if cached(&dir) => None,
+        _ => Some(engine_or_skip(test)?),
+    };
     match DIR.get_or_init(prepare) {
         Ok(d) => Some(d.clone()),
         Err(why) => {
-            if std::env::var("ROCMATRIX_REQUIRE_DOCKER").as_deref() == Ok("1") {
-                panic!("{test}: ROCMATRIX_REQUIRE_DOCKER=1 but: {why}");
-            }
-            // Straight to fd 2: libtest captures eprintln! of passing tests.
-            let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+            unavailable(test, why);
             None
         }
     }

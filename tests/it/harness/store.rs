@@ -1,66 +1,31 @@
-//! Helpers for the report tests: crafted run stores, the binary, and tools
-//! that may be missing (skip visibly, or fail under ROCMATRIX_REQUIRE_DOCKER=1).
-
-#![allow(dead_code)]
+//! Run stores: the real ones a test run wrote (found under `--out`), crafted
+//! ones written the way the runner does, and JUnit helpers.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
-/// Whether CI demands every tool (it sets ROCMATRIX_REQUIRE_DOCKER=1).
-pub fn required() -> bool {
-    std::env::var("ROCMATRIX_REQUIRE_DOCKER").is_ok_and(|v| v == "1")
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
 }
 
-/// Tells the person running the tests that a test skipped. Written to the
-/// stderr handle directly: libtest hides `eprintln!` of passing tests.
-pub fn skip_notice(msg: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "SKIPPED {msg}");
+/// The run directory under `out` (the newest, when there are several).
+pub fn run_dir(out: &Path) -> PathBuf {
+    let mut runs: Vec<PathBuf> = std::fs::read_dir(out.join("runs"))
+        .unwrap_or_else(|e| panic!("{}/runs: {e}", out.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    runs.sort();
+    runs.pop().expect("a run directory")
 }
 
-/// Whether `program` runs (`program args…` exits at all). Missing tools skip
-/// the calling test with a visible message, or fail it when CI requires them.
-pub fn have(program: &str, args: &[&str], test: &str) -> bool {
-    let ok = Command::new(program)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        let msg = format!(
-            "{test}: `{program}` is not available (run .ci/install-reports.sh to install it)"
-        );
-        if required() {
-            panic!("{msg}; ROCMATRIX_REQUIRE_DOCKER=1 requires it");
-        }
-        skip_notice(&msg);
-    }
-    ok
-}
-
-/// Whether a file exists (a header, a library), with the same skip rules.
-pub fn have_file(path: &str, what: &str, test: &str) -> bool {
-    let ok = Path::new(path).exists();
-    if !ok {
-        let msg = format!("{test}: {what} ({path}) is not installed (run .ci/install-reports.sh)");
-        if required() {
-            panic!("{msg}; ROCMATRIX_REQUIRE_DOCKER=1 requires it");
-        }
-        skip_notice(&msg);
-    }
-    ok
-}
-
-pub fn rocmatrix(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rocmatrix"))
-        .args(args)
-        .output()
-        .expect("run rocmatrix")
-}
-
-pub fn code(o: &Output) -> i32 {
-    o.status.code().unwrap_or(-1)
+pub fn cell_json(run: &Path, cell: &str) -> Value {
+    let text = std::fs::read_to_string(run.join("cells").join(cell).join("cell.json"))
+        .unwrap_or_else(|e| panic!("cell {cell}: {e}"));
+    serde_json::from_str(&text).unwrap()
 }
 
 /// A cell of a crafted run.
@@ -221,7 +186,7 @@ pub fn read_json(path: &Path) -> Value {
 /// Validates `xml` against the committed Jenkins junit-10.xsd with xmllint.
 pub fn assert_valid_junit(xml: &Path) {
     let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/junit-10.xsd");
-    if !have("xmllint", &["--version"], "junit.xml schema check") {
+    if !super::have("xmllint", &["--version"], "junit.xml schema check") {
         return;
     }
     let o = Command::new("xmllint")

@@ -1,0 +1,38 @@
+//! The integration tests' one harness.
+//!
+//! * [`Rocmatrix`]: a builder for `rocmatrix` invocations; every one carries
+//!   this test run's label (`ROCMATRIX_LABEL`), so whatever it makes in the
+//!   engine can be found and removed afterwards.
+//! * [`engine_or_skip`] / [`engine_exclusive_or_skip`], [`have`], [`have_file`]:
+//!   the one skip gate ([`unavailable`]): a missing engine or tool skips the
+//!   test with a visible message, or fails it under `ROCMATRIX_REQUIRE_DOCKER=1`.
+//! * [`bases`]: the one place that knows the shared Debian base images;
+//!   `bases::ensure("sid")` uses the engine's or bootstraps it, once per process.
+//! * [`label`]: the per-test-run label and the sweep of what dead test runs left.
+//! * [`store`]: run stores (reading real ones, crafting fake ones) and JUnit helpers.
+
+#![allow(dead_code)]
+
+pub mod bases;
+mod cmd;
+pub mod docker;
+mod gate;
+pub mod label;
+mod store;
+
+pub use cmd::{Ran, Rocmatrix};
+pub use docker::{containers_of, RemoveOnDrop};
+pub use gate::{engine_exclusive_or_skip, engine_or_skip, have, have_file, unavailable};
+pub use store::*;
+
+use std::process::Output;
+
+/// The standard output of any finished command, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The standard error of any finished command, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
