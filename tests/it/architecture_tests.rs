@@ -604,7 +604,6 @@ fn architecture_no_block_in_place() {
 }
 
 #[test]
-#[ignore = "spec, plan, engine, image, source, run and cli still return Result<_, String>; typed errors are under way"]
 fn architecture_no_library_function_returns_a_string_error() {
     let mut problems = Vec::new();
     for rel in src_files() {
