@@ -20,7 +20,7 @@ use crate::run::RunError;
 use crate::spec::SpecError;
 use crate::store::StoreError;
 
-/// Exit codes documented in the README and DESIGN.md.
+/// Exit codes documented in the README and docs/architecture.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitCode {
     /// All cells passed (or only expected failures).

@@ -1,6 +1,6 @@
 //! rocmatrix — a reproducible test-matrix orchestrator for the AMD ROCm stack.
 //!
-//! The library is organised along the data flow described in `DESIGN.md`:
+//! The library is organised along the data flow described in `docs/architecture.md`:
 //! [`spec`] reads and validates matrix files and expands them into cells,
 //! [`plan`] renders every cell (environment, steps) and shards the plan.
 //! The binary (`src/main.rs`) is a thin layer over [`cli`].

@@ -36,8 +36,8 @@ pub struct CoverageArgs {
     pub json: bool,
 }
 
-fn parse_target(s: &str) -> Result<TargetId, String> {
-    TargetId::parse(s.trim()).map_err(|e| e.to_string())
+fn parse_target(s: &str) -> Result<TargetId, super::BadArg> {
+    TargetId::parse(s.trim()).map_err(|e| super::BadArg(e.to_string()))
 }
 
 pub fn run(

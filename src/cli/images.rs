@@ -53,106 +53,131 @@ pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result
     };
     cx.runtime.block_on(async {
         let engine = cx.engine().await?;
-        let uses = crate::store::usage::load();
-        let mut rows: Vec<Row> = engine
-            .images_with_label(LABEL_KIND)
-            .await?
-            .into_iter()
-            .filter(|i| {
-                engine
-                    .extra_labels()
-                    .iter()
-                    .all(|(k, v)| i.labels.get(k) == Some(v))
-            })
-            .map(|i| {
-                let tag = i
-                    .tags
-                    .iter()
-                    .find(|t| *t != "<none>:<none>")
-                    .cloned()
-                    .unwrap_or_else(|| i.id.clone());
-                Row {
-                    kind: i.labels.get(LABEL_KIND).cloned().unwrap_or_default(),
-                    last_use: uses.get(&tag).cloned(),
-                    tag,
-                    id: i.id,
-                    size: i.size,
-                    created: i.created,
-                }
-            })
-            .collect();
-        rows.sort_by(|a, b| (&a.kind, &a.tag).cmp(&(&b.kind, &b.tag)));
-        if args.prune {
-            let now = std::time::SystemTime::now();
-            let locked = images_named_by_locks(&args.out.join("runs"));
-            let mut removed = Vec::new();
-            for r in &rows {
-                if let Some(lock) = locked.get(&r.tag) {
-                    eprintln!("kept {} {}: named by {}", r.kind, r.tag, lock.display());
-                    continue;
-                }
-                let wanted = match r.kind.as_str() {
-                    "env" => true,
-                    "snapshot" => args.snapshots,
-                    "base" => args.bases,
-                    _ => false,
-                };
-                let idle_enough = older_than.is_none_or(|limit| {
-                    let last = r
-                        .last_use
-                        .as_deref()
-                        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
-                        .unwrap_or(
-                            std::time::UNIX_EPOCH
-                                + std::time::Duration::from_secs(r.created.max(0) as u64),
-                        );
-                    now.duration_since(last).is_ok_and(|idle| idle >= limit)
-                });
-                if wanted && idle_enough {
-                    match engine.remove_image(&r.tag).await {
-                        Ok(()) => {
-                            removed.push(format!("removed {} {} ({})", r.kind, r.tag, mb(r.size)))
-                        }
-                        Err(e) => eprintln!("kept {} {}: {e}", r.kind, r.tag),
-                    }
-                }
-            }
-            let kept = rows.len() - removed.len();
-            let mut text = removed.join("\n");
-            text.push_str(&format!("\n{} removed, {kept} kept\n", removed.len()));
-            super::write_out(out, text.trim_start())?;
-            return Ok(ExitCode::Success);
-        }
-        let text = if args.json {
-            let v: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "kind": r.kind, "tag": r.tag, "id": r.id, "size": r.size,
-                        "created": r.created, "last_use": r.last_use,
-                    })
-                })
-                .collect();
-            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+        let rows = rows(&engine).await?;
+        let text = if args.prune {
+            prune(&engine, &rows, &args, older_than).await
+        } else if args.json {
+            json(&rows)
         } else {
-            let mut s = format!(
-                "{:<9} {:<62} {:>9}  {}\n",
-                "kind", "image", "size", "last use"
-            );
-            for r in &rows {
-                s.push_str(&format!(
-                    "{:<9} {:<62} {:>9}  {}\n",
-                    r.kind,
-                    r.tag,
-                    mb(r.size),
-                    r.last_use.as_deref().unwrap_or("-")
-                ));
-            }
-            s
+            table(&rows)
         };
         super::write_out(out, &text)?;
         Ok(ExitCode::Success)
     })
+}
+
+/// The images rocmatrix made that carry this invocation's `--label`s, by
+/// kind and tag, with their last use.
+async fn rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
+    let uses = crate::store::usage::load();
+    let mut rows: Vec<Row> = engine
+        .images_with_label(LABEL_KIND)
+        .await?
+        .into_iter()
+        .filter(|i| {
+            engine
+                .extra_labels()
+                .iter()
+                .all(|(k, v)| i.labels.get(k) == Some(v))
+        })
+        .map(|i| {
+            let tag = i
+                .tags
+                .iter()
+                .find(|t| *t != "<none>:<none>")
+                .cloned()
+                .unwrap_or_else(|| i.id.clone());
+            Row {
+                kind: i.labels.get(LABEL_KIND).cloned().unwrap_or_default(),
+                last_use: uses.get(&tag).cloned(),
+                tag,
+                id: i.id,
+                size: i.size,
+                created: i.created,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.kind, &a.tag).cmp(&(&b.kind, &b.tag)));
+    Ok(rows)
+}
+
+/// Removes the environment images among `rows` (snapshots and bases when
+/// asked), idle for `older_than` if given, that no lock names.
+async fn prune(
+    engine: &crate::engine::Engine,
+    rows: &[Row],
+    args: &ImagesArgs,
+    older_than: Option<std::time::Duration>,
+) -> String {
+    let now = std::time::SystemTime::now();
+    let locked = images_named_by_locks(&args.out.join("runs"));
+    let mut removed = Vec::new();
+    for r in rows {
+        if let Some(lock) = locked.get(&r.tag) {
+            eprintln!("kept {} {}: named by {}", r.kind, r.tag, lock.display());
+            continue;
+        }
+        let wanted = match r.kind.as_str() {
+            "env" => true,
+            "snapshot" => args.snapshots,
+            "base" => args.bases,
+            _ => false,
+        };
+        if wanted && idle_for(r, now, older_than) {
+            match engine.remove_image(&r.tag).await {
+                Ok(()) => removed.push(format!("removed {} {} ({})", r.kind, r.tag, mb(r.size))),
+                Err(e) => eprintln!("kept {} {}: {e}", r.kind, r.tag),
+            }
+        }
+    }
+    let kept = rows.len() - removed.len();
+    let mut text = removed.join("\n");
+    text.push_str(&format!("\n{} removed, {kept} kept\n", removed.len()));
+    text.trim_start().to_string()
+}
+
+/// Whether `r` was last used (or, never used, created) at least `limit` ago.
+fn idle_for(r: &Row, now: std::time::SystemTime, limit: Option<std::time::Duration>) -> bool {
+    limit.is_none_or(|limit| {
+        let last = r
+            .last_use
+            .as_deref()
+            .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+            .unwrap_or(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.created.max(0) as u64),
+            );
+        now.duration_since(last).is_ok_and(|idle| idle >= limit)
+    })
+}
+
+fn json(rows: &[Row]) -> String {
+    let v: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "kind": r.kind, "tag": r.tag, "id": r.id, "size": r.size,
+                "created": r.created, "last_use": r.last_use,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&v).unwrap_or_default() + "\n"
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<9} {:<62} {:>9}  {}\n",
+        "kind", "image", "size", "last use"
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "{:<9} {:<62} {:>9}  {}\n",
+            r.kind,
+            r.tag,
+            mb(r.size),
+            r.last_use.as_deref().unwrap_or("-")
+        ));
+    }
+    s
 }
 
 fn mb(bytes: i64) -> String {

@@ -165,19 +165,24 @@ impl GpuSource {
     }
 }
 
+/// A command-line value clap's parsers reject, in words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct BadArg(pub String);
+
 /// Parses `AXIS=VALUE`.
-pub(crate) fn parse_pair(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_pair(s: &str) -> Result<(String, String), BadArg> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!("`{s}` is not AXIS=VALUE")),
+        _ => Err(BadArg(format!("`{s}` is not AXIS=VALUE"))),
     }
 }
 
 /// Parses `KEY=VALUE` for `--label`.
-fn parse_label(s: &str) -> Result<(String, String), String> {
+fn parse_label(s: &str) -> Result<(String, String), BadArg> {
     match s.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(format!("label `{s}` is not KEY=VALUE")),
+        _ => Err(BadArg(format!("label `{s}` is not KEY=VALUE"))),
     }
 }
 

@@ -45,7 +45,7 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let spec = Spec::load(&args.file)?;
     let mut plan = Plan::build(&spec, args.max_cells)?
         .select(&args.only)
-        .map_err(Error::Usage)?;
+        .map_err(|e| Error::Usage(e.to_string()))?;
     if let Some(s) = args.shard {
         plan = plan.shard(s);
     }
@@ -58,12 +58,12 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         }
         Format::Github => {
             let n = ci::shard_count(&plan, args.shards, ci::GITHUB_MAX_JOBS, "GitHub Actions")
-                .map_err(Error::Usage)?;
+                .map_err(|e| Error::Usage(e.to_string()))?;
             ci::github(&plan, &args.file, &args.only, n) + "\n"
         }
         Format::Gitlab => {
             let n = ci::shard_count(&plan, args.shards, ci::GITLAB_MAX_JOBS, "GitLab")
-                .map_err(Error::Usage)?;
+                .map_err(|e| Error::Usage(e.to_string()))?;
             ci::gitlab(&plan, &args.file, &args.only, n)
         }
     };

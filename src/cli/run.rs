@@ -65,73 +65,18 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2);
-    let (source, fail_fast, retries, max_parallel) = match (&args.resume, &args.file) {
-        (Some(run), _) => {
-            let store = RunStore::open(run, &args.out)?;
-            (
-                RunSource::Resume(store),
-                args.fail_fast,
-                args.retries.unwrap_or(1),
-                None,
-            )
-        }
-        (None, Some(file)) => {
-            let spec = Spec::load(file)?;
-            let mut plan = Plan::build(&spec, args.max_cells)?
-                .select(&args.only)
-                .map_err(Error::Usage)?;
-            if let Some(s) = args.shard {
-                plan = plan.shard(s);
-            }
-            let (ff, r, mp) = (
-                spec.fail_fast || args.fail_fast,
-                args.retries.unwrap_or(spec.retries),
-                spec.max_parallel,
-            );
-            (
-                RunSource::New {
-                    spec: Box::new(spec),
-                    plan: Box::new(plan),
-                },
-                ff,
-                r,
-                mp,
-            )
-        }
-        (None, None) => return Err(Error::Usage("give a matrix file or --resume RUN".into())),
-    };
-    let jobs = args
-        .jobs
-        .unwrap_or(cores)
-        .min(max_parallel.unwrap_or(usize::MAX))
-        .max(1);
-    let work_dir = crate::dirs::cache_dir().join("bootstrap");
+    let (source, settings) = source(&args)?;
     let total = match &source {
         RunSource::New { plan, .. } => plan.cells.len(),
         RunSource::Resume(store) => store.manifest()?.cells.len(),
         RunSource::Replan(m) => m.cells.len(),
-    };
-    let options = RunOptions {
-        jobs,
-        fail_fast,
-        retries,
-        network: NetworkChoice::parse(&args.network),
-        work_dir,
-        locked: match &args.locked {
-            Some(p) => Some(Arc::new(crate::store::lock::Lock::load(p)?)),
-            None => None,
-        },
-        coverage: args.coverage,
     };
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(args.progress, total));
     let request = RunRequest {
         source,
         out: args.out.clone(),
-        options,
+        options: options(&args, settings)?,
         listeners: vec![listener],
         gpus: args.gpus.gate(),
     };
@@ -142,11 +87,85 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
             .await
             .map_err(Error::from)
     })?;
-    let mut text = summary(&report);
-    // The reports judge tests against `expect:` and the baseline; the run
-    // itself knows about interruptions and infrastructure errors.
-    let code = match crate::report::write_reports(&report.store.dir, args.judge.baseline.as_deref())
-    {
+    let (text, code) = judge(&report, &args.judge);
+    super::write_out(out, &text)?;
+    Ok(code)
+}
+
+/// What the matrix file (or the command line over it) says about running.
+struct Settings {
+    fail_fast: bool,
+    retries: u32,
+    max_parallel: Option<usize>,
+}
+
+/// The cells to run — a new plan of a matrix file, or an earlier run to
+/// resume — and the settings that come with them.
+fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
+    match (&args.resume, &args.file) {
+        (Some(run), _) => Ok((
+            RunSource::Resume(RunStore::open(run, &args.out)?),
+            Settings {
+                fail_fast: args.fail_fast,
+                retries: args.retries.unwrap_or(1),
+                max_parallel: None,
+            },
+        )),
+        (None, Some(file)) => {
+            let spec = Spec::load(file)?;
+            let mut plan = Plan::build(&spec, args.max_cells)?
+                .select(&args.only)
+                .map_err(|e| Error::Usage(e.to_string()))?;
+            if let Some(s) = args.shard {
+                plan = plan.shard(s);
+            }
+            let settings = Settings {
+                fail_fast: spec.fail_fast || args.fail_fast,
+                retries: args.retries.unwrap_or(spec.retries),
+                max_parallel: spec.max_parallel,
+            };
+            Ok((
+                RunSource::New {
+                    spec: Box::new(spec),
+                    plan: Box::new(plan),
+                },
+                settings,
+            ))
+        }
+        (None, None) => Err(Error::Usage("give a matrix file or --resume RUN".into())),
+    }
+}
+
+/// The scheduler's options: jobs (default: the cores, at most the matrix
+/// file's `max_parallel`), retries, network, the lock to rebuild from.
+fn options(args: &RunArgs, settings: Settings) -> Result<RunOptions, Error> {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    Ok(RunOptions {
+        jobs: args
+            .jobs
+            .unwrap_or(cores)
+            .min(settings.max_parallel.unwrap_or(usize::MAX))
+            .max(1),
+        fail_fast: settings.fail_fast,
+        retries: settings.retries,
+        network: NetworkChoice::parse(&args.network),
+        work_dir: crate::dirs::cache_dir().join("bootstrap"),
+        locked: match &args.locked {
+            Some(p) => Some(Arc::new(crate::store::lock::Lock::load(p)?)),
+            None => None,
+        },
+        coverage: args.coverage,
+    })
+}
+
+/// The summary table and the reports' line, and the exit code: the reports
+/// judge tests against `expect:` and the baseline; the run itself knows
+/// about interruptions and infrastructure errors.
+fn judge(report: &RunReport, judge: &super::report::Judge) -> (String, ExitCode) {
+    let mut text = summary(report);
+    let code = match crate::report::write_reports(&report.store.dir, judge.baseline.as_deref()) {
         Ok(r) => {
             text.push_str(&format!(
                 "{}\nreport: {}\n",
@@ -156,15 +175,14 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
             for w in &r.warnings {
                 text.push_str(&format!("warning: {w}\n"));
             }
-            ExitCode::of_run(&report, Some(&r), args.judge.fail_on)
+            ExitCode::of_run(report, Some(&r), judge.fail_on)
         }
         Err(e) => {
             text.push_str(&format!("the reports could not be written: {e}\n"));
-            ExitCode::of_run(&report, None, args.judge.fail_on)
+            ExitCode::of_run(report, None, judge.fail_on)
         }
     };
-    super::write_out(out, &text)?;
-    Ok(code)
+    (text, code)
 }
 
 fn summary(r: &RunReport) -> String {

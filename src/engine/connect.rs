@@ -69,12 +69,23 @@ pub fn parse_host(host: &str, tls: bool, cert_dir: PathBuf) -> Address {
     }
 }
 
-/// Opens, pings and negotiates; the error is the reason in words.
-pub async fn open(address: &Address) -> Result<Docker, String> {
+/// Why an address gave no engine.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("{0} does not exist")]
+    NoSocket(String),
+    #[error(transparent)]
+    Api(#[from] bollard::errors::Error),
+    #[error("no answer within 10 s")]
+    NoAnswer,
+}
+
+/// Opens, pings and negotiates.
+pub async fn open(address: &Address) -> Result<Docker, OpenError> {
     let docker = match address {
         Address::Unix(p) => {
             if !p.exists() {
-                return Err(format!("{} does not exist", p.display()));
+                return Err(OpenError::NoSocket(p.display().to_string()));
             }
             Docker::connect_with_unix(&p.to_string_lossy(), TIMEOUT_SECS, API_DEFAULT_VERSION)
         }
@@ -87,15 +98,14 @@ pub async fn open(address: &Address) -> Result<Docker, String> {
             TIMEOUT_SECS,
             API_DEFAULT_VERSION,
         ),
-    }
-    .map_err(|e| e.to_string())?;
+    }?;
     let ping = tokio::time::timeout(std::time::Duration::from_secs(10), docker.ping()).await;
     match ping {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(e.to_string()),
-        Err(_) => return Err("no answer within 10 s".into()),
+        Ok(Err(e)) => return Err(e.into()),
+        Err(_) => return Err(OpenError::NoAnswer),
     }
-    docker.negotiate_version().await.map_err(|e| e.to_string())
+    Ok(docker.negotiate_version().await?)
 }
 
 #[cfg(test)]

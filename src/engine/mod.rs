@@ -138,7 +138,7 @@ impl Engine {
                         extra_labels: HashMap::new(),
                     })
                 }
-                Err(reason) => last_reason = reason,
+                Err(reason) => last_reason = reason.to_string(),
             }
         }
         Err(EngineError::Unreachable {

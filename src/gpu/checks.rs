@@ -87,9 +87,20 @@ pub fn run_checks(
     expected: &[TargetId],
     policy: GpuPolicy,
 ) -> Vec<Check> {
-    let mut out = Vec::new();
+    let mut out = vec![
+        module_check(inventory),
+        kfd_check(dev_root, who),
+        render_group_check(inventory, dev_root, who),
+        topology_check(inventory),
+    ];
+    out.extend(expected.iter().map(|t| target_check(inventory, t, policy)));
+    out
+}
+
+/// Whether the amdgpu kernel module is loaded.
+fn module_check(inventory: &Inventory) -> Check {
     let module = inventory.sysfs_root.join("module/amdgpu");
-    out.push(if module.is_dir() {
+    if module.is_dir() {
         Check::new("amdgpu-module", Status::Ok, "amdgpu kernel module loaded")
     } else {
         Check::new(
@@ -100,10 +111,13 @@ pub fn run_checks(
                 module.display()
             ),
         )
-    });
+    }
+}
 
+/// Whether `/dev/kfd` exists and this user can read and write it.
+fn kfd_check(dev_root: &Path, who: &Identity) -> Check {
     let kfd = dev_root.join("kfd");
-    out.push(if !kfd.exists() {
+    if !kfd.exists() {
         Check::new(
             "kfd",
             Status::Fail,
@@ -124,12 +138,13 @@ pub fn run_checks(
             Status::Ok,
             format!("{} is read-write", kfd.display()),
         )
-    });
+    }
+}
 
-    out.push(render_group_check(inventory, dev_root, who));
-
+/// Whether KFD's topology lists any GPU.
+fn topology_check(inventory: &Inventory) -> Check {
     if !inventory.kfd_present {
-        out.push(Check::new(
+        Check::new(
             "topology",
             Status::Fail,
             format!(
@@ -139,15 +154,11 @@ pub fn run_checks(
                     .join(super::inventory::TOPOLOGY)
                     .display()
             ),
-        ));
+        )
     } else if inventory.gpus.is_empty() {
-        out.push(Check::new(
-            "topology",
-            Status::Fail,
-            "KFD lists no GPU node",
-        ));
+        Check::new("topology", Status::Fail, "KFD lists no GPU node")
     } else {
-        out.push(Check::new(
+        Check::new(
             "topology",
             Status::Ok,
             format!(
@@ -155,38 +166,39 @@ pub fn run_checks(
                 inventory.gpus.len(),
                 inventory.processors().join(", ")
             ),
-        ));
+        )
     }
-
-    for target in expected {
-        let agents: Vec<TargetId> = inventory.gpus.iter().map(|g| g.isa()).collect();
-        let runs = agents
-            .iter()
-            .find_map(|a| best_for(std::iter::once(target), a, policy).map(|(_, h)| (a, h)));
-        out.push(match runs {
-            Some((agent, how)) => Check::new(
-                "matrix-target",
-                Status::Ok,
-                format!("{target}: runs on {} ({how})", agent.processor()),
-            ),
-            None => Check::new(
-                "matrix-target",
-                Status::Fail,
-                format!(
-                    "{target}: no GPU on this host runs it under policy {}; have {}",
-                    policy_name(policy),
-                    if inventory.gpus.is_empty() {
-                        "none".to_string()
-                    } else {
-                        inventory.processors().join(", ")
-                    }
-                ),
-            ),
-        });
-    }
-    out
 }
 
+/// Whether some GPU of this host runs code for `target` under `policy`.
+fn target_check(inventory: &Inventory, target: &TargetId, policy: GpuPolicy) -> Check {
+    let agents: Vec<TargetId> = inventory.gpus.iter().map(|g| g.isa()).collect();
+    let runs = agents
+        .iter()
+        .find_map(|a| best_for(std::iter::once(target), a, policy).map(|(_, h)| (a, h)));
+    match runs {
+        Some((agent, how)) => Check::new(
+            "matrix-target",
+            Status::Ok,
+            format!("{target}: runs on {} ({how})", agent.processor()),
+        ),
+        None => Check::new(
+            "matrix-target",
+            Status::Fail,
+            format!(
+                "{target}: no GPU on this host runs it under policy {}; have {}",
+                policy_name(policy),
+                if inventory.gpus.is_empty() {
+                    "none".to_string()
+                } else {
+                    inventory.processors().join(", ")
+                }
+            ),
+        ),
+    }
+}
+
+/// Whether this user may open every GPU's render node (owner, group or root).
 fn render_group_check(inventory: &Inventory, dev_root: &Path, who: &Identity) -> Check {
     let mut problems = Vec::new();
     let mut seen = 0;

@@ -168,9 +168,16 @@ async fn bootstrap(
         std::process::id()
     );
     let root = work.join(&scratch);
-    remove_stale_scratch(work);
-    std::fs::create_dir_all(work).map_err(|e| ImageError::io(work, e))?;
-    let log_file = std::fs::File::create(log).map_err(|e| ImageError::io(log, e))?;
+    let stale = work.to_path_buf();
+    let _ = tokio::task::spawn_blocking(move || remove_stale_scratch(&stale)).await;
+    tokio::fs::create_dir_all(work)
+        .await
+        .map_err(|e| ImageError::io(work, e))?;
+    let log_file = tokio::fs::File::create(log)
+        .await
+        .map_err(|e| ImageError::io(log, e))?
+        .into_std()
+        .await;
     let log_err = log_file.try_clone().map_err(|e| ImageError::io(log, e))?;
     let status = tokio::process::Command::new(&debootstrap)
         .args(["--variant=minbase", suite])
@@ -184,13 +191,16 @@ async fn bootstrap(
         .await
         .map_err(|e| no_base(format!("cannot run {}: {e}", debootstrap.display())))?;
     if !status.success() {
-        let _ = std::fs::remove_dir_all(&root);
+        let _ = tokio::fs::remove_dir_all(&root).await;
         return Err(no_base(format!(
             "debootstrap {suite} from {mirror} failed ({status}); see {}",
             log.display()
         )));
     }
-    let release_date = release_date(&root);
+    let suite_root = root.clone();
+    let release_date = tokio::task::spawn_blocking(move || release_date(&suite_root))
+        .await
+        .unwrap_or(None);
     let tarball = work.join(format!("{scratch}.tar"));
     let tar = tokio::process::Command::new("tar")
         .args(["--numeric-owner", "-C"])
@@ -202,7 +212,7 @@ async fn bootstrap(
         .status()
         .await
         .map_err(|e| no_base(format!("cannot run tar: {e}")))?;
-    let _ = std::fs::remove_dir_all(&root);
+    let _ = tokio::fs::remove_dir_all(&root).await;
     if !tar.success() {
         return Err(no_base(format!(
             "packing the root file system failed ({tar})"
@@ -218,7 +228,7 @@ async fn bootstrap(
         changes.push(format!("LABEL {LABEL_RELEASE_DATE}=\"{d}\""));
     }
     let id = engine.import_rootfs(&tarball, reference, changes).await;
-    let _ = std::fs::remove_file(&tarball);
+    let _ = tokio::fs::remove_file(&tarball).await;
     Ok(BaseImage {
         reference: reference.to_string(),
         id: id?,

@@ -35,9 +35,9 @@ pub fn recipe(
 ) -> Result<Recipe, ImageError> {
     let containerfile = family
         .containerfile(env, &base.reference, env_hash)
-        .map_err(|message| ImageError::Recipe {
+        .map_err(|e| ImageError::Recipe {
             env: crate::digest::short(env_hash).to_string(),
-            message,
+            message: e.to_string(),
         })?;
     let mut files = Vec::new();
     if let Some(setup) = &env.setup {
@@ -80,9 +80,15 @@ pub async fn ensure_env_image(
     }
     let context = context_tar(recipe).map_err(|e| ImageError::io(log, e))?;
     if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| ImageError::io(dir, e))?;
+        tokio::fs::create_dir_all(dir)
+            .await
+            .map_err(|e| ImageError::io(dir, e))?;
     }
-    let mut file = std::fs::File::create(log).map_err(|e| ImageError::io(log, e))?;
+    let mut file = tokio::fs::File::create(log)
+        .await
+        .map_err(|e| ImageError::io(log, e))?
+        .into_std()
+        .await;
     let _ = writeln!(
         file,
         "# {}\n{}\n# build output:",

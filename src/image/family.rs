@@ -31,6 +31,28 @@ pub struct Profile {
     pub debug_llvm: String,
 }
 
+/// Why a family cannot be loaded or cannot render its snippets and templates.
+#[derive(Debug, thiserror::Error)]
+pub enum FamilyError {
+    #[error("unknown distribution family `{name}` (known: {})", names().join(", "))]
+    Unknown { name: String },
+    #[error("containers/{family}/profile.yaml: {source}")]
+    Profile {
+        family: String,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("containers/{family}/Containerfile.j2: {source}")]
+    Containerfile {
+        family: String,
+        #[source]
+        source: minijinja::Error,
+    },
+    /// A profile snippet (install, pin, available) failed to render.
+    #[error(transparent)]
+    Render(minijinja::Error),
+}
+
 /// A distribution family.
 #[derive(Debug, Clone)]
 pub struct Family {
@@ -68,20 +90,20 @@ pub fn names() -> Vec<&'static str> {
 
 impl Family {
     /// The family called `name` (`ubuntu` is the Debian family).
-    pub fn get(name: &str) -> Result<Family, String> {
+    pub fn get(name: &str) -> Result<Family, FamilyError> {
         let name = if name == "ubuntu" { "debian" } else { name };
         let (_, profile, template) =
             FAMILIES
                 .iter()
                 .find(|(n, _, _)| *n == name)
-                .ok_or_else(|| {
-                    format!(
-                        "unknown distribution family `{name}` (known: {})",
-                        names().join(", ")
-                    )
+                .ok_or_else(|| FamilyError::Unknown {
+                    name: name.to_string(),
                 })?;
-        let profile: Profile = serde_yaml::from_str(profile)
-            .map_err(|e| format!("containers/{name}/profile.yaml: {e}"))?;
+        let profile: Profile =
+            serde_yaml::from_str(profile).map_err(|source| FamilyError::Profile {
+                family: name.to_string(),
+                source,
+            })?;
         Ok(Family { profile, template })
     }
 
@@ -91,7 +113,7 @@ impl Family {
         env: &Environment,
         base_image: &str,
         hash: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, FamilyError> {
         let mut j = Jinja::new();
         j.set_undefined_behavior(UndefinedBehavior::Chainable);
         j.set_trim_blocks(true);
@@ -110,15 +132,20 @@ impl Family {
             base_image => base_image,
             hash => hash,
         };
+        let in_template = |source| FamilyError::Containerfile {
+            family: self.profile.family.clone(),
+            source,
+        };
         j.add_template("Containerfile", self.template)
-            .map_err(|e| format!("containers/{}/Containerfile.j2: {e}", self.profile.family))?;
-        let t = j.get_template("Containerfile").map_err(|e| e.to_string())?;
-        t.render(ctx)
-            .map_err(|e| format!("containers/{}/Containerfile.j2: {e}", self.profile.family))
+            .map_err(in_template)?;
+        let t = j
+            .get_template("Containerfile")
+            .map_err(FamilyError::Render)?;
+        t.render(ctx).map_err(in_template)
     }
 
     /// `name` pinned at `version`, as the installer writes it.
-    pub fn pin(&self, name: &str, version: &str) -> Result<String, String> {
+    pub fn pin(&self, name: &str, version: &str) -> Result<String, FamilyError> {
         render_str(
             &self.profile.pin,
             minijinja::context! { name => name, version => version },
@@ -126,7 +153,7 @@ impl Family {
     }
 
     /// A script printing every pin of `pins` that can no longer be installed.
-    pub fn missing_pins_script(&self, pins: &[(String, String)]) -> Result<String, String> {
+    pub fn missing_pins_script(&self, pins: &[(String, String)]) -> Result<String, FamilyError> {
         let mut script = format!("{}\n", self.profile.refresh);
         for (name, version) in pins {
             let pin = shell_quote(&self.pin(name, version)?);
@@ -145,10 +172,10 @@ impl Family {
     }
 }
 
-fn render_str(template: &str, ctx: minijinja::Value) -> Result<String, String> {
+fn render_str(template: &str, ctx: minijinja::Value) -> Result<String, FamilyError> {
     let mut j = Jinja::new();
     j.set_undefined_behavior(UndefinedBehavior::Strict);
-    j.render_str(template, ctx).map_err(|e| e.to_string())
+    j.render_str(template, ctx).map_err(FamilyError::Render)
 }
 
 /// Quotes a word for POSIX sh when it needs quoting.
@@ -169,6 +196,7 @@ mod tests {
         assert!(Family::get("ubuntu").is_ok());
         assert!(Family::get("solaris")
             .unwrap_err()
+            .to_string()
             .contains("known: debian"));
     }
 }

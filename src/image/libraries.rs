@@ -72,7 +72,7 @@ async fn copy_from(
             Ok(_) => {}
             Err(e) if e.is_not_found() => continue,
             Err(e) => {
-                let _ = std::fs::remove_file(&archive);
+                let _ = tokio::fs::remove_file(&archive).await;
                 return Err(e.into());
             }
         }
@@ -101,7 +101,7 @@ async fn copy_from(
         })
         .await
         .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
-        let _ = std::fs::remove_file(&archive);
+        let _ = tokio::fs::remove_file(&archive).await;
         unpacked.map_err(|e| ImageError::io(&dest, e))?;
         found.push(dir.clone());
     }

@@ -54,110 +54,155 @@ pub fn unpack_filtered(
     origin: &str,
     keep: Option<&dyn Fn(&Path) -> bool>,
 ) -> std::io::Result<Unpacked> {
-    let mut out = Unpacked::default();
+    let mut u = Unpacker {
+        target,
+        limits,
+        origin,
+        total: 0,
+        out: Unpacked::default(),
+    };
     let mut ar = tar::Archive::new(archive);
-    let mut total = 0u64;
     for (n, entry) in ar.entries()?.enumerate() {
         let mut entry = entry?;
-        let raw = entry.path_bytes().into_owned();
-        let shown = String::from_utf8_lossy(&raw).into_owned();
+        let shown = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         if n >= limits.max_entries {
-            out.refused.push(format!(
+            u.out.refused.push(format!(
                 "{origin}: more than {} entries; the rest is ignored",
                 limits.max_entries
             ));
             break;
         }
         let Some(rel) = safe_relative(&shown) else {
-            out.refused.push(format!(
-                "{origin}: refused `{shown}`: absolute path or `..`"
-            ));
+            u.refuse(&shown, "absolute path or `..`");
             continue;
         };
-        let dest = target.join(&rel);
-        let kind = entry.header().entry_type();
         if let Some(keep) = keep {
+            let kind = entry.header().entry_type();
             let regular = matches!(kind, tar::EntryType::Regular | tar::EntryType::Continuous);
             if !regular || !keep(&rel) {
                 continue;
             }
         }
-        match kind {
-            tar::EntryType::Directory => {
-                std::fs::create_dir_all(&dest)?;
-            }
+        u.entry(&mut entry, rel, &shown)?;
+    }
+    Ok(u.out)
+}
+
+/// One unpack under way: where it writes, how much it has written, and
+/// what it did.
+struct Unpacker<'a> {
+    target: &'a Path,
+    limits: Limits,
+    origin: &'a str,
+    /// Bytes of file content written so far.
+    total: u64,
+    out: Unpacked,
+}
+
+impl Unpacker<'_> {
+    /// Notes that the entry `shown` was refused, and why.
+    fn refuse(&mut self, shown: &str, why: impl std::fmt::Display) {
+        self.out
+            .refused
+            .push(format!("{}: refused `{shown}`: {why}", self.origin));
+    }
+
+    /// Unpacks one entry at the safe relative path `rel`, by its type.
+    fn entry<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        rel: PathBuf,
+        shown: &str,
+    ) -> std::io::Result<()> {
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => std::fs::create_dir_all(self.target.join(&rel))?,
             tar::EntryType::Regular | tar::EntryType::Continuous | tar::EntryType::GNUSparse => {
-                let size = entry.header().size().unwrap_or(u64::MAX);
-                if total.saturating_add(size) > limits.max_total {
-                    out.refused.push(format!(
-                        "{origin}: refused `{shown}`: the archive exceeds {} bytes",
-                        limits.max_total
-                    ));
-                    continue;
-                }
-                if let Some(parent) = dest.parent() {
-                    if !inside(target, parent) {
-                        out.refused.push(format!(
-                            "{origin}: refused `{shown}`: its directory leaves the target"
-                        ));
-                        continue;
-                    }
-                    std::fs::create_dir_all(parent)?;
-                }
-                if dest
-                    .symlink_metadata()
-                    .is_ok_and(|m| m.file_type().is_symlink())
-                {
-                    out.refused.push(format!(
-                        "{origin}: refused `{shown}`: would write through a link"
-                    ));
-                    continue;
-                }
-                let mut f = std::fs::File::create(&dest)?;
-                let copied = std::io::copy(&mut (&mut entry).take(size), &mut f)?;
-                total += copied;
-                out.files.push(rel);
+                self.file(entry, rel, shown)?
             }
-            tar::EntryType::Symlink | tar::EntryType::Link => {
-                let link = entry
-                    .link_name()
-                    .ok()
-                    .flatten()
-                    .map(|l| l.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let base = if kind == tar::EntryType::Link {
-                    PathBuf::new()
-                } else {
-                    rel.parent().map(Path::to_path_buf).unwrap_or_default()
-                };
-                let stays = !Path::new(&link).is_absolute()
-                    && safe_relative(&base.join(&link).to_string_lossy()).is_some();
-                if !stays {
-                    out.refused.push(format!(
-                        "{origin}: refused `{shown}`: a link to `{link}` leaves the target"
-                    ));
-                    continue;
-                }
-                // Links inside the target add nothing a report needs; they are
-                // listed, not created, so no later entry can write through one.
-                out.refused.push(format!(
-                    "{origin}: skipped `{shown}`: a link to `{link}` (links are not copied)"
-                ));
+            kind @ (tar::EntryType::Symlink | tar::EntryType::Link) => {
+                self.link(entry, kind, &rel, shown)
             }
             tar::EntryType::Char | tar::EntryType::Block | tar::EntryType::Fifo => {
-                out.refused
-                    .push(format!("{origin}: refused `{shown}`: a device or FIFO"));
+                self.refuse(shown, "a device or FIFO")
             }
             tar::EntryType::XGlobalHeader
             | tar::EntryType::XHeader
             | tar::EntryType::GNULongName
             | tar::EntryType::GNULongLink => {}
-            other => out
-                .refused
-                .push(format!("{origin}: refused `{shown}`: entry type {other:?}")),
+            other => self.refuse(shown, format!("entry type {other:?}")),
         }
+        Ok(())
     }
-    Ok(out)
+
+    /// Writes a regular file, unless it would pass the size limit, land
+    /// outside the target or write through a link.
+    fn file<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        rel: PathBuf,
+        shown: &str,
+    ) -> std::io::Result<()> {
+        let dest = self.target.join(&rel);
+        let size = entry.header().size().unwrap_or(u64::MAX);
+        if self.total.saturating_add(size) > self.limits.max_total {
+            let max = self.limits.max_total;
+            self.refuse(shown, format!("the archive exceeds {max} bytes"));
+            return Ok(());
+        }
+        if let Some(parent) = dest.parent() {
+            if !inside(self.target, parent) {
+                self.refuse(shown, "its directory leaves the target");
+                return Ok(());
+            }
+            std::fs::create_dir_all(parent)?;
+        }
+        if dest
+            .symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
+            self.refuse(shown, "would write through a link");
+            return Ok(());
+        }
+        let mut f = std::fs::File::create(&dest)?;
+        let copied = std::io::copy(&mut entry.take(size), &mut f)?;
+        self.total += copied;
+        self.out.files.push(rel);
+        Ok(())
+    }
+
+    /// Notes a symbolic or hard link: refused when it leaves the target,
+    /// otherwise skipped.
+    fn link<R: Read>(
+        &mut self,
+        entry: &tar::Entry<'_, R>,
+        kind: tar::EntryType,
+        rel: &Path,
+        shown: &str,
+    ) {
+        let link = entry
+            .link_name()
+            .ok()
+            .flatten()
+            .map(|l| l.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let base = if kind == tar::EntryType::Link {
+            PathBuf::new()
+        } else {
+            rel.parent().map(Path::to_path_buf).unwrap_or_default()
+        };
+        let stays = !Path::new(&link).is_absolute()
+            && safe_relative(&base.join(&link).to_string_lossy()).is_some();
+        if !stays {
+            self.refuse(shown, format!("a link to `{link}` leaves the target"));
+            return;
+        }
+        // Links inside the target add nothing a report needs; they are
+        // listed, not created, so no later entry can write through one.
+        self.out.refused.push(format!(
+            "{}: skipped `{shown}`: a link to `{link}` (links are not copied)",
+            self.origin
+        ));
+    }
 }
 
 /// The path as a normalised relative path, or `None` if it is absolute or

@@ -11,18 +11,33 @@ pub const GITHUB_MAX_JOBS: usize = 256;
 /// GitLab allows at most 200 parallel jobs (`parallel` / `parallel:matrix`).
 pub const GITLAB_MAX_JOBS: usize = 200;
 
+/// A `--shards` count the CI system cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ShardCountError {
+    #[error("--shards must be at least 1")]
+    Zero,
+    #[error("--shards {asked}: {ci} runs at most {limit} jobs from one matrix; ask for {limit} or fewer (each shard then runs several cells)")]
+    OverLimit {
+        asked: usize,
+        ci: String,
+        limit: usize,
+    },
+}
+
 /// Chooses the number of shards: as asked, or one per cell up to `limit`.
 pub fn shard_count(
     plan: &Plan,
     asked: Option<usize>,
     limit: usize,
     ci: &str,
-) -> Result<usize, String> {
+) -> Result<usize, ShardCountError> {
     match asked {
-        Some(0) => Err("--shards must be at least 1".into()),
-        Some(n) if n > limit => Err(format!(
-            "--shards {n}: {ci} runs at most {limit} jobs from one matrix; ask for {limit} or fewer (each shard then runs several cells)"
-        )),
+        Some(0) => Err(ShardCountError::Zero),
+        Some(n) if n > limit => Err(ShardCountError::OverLimit {
+            asked: n,
+            ci: ci.to_string(),
+            limit,
+        }),
         Some(n) if n > plan.cells.len().max(1) => {
             tracing::warn!(
                 "--shards {n} is more than the {} cells; using {} shards",

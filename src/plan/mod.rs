@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::spec::{self, cell_id, GpuPolicy, GpuUse, Spec, SpecError};
 pub use render::Renderer;
-pub use shard::Shard;
+pub use shard::{Shard, ShardError};
 pub use sources::SourceRef;
 
 /// The LLVM flavour of an environment.
@@ -93,6 +93,24 @@ impl Cell {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
+}
+
+/// An `--only AXIS=VALUE` filter that selects nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    #[error("--only {key}={value}: `{key}` is no axis of this matrix (axes: {})", axes.join(", "))]
+    NoAxis {
+        key: String,
+        value: String,
+        axes: Vec<String>,
+    },
+    #[error("--only {key}={value}: no cell has {key}={value} (values: {})", values.join(", "))]
+    NoCell {
+        key: String,
+        value: String,
+        /// The values the cells have for `key`, in order of first appearance.
+        values: Vec<String>,
+    },
 }
 
 /// An expanded, rendered matrix.
@@ -198,30 +216,32 @@ impl Plan {
 
     /// Keeps the cells matching every `--only AXIS=VALUE` filter (values of
     /// one axis are alternatives). A filter that matches no cell is an error.
-    pub fn select(mut self, only: &[(String, String)]) -> Result<Plan, String> {
+    pub fn select(mut self, only: &[(String, String)]) -> Result<Plan, SelectError> {
         if only.is_empty() {
             return Ok(self);
         }
         for (k, v) in only {
             if !self.keys.contains(k) {
-                return Err(format!(
-                    "--only {k}={v}: `{k}` is no axis of this matrix (axes: {})",
-                    self.keys.join(", ")
-                ));
+                return Err(SelectError::NoAxis {
+                    key: k.clone(),
+                    value: v.clone(),
+                    axes: self.keys.clone(),
+                });
             }
             if !self.cells.iter().any(|c| c.value(k) == Some(v)) {
                 let mut have: Vec<&str> = self.cells.iter().filter_map(|c| c.value(k)).collect();
                 have.dedup();
-                let mut uniq: Vec<&str> = Vec::new();
+                let mut values: Vec<String> = Vec::new();
                 for h in have {
-                    if !uniq.contains(&h) {
-                        uniq.push(h);
+                    if !values.iter().any(|x| x == h) {
+                        values.push(h.to_string());
                     }
                 }
-                return Err(format!(
-                    "--only {k}={v}: no cell has {k}={v} (values: {})",
-                    uniq.join(", ")
-                ));
+                return Err(SelectError::NoCell {
+                    key: k.clone(),
+                    value: v.clone(),
+                    values,
+                });
             }
         }
         let mut by_key: BTreeMap<&str, Vec<&str>> = BTreeMap::new();

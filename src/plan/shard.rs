@@ -24,11 +24,16 @@ impl Shard {
     }
 }
 
-impl FromStr for Shard {
-    type Err = String;
+/// A text that is not a shard `K/N` with 1 ≤ K ≤ N, as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a shard; write K/N with 1 ≤ K ≤ N, e.g. 2/4")]
+pub struct ShardError(pub String);
 
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not a shard; write K/N with 1 ≤ K ≤ N, e.g. 2/4");
+impl FromStr for Shard {
+    type Err = ShardError;
+
+    fn from_str(s: &str) -> Result<Self, ShardError> {
+        let bad = || ShardError(s.to_string());
         let (k, n) = s.split_once('/').ok_or_else(bad)?;
         let index: usize = k.trim().parse().map_err(|_| bad())?;
         let total: usize = n.trim().parse().map_err(|_| bad())?;

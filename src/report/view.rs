@@ -2,11 +2,14 @@
 //! matrix file's `report:` rows and columns, regressions, failing tests per
 //! cell and totals, with lists capped so a million tests stay readable.
 
+use std::collections::HashSet;
+
 use serde::Serialize;
 
 use crate::results::junit::clip;
+use crate::results::model::StepResult;
 use crate::results::regress::{CellClass, Class};
-use crate::results::{CellResult, Counts, Regressions, Results, TestStatus};
+use crate::results::{CellResult, Counts, Regressions, Results, TestResult, TestStatus};
 use crate::store::coverage::VerdictKind;
 
 /// How much of each list the view shows.
@@ -263,195 +266,25 @@ fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
         .collect()
 }
 
+/// The view of `results`, compared with a baseline when `reg` is given,
+/// with every list capped by `caps`.
 pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
-    let keys = &results.keys;
-    let mut row_axes = results.report.rows.clone();
-    let mut col_axes = results.report.columns.clone();
-    if row_axes.is_empty() && col_axes.is_empty() {
-        row_axes.extend(keys.first().cloned());
-        col_axes.extend(keys.get(1).cloned());
-    }
-    let rest: Vec<&String> = keys
-        .iter()
-        .filter(|k| !row_axes.contains(k) && !col_axes.contains(k))
-        .collect();
-    let key_of = |c: &CellResult, axes: &[String]| -> String {
-        if axes.is_empty() {
-            return "cells".to_string();
-        }
-        axes.iter()
-            .map(|a| c.value(a).unwrap_or("–"))
-            .collect::<Vec<_>>()
-            .join(" · ")
-    };
-    // Row and column labels in order of first appearance (the plan's order).
-    let mut rows_l: Vec<String> = Vec::new();
-    let mut cols_l: Vec<String> = Vec::new();
-    for c in &results.cells {
-        let r = key_of(c, &row_axes);
-        if !rows_l.contains(&r) {
-            rows_l.push(r);
-        }
-        let k = key_of(c, &col_axes);
-        if !cols_l.contains(&k) {
-            cols_l.push(k);
-        }
-    }
-    let regressed_cells: std::collections::HashSet<&str> = reg
-        .map(|r| {
-            r.of_class(Class::NewFailure)
-                .map(|c| c.cell.as_str())
-                .chain(
-                    r.cells
-                        .iter()
-                        .filter(|c| c.class == CellClass::Broken)
-                        .map(|c| c.cell.as_str()),
-                )
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut rows: Vec<Row> = rows_l
-        .iter()
-        .map(|l| Row {
-            label: l.clone(),
-            slots: cols_l.iter().map(|_| Vec::new()).collect(),
-        })
-        .collect();
-    for c in &results.cells {
-        let r = rows_l.iter().position(|x| *x == key_of(c, &row_axes));
-        let k = cols_l.iter().position(|x| *x == key_of(c, &col_axes));
-        if let (Some(r), Some(k)) = (r, k) {
-            rows[r].slots[k].push(Chip {
-                id: c.id.clone(),
-                label: rest
-                    .iter()
-                    .map(|a| c.value(a).unwrap_or("–"))
-                    .collect::<Vec<_>>()
-                    .join(" · "),
-                status: c.status.as_str(),
-                css: css(c),
-                counts: c.counts,
-                regressed: regressed_cells.contains(c.id.as_str()),
-            });
-        }
-    }
-
-    let cells: Vec<CellView> = results
+    let regressed = regressed_cells(reg);
+    let grid = Grid::new(results, &regressed);
+    let cells = results
         .cells
         .iter()
-        .map(|c| {
-            let mut listed: Vec<&crate::results::TestResult> = c
-                .tests
-                .iter()
-                .filter(|t| t.status != TestStatus::Skipped)
-                .collect();
-            listed.sort_by_key(|t| rank(t.status));
-            let more_tests = listed.len().saturating_sub(caps.tests_per_cell);
-            listed.truncate(caps.tests_per_cell);
-            CellView {
-                id: c.id.clone(),
-                values: keys
-                    .iter()
-                    .filter_map(|k| c.value(k).map(|v| (k.clone(), v.to_string())))
-                    .collect(),
-                status: c.status.as_str(),
-                css: css(c),
-                failing: c.is_failure(),
-                regressed: regressed_cells.contains(c.id.as_str()),
-                reason: c.reason.clone().unwrap_or_default(),
-                expected_failure: c.expected_failure.clone().unwrap_or_default(),
-                counts: c.counts,
-                duration: secs(c.duration_secs),
-                tests: listed
-                    .into_iter()
-                    .map(|t| TestView {
-                        name: t.display_name(),
-                        suite: t.suite.clone(),
-                        status: t.status.as_str(),
-                        message: clip(&t.message, 1024),
-                        output: clip(&t.output, caps.output),
-                        expected: t.expected.clone().unwrap_or_default(),
-                        time: t.time.map(secs).unwrap_or_default(),
-                    })
-                    .collect(),
-                more_tests,
-                messages: c.messages.iter().take(50).cloned().collect(),
-                oddities: c.oddities.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-                steps: c
-                    .steps
-                    .iter()
-                    .map(|s| StepView {
-                        name: s.name.clone(),
-                        status: s.status.as_str(),
-                        exit_code: s.exit_code.map(|e| e.to_string()).unwrap_or_default(),
-                        duration: secs(s.duration_secs),
-                        reason: s.reason.clone().unwrap_or_default(),
-                        log_tail: if s.status.is_failure() {
-                            crate::results::collect::tail(&s.log_tail, caps.log_tail)
-                        } else {
-                            String::new()
-                        },
-                    })
-                    .collect(),
-            }
-        })
+        .map(|c| cell_view(c, &results.keys, &regressed, caps))
         .collect();
-
-    let regressions = reg.map(|r| RegView {
-        baseline: r.baseline.clone(),
-        regressions: r.regression_count(),
-        counts: Class::ALL
-            .iter()
-            .map(|c| (c.label().to_string(), r.count(*c)))
-            .collect(),
-        classes: Class::ALL
-            .iter()
-            .filter(|c| r.count(**c) > 0)
-            .map(|c| {
-                let tests: Vec<ChangeView> = r
-                    .of_class(*c)
-                    .take(caps.per_class)
-                    .map(|x| ChangeView {
-                        cell: x.cell.clone(),
-                        test: x.display_name(),
-                        status: x.status.map(|s| s.as_str()).unwrap_or("–").into(),
-                        baseline: x.baseline.map(|s| s.as_str()).unwrap_or("–").into(),
-                        message: clip(&x.message, 300),
-                    })
-                    .collect();
-                ClassView {
-                    class: c.as_str(),
-                    label: c.label(),
-                    count: r.count(*c),
-                    more: r.count(*c).saturating_sub(tests.len() as u64),
-                    tests,
-                }
-            })
-            .collect(),
-        cells: r
-            .cells
-            .iter()
-            .map(|c| CellChangeView {
-                class: match c.class {
-                    CellClass::Added => "added",
-                    CellClass::Missing => "missing",
-                    CellClass::Broken => "broken",
-                    CellClass::Recovered => "recovered",
-                },
-                cell: c.cell.clone(),
-                from: c.from.clone().unwrap_or_else(|| "–".into()),
-                to: c.to.clone().unwrap_or_else(|| "–".into()),
-            })
-            .collect(),
-    });
+    let regressions = reg.map(|r| reg_view(r, caps));
 
     let totals = results.totals();
     let cells_failing = results.failing_cells();
-    let regressed = regressions.as_ref().is_some_and(|r| r.regressions > 0);
+    let any_regression = regressions.as_ref().is_some_and(|r| r.regressions > 0);
     View {
         name: results.name.clone(),
         runs: results.runs.clone(),
-        verdict: if regressed {
+        verdict: if any_regression {
             "regressions"
         } else if cells_failing > 0 {
             "failures"
@@ -470,11 +303,227 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
             .collect(),
         messages: results.messages.clone(),
         regressions,
-        columns: cols_l,
-        row_axes,
-        col_axes,
-        rows,
+        columns: grid.columns,
+        row_axes: grid.row_axes,
+        col_axes: grid.col_axes,
+        rows: grid.rows,
         coverage: coverage_views(results, caps.libraries),
         cells,
+    }
+}
+
+/// Cells that regressed: new test failures, or broken against the baseline.
+fn regressed_cells(reg: Option<&Regressions>) -> HashSet<&str> {
+    reg.map(|r| {
+        r.of_class(Class::NewFailure)
+            .map(|c| c.cell.as_str())
+            .chain(
+                r.cells
+                    .iter()
+                    .filter(|c| c.class == CellClass::Broken)
+                    .map(|c| c.cell.as_str()),
+            )
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The report grid: which axes span rows and columns, and a chip per cell.
+struct Grid {
+    row_axes: Vec<String>,
+    col_axes: Vec<String>,
+    columns: Vec<String>,
+    rows: Vec<Row>,
+}
+
+impl Grid {
+    /// Lays out the cells by the matrix file's `report:` rows and columns
+    /// (by default the first axis down, the second across); the other axes
+    /// label the chips.
+    fn new(results: &Results, regressed: &HashSet<&str>) -> Grid {
+        let keys = &results.keys;
+        let mut row_axes = results.report.rows.clone();
+        let mut col_axes = results.report.columns.clone();
+        if row_axes.is_empty() && col_axes.is_empty() {
+            row_axes.extend(keys.first().cloned());
+            col_axes.extend(keys.get(1).cloned());
+        }
+        let rest: Vec<String> = keys
+            .iter()
+            .filter(|k| !row_axes.contains(k) && !col_axes.contains(k))
+            .cloned()
+            .collect();
+        // Row and column labels in order of first appearance (the plan's order).
+        let mut labels: Vec<String> = Vec::new();
+        let mut columns: Vec<String> = Vec::new();
+        for c in &results.cells {
+            let r = label(c, &row_axes);
+            if !labels.contains(&r) {
+                labels.push(r);
+            }
+            let k = label(c, &col_axes);
+            if !columns.contains(&k) {
+                columns.push(k);
+            }
+        }
+        let mut rows: Vec<Row> = labels
+            .iter()
+            .map(|l| Row {
+                label: l.clone(),
+                slots: columns.iter().map(|_| Vec::new()).collect(),
+            })
+            .collect();
+        for c in &results.cells {
+            let r = labels.iter().position(|x| *x == label(c, &row_axes));
+            let k = columns.iter().position(|x| *x == label(c, &col_axes));
+            if let (Some(r), Some(k)) = (r, k) {
+                rows[r].slots[k].push(Chip {
+                    id: c.id.clone(),
+                    label: values_label(c, &rest),
+                    status: c.status.as_str(),
+                    css: css(c),
+                    counts: c.counts,
+                    regressed: regressed.contains(c.id.as_str()),
+                });
+            }
+        }
+        Grid {
+            row_axes,
+            col_axes,
+            columns,
+            rows,
+        }
+    }
+}
+
+/// A row or column label: the cell's values of `axes`, or `cells` for none.
+fn label(c: &CellResult, axes: &[String]) -> String {
+    if axes.is_empty() {
+        return "cells".to_string();
+    }
+    values_label(c, axes)
+}
+
+/// The cell's values of `axes`, `–` where it has none, joined with ` · `.
+fn values_label(c: &CellResult, axes: &[String]) -> String {
+    axes.iter()
+        .map(|a| c.value(a).unwrap_or("–"))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// One cell's details: its non-passing tests first (capped), its steps.
+fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: Caps) -> CellView {
+    let mut listed: Vec<&TestResult> = c
+        .tests
+        .iter()
+        .filter(|t| t.status != TestStatus::Skipped)
+        .collect();
+    listed.sort_by_key(|t| rank(t.status));
+    let more_tests = listed.len().saturating_sub(caps.tests_per_cell);
+    listed.truncate(caps.tests_per_cell);
+    CellView {
+        id: c.id.clone(),
+        values: keys
+            .iter()
+            .filter_map(|k| c.value(k).map(|v| (k.clone(), v.to_string())))
+            .collect(),
+        status: c.status.as_str(),
+        css: css(c),
+        failing: c.is_failure(),
+        regressed: regressed.contains(c.id.as_str()),
+        reason: c.reason.clone().unwrap_or_default(),
+        expected_failure: c.expected_failure.clone().unwrap_or_default(),
+        counts: c.counts,
+        duration: secs(c.duration_secs),
+        tests: listed.into_iter().map(|t| test_view(t, caps)).collect(),
+        more_tests,
+        messages: c.messages.iter().take(50).cloned().collect(),
+        oddities: c.oddities.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        steps: c.steps.iter().map(|s| step_view(s, caps)).collect(),
+    }
+}
+
+/// A listed test, its message and output clipped.
+fn test_view(t: &TestResult, caps: Caps) -> TestView {
+    TestView {
+        name: t.display_name(),
+        suite: t.suite.clone(),
+        status: t.status.as_str(),
+        message: clip(&t.message, 1024),
+        output: clip(&t.output, caps.output),
+        expected: t.expected.clone().unwrap_or_default(),
+        time: t.time.map(secs).unwrap_or_default(),
+    }
+}
+
+/// A step; only a failed step shows its log tail.
+fn step_view(s: &StepResult, caps: Caps) -> StepView {
+    StepView {
+        name: s.name.clone(),
+        status: s.status.as_str(),
+        exit_code: s.exit_code.map(|e| e.to_string()).unwrap_or_default(),
+        duration: secs(s.duration_secs),
+        reason: s.reason.clone().unwrap_or_default(),
+        log_tail: if s.status.is_failure() {
+            crate::results::collect::tail(&s.log_tail, caps.log_tail)
+        } else {
+            String::new()
+        },
+    }
+}
+
+/// The comparison with the baseline: counts per class, the changed tests of
+/// each class present (capped), and the cells that came, went or changed.
+fn reg_view(r: &Regressions, caps: Caps) -> RegView {
+    RegView {
+        baseline: r.baseline.clone(),
+        regressions: r.regression_count(),
+        counts: Class::ALL
+            .iter()
+            .map(|c| (c.label().to_string(), r.count(*c)))
+            .collect(),
+        classes: Class::ALL
+            .iter()
+            .filter(|c| r.count(**c) > 0)
+            .map(|c| class_view(r, *c, caps))
+            .collect(),
+        cells: r
+            .cells
+            .iter()
+            .map(|c| CellChangeView {
+                class: match c.class {
+                    CellClass::Added => "added",
+                    CellClass::Missing => "missing",
+                    CellClass::Broken => "broken",
+                    CellClass::Recovered => "recovered",
+                },
+                cell: c.cell.clone(),
+                from: c.from.clone().unwrap_or_else(|| "–".into()),
+                to: c.to.clone().unwrap_or_else(|| "–".into()),
+            })
+            .collect(),
+    }
+}
+
+/// The tests that changed in class `c`, at most `caps.per_class` of them.
+fn class_view(r: &Regressions, c: Class, caps: Caps) -> ClassView {
+    let tests: Vec<ChangeView> = r
+        .of_class(c)
+        .take(caps.per_class)
+        .map(|x| ChangeView {
+            cell: x.cell.clone(),
+            test: x.display_name(),
+            status: x.status.map(|s| s.as_str()).unwrap_or("–").into(),
+            baseline: x.baseline.map(|s| s.as_str()).unwrap_or("–").into(),
+            message: clip(&x.message, 300),
+        })
+        .collect();
+    ClassView {
+        class: c.as_str(),
+        label: c.label(),
+        count: r.count(c),
+        more: r.count(c).saturating_sub(tests.len() as u64),
+        tests,
     }
 }

@@ -325,6 +325,8 @@ impl Events {
     }
 }
 
+/// Collects one cell: judges the events of its JUnit files, in order, and
+/// combines them with its record.
 fn collect_cell(
     source: &Source,
     cs: &CellSource,
@@ -334,9 +336,6 @@ fn collect_cell(
 ) -> CellResult {
     sink.cell_start(cs);
     let rules = CellRules::new(&source.expect, &cs.values);
-    let mut messages: Vec<String> = Vec::new();
-    let mut problems = 0usize;
-    let mut oddities: BTreeMap<String, u64> = BTreeMap::new();
     let mut cc = CellCollector {
         rules: &rules,
         limits,
@@ -346,33 +345,11 @@ fn collect_cell(
         source: String::new(),
         sink,
     };
+    let mut notes = FileNotes::default();
     for rel in &cs.junit {
         cc.source = rel.clone();
-        let mut suite = String::new();
-        let report = loop {
-            match events.next() {
-                Some(Ev::SuiteStart(p, ts)) => cc.suite_start(&p, ts.as_deref()),
-                Some(Ev::SuiteEnd(p)) => cc.suite_end(&p),
-                Some(Ev::Suite(s)) => suite = s,
-                Some(Ev::Case(c)) => cc.case(&suite, c),
-                Some(Ev::FileDone(r)) => break r,
-                None => {
-                    break junit::ReadReport {
-                        problem: Some(junit::Problem::Io {
-                            message: "the reading thread stopped".into(),
-                        }),
-                        ..Default::default()
-                    }
-                }
-            }
-        };
-        for (k, v) in report.oddities {
-            *oddities.entry(k.to_string()).or_insert(0) += v;
-        }
-        if let Some(p) = report.problem {
-            problems += 1;
-            messages.push(p.describe(rel));
-        }
+        let report = judge_file(&mut cc, events);
+        notes.add(rel, report);
     }
     let CellCollector {
         counts,
@@ -383,68 +360,26 @@ fn collect_cell(
     } = cc;
     passed.sort_unstable();
 
-    let (mut status, mut reason, duration_secs, steps) = match &cs.record {
-        Some(r) => {
-            messages.extend(r.messages.iter().cloned());
-            let steps = r
-                .steps
-                .iter()
-                .map(|s| StepResult {
-                    name: s.name.clone(),
-                    status: s.status,
-                    exit_code: s.exit_code,
-                    duration_secs: s.duration_secs,
-                    reason: s.reason.clone(),
-                    log_tail: tail(&s.log_tail, LOG_TAIL_LIMIT),
-                })
-                .collect();
-            (r.status, r.reason.clone(), r.duration_secs, steps)
-        }
-        None if cs.from_run => (
-            CellStatus::Error,
-            Some("the cell did not finish: it has no cell.json".to_string()),
-            0.0,
-            Vec::new(),
-        ),
-        None => {
-            let status = if counts.failures() > 0 || counts.xfail > 0 {
-                CellStatus::Failed
-            } else if counts.total() == 0 {
-                if cs.junit.is_empty() {
-                    messages.push("no JUnit files (*.xml) in this directory".into());
-                }
-                CellStatus::Error
-            } else if counts.total() == counts.skipped {
-                CellStatus::Skipped
-            } else {
-                CellStatus::Passed
-            };
-            (status, None, 0.0, Vec::new())
-        }
-    };
-    // What the JUnit files say can only make a cell worse than its record.
-    if counts.failures() > 0 && !status.is_failure() {
-        status = CellStatus::Failed;
-    }
-    if problems > 0 && !status.is_failure() {
-        status = CellStatus::Error;
-        if reason.is_none() {
-            reason = messages.first().cloned();
-        }
-    }
+    let FileNotes {
+        mut messages,
+        problems,
+        oddities,
+    } = notes;
+    let mut verdict = CellVerdict::new(cs, &counts, &mut messages);
+    verdict.worsen(&counts, problems, &messages);
     let expected_failure = rules
         .whole
-        .filter(|_| status.is_failure())
+        .filter(|_| verdict.status.is_failure())
         .map(|e| e.reason.clone());
     let cell = CellResult {
         id: cs.id.clone(),
         values: cs.values.iter().cloned().collect(),
-        status,
-        reason,
-        duration_secs,
+        status: verdict.status,
+        reason: verdict.reason,
+        duration_secs: verdict.duration_secs,
         counts,
         expected_failure,
-        steps,
+        steps: verdict.steps,
         tests,
         passed_hashes: passed,
         messages,
@@ -453,6 +388,132 @@ fn collect_cell(
     };
     sink.cell_end(&cell);
     cell
+}
+
+/// Feeds the events of one JUnit file to `cc`, up to the file's end, and
+/// returns how reading it went.
+fn judge_file(cc: &mut CellCollector, events: &mut Events) -> junit::ReadReport {
+    let mut suite = String::new();
+    loop {
+        match events.next() {
+            Some(Ev::SuiteStart(p, ts)) => cc.suite_start(&p, ts.as_deref()),
+            Some(Ev::SuiteEnd(p)) => cc.suite_end(&p),
+            Some(Ev::Suite(s)) => suite = s,
+            Some(Ev::Case(c)) => cc.case(&suite, c),
+            Some(Ev::FileDone(r)) => return r,
+            None => {
+                return junit::ReadReport {
+                    problem: Some(junit::Problem::Io {
+                        message: "the reading thread stopped".into(),
+                    }),
+                    ..Default::default()
+                }
+            }
+        }
+    }
+}
+
+/// What a cell's JUnit files said besides their tests.
+#[derive(Default)]
+struct FileNotes {
+    messages: Vec<String>,
+    /// Files that could not be read in full.
+    problems: usize,
+    oddities: BTreeMap<String, u64>,
+}
+
+impl FileNotes {
+    /// Adds the report of reading file `rel`.
+    fn add(&mut self, rel: &str, report: junit::ReadReport) {
+        for (k, v) in report.oddities {
+            *self.oddities.entry(k.to_string()).or_insert(0) += v;
+        }
+        if let Some(p) = report.problem {
+            self.problems += 1;
+            self.messages.push(p.describe(rel));
+        }
+    }
+}
+
+/// A cell's status, why it has it, how long it took and its steps.
+struct CellVerdict {
+    status: CellStatus,
+    reason: Option<String>,
+    duration_secs: f64,
+    steps: Vec<StepResult>,
+}
+
+impl CellVerdict {
+    /// As the cell's record says (adding its messages to `messages`).
+    /// Without a record, a cell of a run did not finish, and a plain JUnit
+    /// directory is judged by its tests.
+    fn new(cs: &CellSource, counts: &Counts, messages: &mut Vec<String>) -> CellVerdict {
+        match &cs.record {
+            Some(r) => {
+                messages.extend(r.messages.iter().cloned());
+                CellVerdict {
+                    status: r.status,
+                    reason: r.reason.clone(),
+                    duration_secs: r.duration_secs,
+                    steps: r
+                        .steps
+                        .iter()
+                        .map(|s| StepResult {
+                            name: s.name.clone(),
+                            status: s.status,
+                            exit_code: s.exit_code,
+                            duration_secs: s.duration_secs,
+                            reason: s.reason.clone(),
+                            log_tail: tail(&s.log_tail, LOG_TAIL_LIMIT),
+                        })
+                        .collect(),
+                }
+            }
+            None if cs.from_run => CellVerdict {
+                status: CellStatus::Error,
+                reason: Some("the cell did not finish: it has no cell.json".to_string()),
+                duration_secs: 0.0,
+                steps: Vec::new(),
+            },
+            None => CellVerdict {
+                status: status_of_tests(cs, counts, messages),
+                reason: None,
+                duration_secs: 0.0,
+                steps: Vec::new(),
+            },
+        }
+    }
+
+    /// What the JUnit files say can only make a cell worse than its record:
+    /// failed by failing tests, an error when a file could not be read.
+    fn worsen(&mut self, counts: &Counts, problems: usize, messages: &[String]) {
+        if counts.failures() > 0 && !self.status.is_failure() {
+            self.status = CellStatus::Failed;
+        }
+        if problems > 0 && !self.status.is_failure() {
+            self.status = CellStatus::Error;
+            if self.reason.is_none() {
+                self.reason = messages.first().cloned();
+            }
+        }
+    }
+}
+
+/// The status of a cell known only by its tests; a cell without any is an
+/// error (with a message when it has no JUnit files at all).
+fn status_of_tests(cs: &CellSource, counts: &Counts, messages: &mut Vec<String>) -> CellStatus {
+    if counts.failures() > 0 || counts.xfail > 0 {
+        CellStatus::Failed
+    } else if counts.total() == 0 {
+        if cs.junit.is_empty() {
+            messages.push("no JUnit files (*.xml) in this directory".into());
+        }
+        CellStatus::Error
+    } else if counts.total() == counts.skipped {
+        CellStatus::Skipped
+    } else {
+        CellStatus::Passed
+    }
 }
 
 /// The last `limit` bytes of `s`, starting at a line start when possible.

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::events::{Event, Events};
@@ -32,8 +33,8 @@ pub struct CellEnv<'a> {
     pub store: &'a RunStore,
     pub run_id: &'a str,
     pub events: &'a Events,
-    pub gpus: &'a dyn GpuGate,
-    pub sources: &'a crate::source::Sources,
+    pub gpus: &'a Arc<dyn GpuGate>,
+    pub sources: &'a Arc<crate::source::Sources>,
     /// Removals of finished cells' containers, awaited by the scheduler
     /// before the run ends (removing is off the cells' critical path).
     pub cleanups: &'a std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
@@ -52,6 +53,19 @@ pub enum CellError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}: cancelled (rocmatrix is shutting down)")]
+    Cancelled(&'static str),
+}
+
+/// `run::blocking` for the cell's own work.
+async fn blocking<T, F>(what: &'static str, work: F) -> Result<T, CellError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    super::blocking(what, work)
+        .await
+        .map_err(|_| CellError::Cancelled(what))
 }
 
 impl CellError {
@@ -65,7 +79,7 @@ impl CellError {
     pub fn is_transient(&self) -> bool {
         match self {
             CellError::Engine(e) => e.is_transient(),
-            CellError::Io { .. } | CellError::Source(_) => false,
+            CellError::Io { .. } | CellError::Source(_) | CellError::Cancelled(_) => false,
         }
     }
 }
@@ -83,18 +97,23 @@ pub async fn run_cell(
     let t0 = Instant::now();
     let dir = cx.store.cell_dir(&cell.id);
     let logs = dir.join("logs");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&logs).map_err(|e| CellError::io(&logs, e))?;
+    let fresh = (dir.clone(), logs.clone());
+    blocking("creating the cell's directory", move || {
+        let _ = std::fs::remove_dir_all(&fresh.0);
+        std::fs::create_dir_all(&fresh.1).map_err(|e| CellError::io(&fresh.1, e))
+    })
+    .await??;
     cx.events.emit(Event::CellStarted {
         cell: cell.id.clone(),
         attempt,
     });
 
     let (grant, gpu_refusal): (Option<GpuGrant>, Option<String>) = if cell.wants_gpu() {
-        // Waiting for a busy GPU blocks; keep the runtime's other tasks going.
-        match tokio::task::block_in_place(|| cx.gpus.grant(&cell.id, &cell.gpu)) {
+        // Waiting for a busy GPU blocks.
+        let (gpus, id, request) = (cx.gpus.clone(), cell.id.clone(), cell.gpu.clone());
+        match blocking("waiting for a GPU", move || gpus.grant(&id, &request)).await? {
             Ok(g) => (Some(g), None),
-            Err(reason) => (None, Some(reason)),
+            Err(refusal) => (None, Some(refusal.to_string())),
         }
     } else {
         (None, None)
@@ -106,7 +125,8 @@ pub async fn run_cell(
     // container exists.
     let mut prepared = Vec::with_capacity(cell.sources.len());
     for src in &cell.sources {
-        prepared.push(tokio::task::block_in_place(|| cx.sources.prepare(src))?);
+        let (sources, src) = (cx.sources.clone(), src.clone());
+        prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
     }
     let container = cx.engine.start_container(&spec).await?;
     for p in &prepared {
@@ -152,13 +172,17 @@ pub async fn run_cell(
         messages,
         sources: prepared.iter().map(|p| p.locked.clone()).collect(),
     };
-    cx.store
-        .write_json(&format!("cells/{}/cell.json", cell.id), &record)
-        .map_err(|e| CellError::Io {
-            path: dir.join("cell.json"),
-            source: std::io::Error::other(e.to_string()),
-        })?;
-    Ok(record)
+    let (store, rel) = (cx.store.clone(), format!("cells/{}/cell.json", cell.id));
+    blocking("writing cell.json", move || {
+        store
+            .write_json(&rel, &record)
+            .map(|()| record)
+            .map_err(|e| CellError::Io {
+                path: dir.join("cell.json"),
+                source: std::io::Error::other(e.to_string()),
+            })
+    })
+    .await?
 }
 
 struct StepsOutcome {
@@ -196,6 +220,9 @@ pub fn container_spec(
     }
 }
 
+/// Runs the cell's steps in order in `container`: each with its own log,
+/// timeout and JUnit files; a step that stops the cell makes the rest
+/// skipped with the reason.
 async fn run_steps(
     cx: &CellEnv<'_>,
     cell: &Cell,
@@ -217,146 +244,42 @@ async fn run_steps(
     let mut stop: Option<String> = None;
     let mut verdict: Option<(Status, String)> = None;
     let mut ooms_seen = 0u64;
-    let total = cell.steps.len();
     for (i, step) in cell.steps.iter().enumerate() {
-        let log_rel = format!("logs/{}.log", step_slug(i, &step.name));
-        let log_path = dir.join(&log_rel);
         let skip_reason = match (&stop, step.gpu, gpu_refusal) {
             (Some(why), _, _) => Some(why.clone()),
             (None, GpuUse::Required, Some(why)) => Some(format!("needs a GPU: {why}")),
             _ => None,
         };
         if let Some(reason) = skip_reason {
-            std::fs::write(&log_path, format!("rocmatrix: step not run: {reason}\n"))
-                .map_err(|e| CellError::io(&log_path, e))?;
-            cx.events.emit(Event::StepFinished {
-                cell: cell.id.clone(),
-                step: step.name.clone(),
-                status: Status::Skipped,
-                exit_code: None,
-                secs: 0.0,
-            });
-            records.push(StepRecord {
-                name: step.name.clone(),
-                status: Status::Skipped,
-                exit_code: None,
-                duration_secs: 0.0,
-                log: log_rel,
-                reason: Some(reason),
-                log_tail: String::new(),
-            });
+            records.push(skip_step(cx, cell, i, step, &dir, reason).await?);
             continue;
         }
-        cx.events.emit(Event::StepStarted {
-            cell: cell.id.clone(),
-            step: step.name.clone(),
-            index: i + 1,
-            total,
-        });
-        let t = Instant::now();
-        let mut log = StepLog::create(&log_path).map_err(|e| CellError::io(&log_path, e))?;
-        let cmd = vec![
-            "bash".to_string(),
-            "-eo".into(),
-            "pipefail".into(),
-            format!("/rocmatrix/steps/{}.sh", step_slug(i, &step.name)),
-        ];
-        let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
-        let outcome = cx
-            .engine
-            .exec(
-                container,
-                cmd,
-                env,
-                &mut |b: &[u8]| log.write(b),
-                Some(step.timeout),
-            )
-            .await?;
-        let (status, exit_code, reason) = match outcome {
-            ExecOutcome::Exited(0) => (Status::Passed, Some(0), None),
-            ExecOutcome::Exited(EXIT_SKIPPED) => (
-                Status::Skipped,
-                Some(EXIT_SKIPPED),
-                Some("exit 77: skipped".to_string()),
-            ),
-            ExecOutcome::Exited(137) => {
-                let kills = oom_kills(cx.engine, container).await;
-                if kills > ooms_seen {
-                    ooms_seen = kills;
-                    (
-                        Status::Oom,
-                        Some(137),
-                        Some("killed by the out-of-memory killer".to_string()),
-                    )
-                } else {
-                    (
-                        Status::Failed,
-                        Some(137),
-                        Some("killed (SIGKILL)".to_string()),
-                    )
-                }
-            }
-            ExecOutcome::Exited(code) => (
-                Status::Failed,
-                Some(code),
-                Some(format!("exit code {code}")),
-            ),
-            ExecOutcome::TimedOut => {
-                log.note(&format!(
-                    "\nrocmatrix: step timed out after {} s; container killed\n",
-                    step.timeout.as_secs()
-                ));
-                cx.engine.kill_container(container).await?;
-                (
-                    Status::Timeout,
-                    None,
-                    Some(format!("timed out after {} s", step.timeout.as_secs())),
-                )
-            }
+        let at = StepAt {
+            container,
+            index: i,
+            step,
+            cell_dir: &dir,
         };
-        let tail = log.finish().map_err(|e| CellError::io(&log_path, e))?;
-        let secs = t.elapsed().as_secs_f64();
-        cx.events.emit(Event::StepFinished {
-            cell: cell.id.clone(),
-            step: step.name.clone(),
-            status,
-            exit_code,
-            secs,
-        });
-        if status != Status::Timeout && !step.junit.is_empty() {
+        let record = run_step(cx, cell, &at, &mut ooms_seen).await?;
+        if record.status != Status::Timeout && !step.junit.is_empty() {
             let dest = dir.join("junit").join(step_slug(i, &step.name));
             let (files, msgs) =
                 collect_junit(cx.engine, container, &step.junit, &dest, &dir).await?;
             junit.extend(files);
             messages.extend(msgs);
         }
-        let stops = match status {
-            Status::Skipped => Some("skipped itself (exit 77)"),
-            Status::Timeout => Some("timed out"),
-            Status::Oom => Some("ran out of memory"),
-            Status::Failed if !step.continue_on_error => Some("failed"),
-            _ => None,
-        };
-        if let Some(what) = stops {
+        if let Some(what) = stops_the_cell(record.status, step) {
             stop = Some(format!("step `{}` {what}", step.name));
             verdict = Some((
-                status,
+                record.status,
                 format!(
                     "step `{}`: {}",
                     step.name,
-                    reason.clone().unwrap_or_default()
+                    record.reason.clone().unwrap_or_default()
                 ),
             ));
         }
-        records.push(StepRecord {
-            name: step.name.clone(),
-            status,
-            exit_code,
-            duration_secs: secs,
-            log: log_rel,
-            reason,
-            log_tail: tail,
-        });
+        records.push(record);
     }
     // A cell that needs a GPU and got none did not test what it is for,
     // whatever its GPU-free steps did.
@@ -370,6 +293,178 @@ async fn run_steps(
         messages,
         verdict,
     })
+}
+
+/// Where a step runs: its container, its place in the cell, the cell's
+/// directory in the run store.
+struct StepAt<'a> {
+    container: &'a str,
+    index: usize,
+    step: &'a Step,
+    cell_dir: &'a Path,
+}
+
+/// Records a step that does not run, with the reason in its log.
+async fn skip_step(
+    cx: &CellEnv<'_>,
+    cell: &Cell,
+    index: usize,
+    step: &Step,
+    cell_dir: &Path,
+    reason: String,
+) -> Result<StepRecord, CellError> {
+    let log_rel = format!("logs/{}.log", step_slug(index, &step.name));
+    let log_path = cell_dir.join(&log_rel);
+    let text = format!("rocmatrix: step not run: {reason}\n");
+    blocking("writing a step log", move || {
+        std::fs::write(&log_path, text).map_err(|e| CellError::io(&log_path, e))
+    })
+    .await??;
+    cx.events.emit(Event::StepFinished {
+        cell: cell.id.clone(),
+        step: step.name.clone(),
+        status: Status::Skipped,
+        exit_code: None,
+        secs: 0.0,
+    });
+    Ok(StepRecord {
+        name: step.name.clone(),
+        status: Status::Skipped,
+        exit_code: None,
+        duration_secs: 0.0,
+        log: log_rel,
+        reason: Some(reason),
+        log_tail: String::new(),
+    })
+}
+
+/// Runs one step by exec, its output streamed into its log, and judges how
+/// it ended. `ooms_seen` tells a new out-of-memory kill from an old one.
+async fn run_step(
+    cx: &CellEnv<'_>,
+    cell: &Cell,
+    at: &StepAt<'_>,
+    ooms_seen: &mut u64,
+) -> Result<StepRecord, CellError> {
+    let (step, slug) = (at.step, step_slug(at.index, &at.step.name));
+    let log_rel = format!("logs/{slug}.log");
+    let log_path = at.cell_dir.join(&log_rel);
+    cx.events.emit(Event::StepStarted {
+        cell: cell.id.clone(),
+        step: step.name.clone(),
+        index: at.index + 1,
+        total: cell.steps.len(),
+    });
+    let t = Instant::now();
+    let create = log_path.clone();
+    let mut log = blocking("creating a step log", move || StepLog::create(&create))
+        .await?
+        .map_err(|e| CellError::io(&log_path, e))?;
+    let cmd = vec![
+        "bash".to_string(),
+        "-eo".into(),
+        "pipefail".into(),
+        format!("/rocmatrix/steps/{slug}.sh"),
+    ];
+    let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
+    let outcome = cx
+        .engine
+        .exec(
+            at.container,
+            cmd,
+            env,
+            &mut |b: &[u8]| log.write(b),
+            Some(step.timeout),
+        )
+        .await?;
+    let (status, exit_code, reason) =
+        judge_exec(cx.engine, at.container, outcome, step, &mut log, ooms_seen).await?;
+    let tail = blocking("closing a step log", move || log.finish())
+        .await?
+        .map_err(|e| CellError::io(&log_path, e))?;
+    let secs = t.elapsed().as_secs_f64();
+    cx.events.emit(Event::StepFinished {
+        cell: cell.id.clone(),
+        step: step.name.clone(),
+        status,
+        exit_code,
+        secs,
+    });
+    Ok(StepRecord {
+        name: step.name.clone(),
+        status,
+        exit_code,
+        duration_secs: secs,
+        log: log_rel,
+        reason,
+        log_tail: tail,
+    })
+}
+
+/// A step's status, exit code and reason from how its exec ended: 0 passed,
+/// 77 skipped, 137 an out-of-memory kill (when the cgroup counted a new one)
+/// or SIGKILL, a timeout kills the container.
+async fn judge_exec(
+    engine: &Engine,
+    container: &str,
+    outcome: ExecOutcome,
+    step: &Step,
+    log: &mut StepLog,
+    ooms_seen: &mut u64,
+) -> Result<(Status, Option<i64>, Option<String>), CellError> {
+    Ok(match outcome {
+        ExecOutcome::Exited(0) => (Status::Passed, Some(0), None),
+        ExecOutcome::Exited(EXIT_SKIPPED) => (
+            Status::Skipped,
+            Some(EXIT_SKIPPED),
+            Some("exit 77: skipped".to_string()),
+        ),
+        ExecOutcome::Exited(137) => {
+            let kills = oom_kills(engine, container).await;
+            if kills > *ooms_seen {
+                *ooms_seen = kills;
+                (
+                    Status::Oom,
+                    Some(137),
+                    Some("killed by the out-of-memory killer".to_string()),
+                )
+            } else {
+                (
+                    Status::Failed,
+                    Some(137),
+                    Some("killed (SIGKILL)".to_string()),
+                )
+            }
+        }
+        ExecOutcome::Exited(code) => (
+            Status::Failed,
+            Some(code),
+            Some(format!("exit code {code}")),
+        ),
+        ExecOutcome::TimedOut => {
+            log.note(&format!(
+                "\nrocmatrix: step timed out after {} s; container killed\n",
+                step.timeout.as_secs()
+            ));
+            engine.kill_container(container).await?;
+            (
+                Status::Timeout,
+                None,
+                Some(format!("timed out after {} s", step.timeout.as_secs())),
+            )
+        }
+    })
+}
+
+/// Whether a step that ended with `status` stops the cell, and how to say so.
+fn stops_the_cell(status: Status, step: &Step) -> Option<&'static str> {
+    match status {
+        Status::Skipped => Some("skipped itself (exit 77)"),
+        Status::Timeout => Some("timed out"),
+        Status::Oom => Some("ran out of memory"),
+        Status::Failed if !step.continue_on_error => Some("failed"),
+        _ => None,
+    }
 }
 
 /// The cell's status: the step that stopped the cell (timeout, out of
@@ -441,7 +536,11 @@ async fn collect_junit(
         messages.push(format!("no JUnit file matched {}", globs.join(" ")));
         return Ok((files, messages));
     }
-    std::fs::create_dir_all(dest).map_err(|e| CellError::io(dest, e))?;
+    let mkdir = dest.to_path_buf();
+    blocking("creating the JUnit directory", move || {
+        std::fs::create_dir_all(&mkdir).map_err(|e| CellError::io(&mkdir, e))
+    })
+    .await??;
     for path in paths {
         let abs = if path.starts_with('/') {
             path.to_string()
@@ -460,40 +559,60 @@ async fn collect_junit(
             }
             Err(e) => return Err(e.into()),
         }
-        let staging = dest.join(".staging");
-        let _ = std::fs::remove_dir_all(&staging);
-        std::fs::create_dir_all(&staging).map_err(|e| CellError::io(&staging, e))?;
-        let f = std::fs::File::open(&archive).map_err(|e| CellError::io(&archive, e))?;
-        let limits = untar::Limits {
-            max_total: MAX_JUNIT_ARCHIVE,
-            max_entries: 10_000,
-        };
-        match untar::unpack(f, &staging, limits, &abs) {
-            Ok(u) => {
-                messages.extend(u.refused);
-                for rel in u.files {
-                    let flat = crate::spec::cell_id::sanitize(abs.trim_start_matches('/'));
-                    let name = if u_single(&rel) {
-                        flat
-                    } else {
-                        format!(
-                            "{flat}-{}",
-                            crate::spec::cell_id::sanitize(&rel.to_string_lossy())
-                        )
-                    };
-                    let final_path = dest.join(&name);
-                    std::fs::rename(staging.join(&rel), &final_path)
-                        .map_err(|e| CellError::io(&final_path, e))?;
-                    if let Ok(r) = final_path.strip_prefix(cell_dir) {
-                        files.push(r.to_string_lossy().into_owned());
-                    }
+        let (dest, cell_dir) = (dest.to_path_buf(), cell_dir.to_path_buf());
+        let (got, msgs) = blocking("unpacking JUnit files", move || {
+            unpack_junit(&archive, &dest, &cell_dir, &abs)
+        })
+        .await??;
+        files.extend(got);
+        messages.extend(msgs);
+    }
+    Ok((files, messages))
+}
+
+/// Unpacks one downloaded archive of `abs` into `dest`, refusing what
+/// `untar` refuses; returns the files (relative to `cell_dir`) and messages.
+fn unpack_junit(
+    archive: &Path,
+    dest: &Path,
+    cell_dir: &Path,
+    abs: &str,
+) -> Result<(Vec<String>, Vec<String>), CellError> {
+    let mut files = Vec::new();
+    let mut messages = Vec::new();
+    let staging = dest.join(".staging");
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).map_err(|e| CellError::io(&staging, e))?;
+    let f = std::fs::File::open(archive).map_err(|e| CellError::io(archive, e))?;
+    let limits = untar::Limits {
+        max_total: MAX_JUNIT_ARCHIVE,
+        max_entries: 10_000,
+    };
+    match untar::unpack(f, &staging, limits, abs) {
+        Ok(u) => {
+            messages.extend(u.refused);
+            let flat = crate::spec::cell_id::sanitize(abs.trim_start_matches('/'));
+            for rel in u.files {
+                let name = if u_single(&rel) {
+                    flat.clone()
+                } else {
+                    format!(
+                        "{flat}-{}",
+                        crate::spec::cell_id::sanitize(&rel.to_string_lossy())
+                    )
+                };
+                let final_path = dest.join(&name);
+                std::fs::rename(staging.join(&rel), &final_path)
+                    .map_err(|e| CellError::io(&final_path, e))?;
+                if let Ok(r) = final_path.strip_prefix(cell_dir) {
+                    files.push(r.to_string_lossy().into_owned());
                 }
             }
-            Err(e) => messages.push(format!("{abs}: unreadable archive: {e}")),
         }
-        let _ = std::fs::remove_dir_all(&staging);
-        let _ = std::fs::remove_file(&archive);
+        Err(e) => messages.push(format!("{abs}: unreadable archive: {e}")),
     }
+    let _ = std::fs::remove_dir_all(&staging);
+    let _ = std::fs::remove_file(archive);
     Ok((files, messages))
 }
 

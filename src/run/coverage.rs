@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use super::RunError;
 use crate::bundle::{coverage, scan_paths};
 use crate::engine::Engine;
 use crate::gpu::compat::policy_name;
@@ -52,19 +53,22 @@ pub async fn scan_environment(
     environment: &str,
     image: &str,
     cells: &[&Cell],
-) -> Result<EnvironmentCoverage, String> {
+) -> Result<EnvironmentCoverage, RunError> {
     let t0 = Instant::now();
     let short = crate::digest::short(environment);
     let (gfx, policy, mut problems) = wanted(cells);
-    let scratch = ScratchDir::create(store.dir.join("images").join(format!(".coverage-{short}")))
-        .map_err(|e| e.to_string())?;
+    let scratch_dir = store.dir.join("images").join(format!(".coverage-{short}"));
+    let create = scratch_dir.clone();
+    let scratch = super::blocking("creating a scratch directory", move || {
+        ScratchDir::create(create)
+    })
+    .await?
+    .map_err(|e| RunError::io(&scratch_dir, e))?;
     let dirs: Vec<PathBuf> = DEFAULT_DIRS.iter().map(PathBuf::from).collect();
-    let found = copy_libraries(engine, image, &dirs, &scratch.0, container)
-        .await
-        .map_err(|e| e.to_string())?;
+    let found = copy_libraries(engine, image, &dirs, &scratch.0, container).await?;
     let root = scratch.0.clone();
     let targets = gfx.clone();
-    let (rows, unreadable) = tokio::task::spawn_blocking(move || {
+    let (rows, unreadable) = super::blocking("scanning libraries", move || {
         let mut reports = Vec::new();
         let mut unreadable = Vec::new();
         for r in scan_paths(std::slice::from_ref(&root)) {
@@ -78,8 +82,7 @@ pub async fn scan_environment(
             unreadable,
         )
     })
-    .await
-    .map_err(|e| format!("the coverage scan failed: {e}"))?;
+    .await?;
     problems.extend(unreadable);
     let result = EnvironmentCoverage {
         environment: environment.to_string(),
@@ -106,10 +109,12 @@ pub async fn scan_environment(
         problems,
         secs: t0.elapsed().as_secs_f64(),
     };
-    store
-        .write_json(&EnvironmentCoverage::store_path(environment), &result)
-        .map_err(|e| e.to_string())?;
-    Ok(result)
+    let (store, rel) = (store.clone(), EnvironmentCoverage::store_path(environment));
+    super::blocking("writing coverage", move || {
+        store.write_json(&rel, &result).map(|()| result)
+    })
+    .await?
+    .map_err(RunError::from)
 }
 
 fn verdict_kind(v: &crate::bundle::coverage::Verdict) -> VerdictKind {

@@ -3,16 +3,21 @@
 //! scripts baked into the image, a `run.sh` that needs only the docker CLI,
 //! and a README fit to paste into an upstream issue.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Serialize;
 
 use super::cell::{env_key, step_slug, EXIT_SKIPPED};
 use super::{RunError, RunStore};
 use crate::image::build::recipe;
 use crate::image::{BaseImage, BaseOrigin, Family};
-use crate::plan::{Cell, Environment};
+use crate::plan::{Cell, Environment, Llvm};
+use crate::source::Prepared;
 use crate::spec::GpuUse;
-use crate::store::lock::Lock;
+use crate::store::lock::{Lock, LockedEnvironment, LockedSource};
 use crate::store::record::{CellRecord, RunManifest};
 
 /// Exit code of `run.sh` when a step timed out (as `timeout` reports it).
@@ -62,6 +67,7 @@ pub fn load_cell(
     Ok((manifest, planned, record, lock))
 }
 
+/// Exports cell `cell_id` of the run in `store` into `dir` as a reproducer.
 pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, RunError> {
     let (manifest, cell, record, lock) = load_cell(store, cell_id)?;
     let env = cell.environment.clone().ok_or_else(|| {
@@ -69,105 +75,141 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
             "cell {cell_id} has no environment: its matrix file has no `environment:` section"
         ))
     })?;
-    let family = Family::get(&env.family).map_err(RunError::Usage)?;
+    let family = Family::get(&env.family).map_err(|e| RunError::Usage(e.to_string()))?;
     let locked = lock
         .as_ref()
         .and_then(|l| l.environments.get(&cell.environment_hash));
-    let (build_env, base) = match locked {
-        Some(l) => {
-            let mut pinned = env.clone();
-            pinned.packages = l
-                .packages
-                .iter()
-                .map(|(n, v)| family.pin(n, v))
-                .collect::<Result<_, _>>()
-                .map_err(RunError::Usage)?;
-            (pinned, l.base.clone())
-        }
-        None => (
-            env.clone(),
-            BaseImage {
-                reference: env.base.clone(),
-                id: String::new(),
-                origin: BaseOrigin::Present { bootstrapped: None },
-            },
-        ),
-    };
-    let mut containerfile = recipe(&family, &build_env, &cell.environment_hash, &base)
-        .map_err(|e| RunError::Usage(e.to_string()))?
-        .containerfile;
-    if !containerfile.ends_with('\n') {
-        containerfile.push('\n');
+    let (build_env, base) = build_environment(&env, &family, locked)?;
+    let recipe = recipe(&family, &build_env, &cell.environment_hash, &base)
+        .map_err(|e| RunError::Usage(e.to_string()))?;
+    let sources = checkout_sources(&cell, record.as_ref())?;
+    let containerfile = export_containerfile(recipe.containerfile, &sources);
+    let locked_sources: Vec<LockedSource> = sources.iter().map(|(_, p)| p.locked.clone()).collect();
+    let readme = readme(
+        &manifest,
+        &cell,
+        &env,
+        record.as_ref(),
+        locked.map(|l| &l.packages),
+        &locked_sources,
+    )?;
+
+    let mut out = ExportDir::create(dir, !sources.is_empty())?;
+    for (name, p) in &sources {
+        out.write(&format!("sources/{name}.tar"), &p.tar, false)?;
     }
-    containerfile.push_str("COPY steps /rocmatrix/steps\n");
-    let locked_sources = record
-        .as_ref()
-        .map(|r| r.sources.clone())
-        .unwrap_or_default();
-    let mut source_tars = Vec::new();
-    if !cell.sources.is_empty() {
-        let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
-        for src in &cell.sources {
-            // Check out exactly the commit the run had, when it got that far.
-            let mut pinned = src.clone();
-            if let Some(l) = locked_sources.iter().find(|l| l.name == src.name) {
-                pinned.reference = l.commit.clone();
-            }
-            let p = sources
-                .prepare(&pinned)
-                .map_err(|e| RunError::Usage(e.to_string()))?;
-            containerfile.push_str(&format!("ADD sources/{}.tar /\n", src.name));
-            source_tars.push((src.name.clone(), p.tar.clone(), p.locked.clone()));
+    out.write("Containerfile", containerfile.as_bytes(), false)?;
+    if let Some(setup) = &build_env.setup {
+        out.write("setup.sh", setup.as_bytes(), false)?;
+    }
+    for (i, s) in cell.steps.iter().enumerate() {
+        let rel = format!("steps/{}.sh", step_slug(i, &s.name));
+        out.write(&rel, s.run.as_bytes(), true)?;
+    }
+    out.write("run.sh", run_script(&manifest, &cell).as_bytes(), true)?;
+    out.write("README.md", readme.as_bytes(), false)?;
+    Ok(Exported {
+        dir: dir.to_path_buf(),
+        files: out.files,
+        pinned: locked.is_some(),
+    })
+}
+
+/// The environment to build and its base image: pinned to the versions and
+/// the base of the run's lock when there is one, else as the matrix file
+/// says.
+fn build_environment(
+    env: &Environment,
+    family: &Family,
+    locked: Option<&LockedEnvironment>,
+) -> Result<(Environment, BaseImage), RunError> {
+    let Some(l) = locked else {
+        let base = BaseImage {
+            reference: env.base.clone(),
+            id: String::new(),
+            origin: BaseOrigin::Present { bootstrapped: None },
+        };
+        return Ok((env.clone(), base));
+    };
+    let mut pinned = env.clone();
+    pinned.packages = l
+        .packages
+        .iter()
+        .map(|(n, v)| family.pin(n, v))
+        .collect::<Result<_, _>>()
+        .map_err(|e| RunError::Usage(e.to_string()))?;
+    Ok((pinned, l.base.clone()))
+}
+
+/// Checks out the cell's sources, each at exactly the commit the run had
+/// when it got that far; with their names.
+fn checkout_sources(
+    cell: &Cell,
+    record: Option<&CellRecord>,
+) -> Result<Vec<(String, Arc<Prepared>)>, RunError> {
+    if cell.sources.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ran = record.map(|r| r.sources.as_slice()).unwrap_or_default();
+    let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
+    let mut out = Vec::with_capacity(cell.sources.len());
+    for src in &cell.sources {
+        let mut pinned = src.clone();
+        if let Some(l) = ran.iter().find(|l| l.name == src.name) {
+            pinned.reference = l.commit.clone();
         }
+        let p = sources
+            .prepare(&pinned)
+            .map_err(|e| RunError::Usage(e.to_string()))?;
+        out.push((src.name.clone(), p));
+    }
+    Ok(out)
+}
+
+/// The environment's Containerfile with the step scripts and the source
+/// archives added.
+fn export_containerfile(mut text: String, sources: &[(String, Arc<Prepared>)]) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("COPY steps /rocmatrix/steps\n");
+    for (name, _) in sources {
+        text.push_str(&format!("ADD sources/{name}.tar /\n"));
+    }
+    text
+}
+
+/// The export's directory and the files written into it so far.
+struct ExportDir<'a> {
+    dir: &'a Path,
+    files: Vec<String>,
+}
+
+impl<'a> ExportDir<'a> {
+    /// Makes `dir/steps`, and `dir/sources` when there are sources.
+    fn create(dir: &'a Path, sources: bool) -> Result<Self, RunError> {
+        std::fs::create_dir_all(dir.join("steps")).map_err(|e| RunError::io(dir, e))?;
+        if sources {
+            std::fs::create_dir_all(dir.join("sources")).map_err(|e| RunError::io(dir, e))?;
+        }
+        Ok(ExportDir {
+            dir,
+            files: Vec::new(),
+        })
     }
 
-    std::fs::create_dir_all(dir.join("steps")).map_err(|e| RunError::io(dir, e))?;
-    if !source_tars.is_empty() {
-        std::fs::create_dir_all(dir.join("sources")).map_err(|e| RunError::io(dir, e))?;
-    }
-    let mut files = Vec::new();
-    for (name, tar, _) in &source_tars {
-        let rel = format!("sources/{name}.tar");
-        std::fs::write(dir.join(&rel), tar).map_err(|e| RunError::io(&dir.join(&rel), e))?;
-        files.push(rel);
-    }
-    let locked_list: Vec<_> = source_tars.iter().map(|(_, _, l)| l.clone()).collect();
-    let mut write = |rel: &str, text: &str, exec: bool| -> Result<(), RunError> {
-        let p = dir.join(rel);
-        std::fs::write(&p, text).map_err(|e| RunError::io(&p, e))?;
+    /// Writes `rel`, executable when `exec`.
+    fn write(&mut self, rel: &str, bytes: &[u8], exec: bool) -> Result<(), RunError> {
+        let p = self.dir.join(rel);
+        std::fs::write(&p, bytes).map_err(|e| RunError::io(&p, e))?;
         if exec {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
                 .map_err(|e| RunError::io(&p, e))?;
         }
-        files.push(rel.to_string());
+        self.files.push(rel.to_string());
         Ok(())
-    };
-    write("Containerfile", &containerfile, false)?;
-    if let Some(setup) = &build_env.setup {
-        write("setup.sh", setup, false)?;
     }
-    for (i, s) in cell.steps.iter().enumerate() {
-        write(&format!("steps/{}.sh", step_slug(i, &s.name)), &s.run, true)?;
-    }
-    write("run.sh", &run_script(&manifest, &cell), true)?;
-    write(
-        "README.md",
-        &readme(
-            &manifest,
-            &cell,
-            &env,
-            record.as_ref(),
-            locked.map(|l| &l.packages),
-            &locked_list,
-        ),
-        false,
-    )?;
-    Ok(Exported {
-        dir: dir.to_path_buf(),
-        files,
-        pinned: locked.is_some(),
-    })
 }
 
 fn run_script(manifest: &RunManifest, cell: &Cell) -> String {
@@ -237,44 +279,113 @@ docker run --rm {env_args}{memory} "${{gpu[@]}}" "$image" bash -c {inner}
     )
 }
 
+/// The README template, embedded at build time like the report templates.
+const README_TEMPLATE: &str = include_str!("../../reports/repro-readme.md.j2");
+
+/// What the exported `README.md` shows (`reports/repro-readme.md.j2`).
+#[derive(Serialize)]
+struct ReadmeView<'a> {
+    matrix: &'a str,
+    run_id: &'a str,
+    version: &'a str,
+    cell: &'a str,
+    /// The cell's values, `k=v, …`.
+    values: String,
+    base: &'a str,
+    family: &'a str,
+    llvm: &'static str,
+    /// The packages the matrix file asks for, in backticks, or `none`.
+    asked: String,
+    /// Without a lock, nothing is pinned.
+    pinned: Option<PinnedView<'a>>,
+    sources: Vec<SourceView<'a>>,
+    /// Without a record, the cell did not finish.
+    outcome: Option<OutcomeView<'a>>,
+    exit_skipped: i64,
+    exit_timeout: i32,
+}
+
+#[derive(Serialize)]
+struct PinnedView<'a> {
+    count: usize,
+    /// The ROCm and LLVM packages, and those the matrix file names.
+    shown: Vec<PackageView<'a>>,
+}
+
+#[derive(Serialize)]
+struct PackageView<'a> {
+    name: &'a str,
+    version: &'a str,
+}
+
+#[derive(Serialize)]
+struct SourceView<'a> {
+    name: &'a str,
+    url: &'a str,
+    commit: &'a str,
+    reference: &'a str,
+    patches: Vec<PatchView<'a>>,
+}
+
+#[derive(Serialize)]
+struct PatchView<'a> {
+    file: &'a str,
+    /// The first 16 hex digits.
+    sha256: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutcomeView<'a> {
+    status: &'static str,
+    reason: Option<&'a str>,
+    steps: Vec<StepRow<'a>>,
+    /// The first failed step and its log tail.
+    failed: Option<FailedStep<'a>>,
+}
+
+#[derive(Serialize)]
+struct StepRow<'a> {
+    name: &'a str,
+    status: &'static str,
+    exit: String,
+    /// Seconds, one decimal.
+    time: String,
+}
+
+#[derive(Serialize)]
+struct FailedStep<'a> {
+    name: &'a str,
+    log_tail: &'a str,
+}
+
+/// The README, fit to paste into an upstream issue: what the cell is, its
+/// environment and sources, what happened in the run, and how to reproduce it.
 fn readme(
     manifest: &RunManifest,
     cell: &Cell,
     env: &Environment,
     record: Option<&CellRecord>,
-    packages: Option<&std::collections::BTreeMap<String, String>>,
-    sources: &[crate::store::lock::LockedSource],
-) -> String {
-    let mut s = format!("# Reproducer: {} / {}\n\n", manifest.name, cell.id);
-    let values: Vec<String> = cell
-        .values
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let _ = writeln!(
-        s,
-        "Cell `{}` ({}) of matrix `{}`, run `{}`, made with rocmatrix {}.\n",
-        cell.id,
-        values.join(", "),
-        manifest.name,
-        manifest.run_id,
-        manifest.rocmatrix_version
-    );
-    let _ = writeln!(s, "## Environment\n");
-    let _ = writeln!(
-        s,
-        "- base image: `{}` ({} family), LLVM flavour: {}",
-        env.base,
-        env.family,
-        match env.llvm {
-            crate::plan::Llvm::Debug => "debug",
-            crate::plan::Llvm::Release => "release",
-        }
-    );
-    let _ = writeln!(
-        s,
-        "- packages asked for: {}",
-        if env.packages.is_empty() {
+    packages: Option<&BTreeMap<String, String>>,
+    sources: &[LockedSource],
+) -> Result<String, RunError> {
+    let view = ReadmeView {
+        matrix: &manifest.name,
+        run_id: &manifest.run_id,
+        version: &manifest.rocmatrix_version,
+        cell: &cell.id,
+        values: cell
+            .values
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        base: &env.base,
+        family: &env.family,
+        llvm: match env.llvm {
+            Llvm::Debug => "debug",
+            Llvm::Release => "release",
+        },
+        asked: if env.packages.is_empty() {
             "none".to_string()
         } else {
             env.packages
@@ -282,88 +393,161 @@ fn readme(
                 .map(|p| format!("`{p}`"))
                 .collect::<Vec<_>>()
                 .join(", ")
-        }
-    );
-    match packages {
-        Some(p) => {
-            let _ = writeln!(s, "- all {} installed packages are pinned in `Containerfile` at the versions the run had; the ROCm and LLVM ones:\n", p.len());
-            let interesting = |n: &str| {
-                [
-                    "hip", "roc", "llvm", "clang", "amd", "miopen", "comgr", "hsa",
-                ]
+        },
+        pinned: packages.map(|p| pinned_view(p, env)),
+        sources: sources.iter().map(source_view).collect(),
+        outcome: record.map(outcome_view),
+        exit_skipped: EXIT_SKIPPED,
+        exit_timeout: EXIT_TIMEOUT,
+    };
+    let template = |source| RunError::Template {
+        name: "repro-readme.md",
+        source,
+    };
+    let mut jinja = minijinja::Environment::new();
+    jinja.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    jinja.set_trim_blocks(true);
+    jinja.set_lstrip_blocks(true);
+    jinja.set_keep_trailing_newline(true);
+    jinja
+        .add_template("README.md", README_TEMPLATE)
+        .map_err(template)?;
+    jinja
+        .get_template("README.md")
+        .and_then(|t| t.render(&view))
+        .map_err(template)
+}
+
+/// The locked packages worth showing: ROCm and LLVM ones, and those the
+/// matrix file asks for (`name:arch` counts as `name`).
+fn pinned_view<'a>(packages: &'a BTreeMap<String, String>, env: &Environment) -> PinnedView<'a> {
+    let interesting = |n: &str| {
+        [
+            "hip", "roc", "llvm", "clang", "amd", "miopen", "comgr", "hsa",
+        ]
+        .iter()
+        .any(|k| n.contains(k))
+            || env
+                .packages
                 .iter()
-                .any(|k| n.contains(k))
-                    || env
-                        .packages
-                        .iter()
-                        .any(|q| n.split(':').next() == Some(q.as_str()))
-            };
-            let _ = writeln!(s, "| package | version |\n| --- | --- |");
-            for (n, v) in p.iter().filter(|(n, _)| interesting(n)) {
-                let _ = writeln!(s, "| {n} | {v} |");
-            }
-        }
-        None => {
-            let _ = writeln!(
-                s,
-                "- the run has no lock for this environment: package versions are not pinned"
-            );
-        }
+                .any(|q| n.split(':').next() == Some(q.as_str()))
+    };
+    PinnedView {
+        count: packages.len(),
+        shown: packages
+            .iter()
+            .filter(|(n, _)| interesting(n))
+            .map(|(name, version)| PackageView { name, version })
+            .collect(),
     }
-    if !sources.is_empty() {
-        let _ = writeln!(s, "\n## Sources\n");
-        for src in sources {
-            let _ = writeln!(
-                s,
-                "- `/src/{}`: {} at commit `{}` (ref `{}`), in `sources/{}.tar`",
-                src.name, src.url, src.commit, src.reference, src.name
-            );
-            for p in &src.patches {
-                let _ = writeln!(s, "  - patch `{}` (sha256 `{}`)", p.file, &p.sha256[..16]);
-            }
-        }
+}
+
+fn source_view(src: &LockedSource) -> SourceView<'_> {
+    SourceView {
+        name: &src.name,
+        url: &src.url,
+        commit: &src.commit,
+        reference: &src.reference,
+        patches: src
+            .patches
+            .iter()
+            .map(|p| PatchView {
+                file: &p.file,
+                sha256: p.sha256.get(..16).unwrap_or(&p.sha256),
+            })
+            .collect(),
     }
-    let _ = writeln!(s, "\n## What happened\n");
-    match record {
-        Some(r) => {
-            let _ = writeln!(
-                s,
-                "Outcome: **{}**{}\n",
-                r.status.as_str(),
-                r.reason
-                    .as_ref()
-                    .map(|x| format!(" — {x}"))
-                    .unwrap_or_default()
-            );
-            let _ = writeln!(
-                s,
-                "| step | status | exit | time |\n| --- | --- | --- | --- |"
-            );
-            for st in &r.steps {
-                let _ = writeln!(
-                    s,
-                    "| {} | {} | {} | {:.1} s |",
-                    st.name,
-                    st.status.as_str(),
-                    st.exit_code
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    st.duration_secs
-                );
-            }
-            if let Some(bad) = r.steps.iter().find(|st| st.status.is_failure()) {
-                let _ = writeln!(
-                    s,
-                    "\nLast lines of `{}`:\n\n```\n{}\n```",
-                    bad.name, bad.log_tail
-                );
-            }
-        }
-        None => {
-            let _ = writeln!(s, "The cell has no result in the run (it did not finish).");
-        }
+}
+
+fn outcome_view(r: &CellRecord) -> OutcomeView<'_> {
+    OutcomeView {
+        status: r.status.as_str(),
+        reason: r.reason.as_deref(),
+        steps: r
+            .steps
+            .iter()
+            .map(|st| StepRow {
+                name: &st.name,
+                status: st.status.as_str(),
+                exit: st
+                    .exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                time: format!("{:.1}", st.duration_secs),
+            })
+            .collect(),
+        failed: r
+            .steps
+            .iter()
+            .find(|st| st.status.is_failure())
+            .map(|st| FailedStep {
+                name: &st.name,
+                log_tail: &st.log_tail,
+            }),
     }
-    let _ = writeln!(s, "\n## Reproduce\n\n```sh\n./run.sh\n```\n");
-    let _ = writeln!(s, "`run.sh` builds the image from `Containerfile` (the steps are in `steps/`, baked into the image) and runs the steps in order, each with its timeout, as `bash -eo pipefail`. Exit code: 0 passed, {EXIT_SKIPPED} skipped, {EXIT_TIMEOUT} timed out, else the failing step's. Steps that need a GPU run only where `/dev/kfd` exists.");
-    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest() -> RunManifest {
+        serde_json::from_value(serde_json::json!({
+            "store_version": 1, "run_id": "r1", "rocmatrix_version": "0.1.0",
+            "name": "m", "matrix_file": "m.yaml", "matrix_hash": "h", "keys": ["gfx"],
+            "expect": [], "report": {"rows": [], "columns": []}, "cells": []
+        }))
+        .unwrap()
+    }
+
+    fn cell() -> Cell {
+        serde_json::from_value(serde_json::json!({
+            "id": "gfx=gfx1030", "values": {"gfx": "gfx1030"},
+            "environment": {"family": "debian", "base": "debian:bookworm", "suite": null,
+                "mirror": null, "packages": ["mypkg"], "llvm": "release", "setup": null,
+                "env": {}, "network": null},
+            "environment_hash": "e", "steps": [],
+            "gpu": {"need": "none", "count": 1, "target": null, "policy": "exact"},
+            "hash": "0123456789abcdef"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn readme_tells_the_outcome_and_the_pins() {
+        let record: CellRecord = serde_json::from_value(serde_json::json!({
+            "id": "c", "values": {}, "hash": "h", "environment_hash": "e", "status": "failed",
+            "reason": "step test failed", "started": "s", "finished": "f", "duration_secs": 1.0,
+            "steps": [{"name": "test", "status": "failed", "exit_code": 1, "duration_secs": 0.25,
+                "log": "l", "log_tail": "expected 42, got 41"}]
+        }))
+        .unwrap();
+        let packages: BTreeMap<String, String> =
+            [("hipcc", "6.0"), ("bash", "5"), ("mypkg:amd64", "3")]
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .into();
+        let (m, c) = (manifest(), cell());
+        let env = c.environment.clone().unwrap();
+        let text = readme(&m, &c, &env, Some(&record), Some(&packages), &[]).unwrap();
+        for line in [
+            "Cell `gfx=gfx1030` (gfx=gfx1030) of matrix `m`, run `r1`, made with rocmatrix 0.1.0.\n\n",
+            "- packages asked for: `mypkg`\n- all 3 installed packages are pinned",
+            "| --- | --- |\n| hipcc | 6.0 |\n| mypkg:amd64 | 3 |\n\n## What happened\n\n",
+            "Outcome: **failed** — step test failed\n\n",
+            "| test | failed | 1 | 0.2 s |\n\nLast lines of `test`:\n\n```\nexpected 42, got 41\n```\n\n## Reproduce",
+        ] {
+            assert!(text.contains(line), "{line:?} not in\n{text}");
+        }
+        assert!(text.ends_with("where `/dev/kfd` exists.\n"), "{text}");
+    }
+
+    #[test]
+    fn readme_without_a_lock_or_a_record() {
+        let (m, c) = (manifest(), cell());
+        let env = c.environment.clone().unwrap();
+        let text = readme(&m, &c, &env, None, None, &[]).unwrap();
+        assert!(text.contains(
+            "- the run has no lock for this environment: package versions are not pinned\n\n## What happened\n\nThe cell has no result in the run (it did not finish).\n\n## Reproduce"
+        ), "{text}");
+    }
 }

@@ -41,14 +41,31 @@ impl Drop for GpuGrant {
 /// Grants GPUs to cells.
 pub trait GpuGate: Send + Sync {
     /// GPUs for `request` of cell `cell`, or the reason there are none.
-    fn grant(&self, cell: &str, request: &GpuRequest) -> Result<GpuGrant, String>;
+    fn grant(&self, cell: &str, request: &GpuRequest) -> Result<GpuGrant, Refusal>;
+}
+
+/// Why a cell gets no GPU, in words; the cell or step is skipped with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+impl From<&str> for Refusal {
+    fn from(s: &str) -> Self {
+        Refusal(s.to_string())
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(s: String) -> Self {
+        Refusal(s)
+    }
 }
 
 /// A host without GPU inventory: every request is refused with that reason.
 pub struct NoInventory;
 
 impl GpuGate for NoInventory {
-    fn grant(&self, _cell: &str, _request: &GpuRequest) -> Result<GpuGrant, String> {
+    fn grant(&self, _cell: &str, _request: &GpuRequest) -> Result<GpuGrant, Refusal> {
         Err("no GPU inventory on this host".into())
     }
 }
@@ -73,12 +90,12 @@ impl KfdGate {
 }
 
 impl GpuGate for KfdGate {
-    fn grant(&self, _cell: &str, request: &GpuRequest) -> Result<GpuGrant, String> {
+    fn grant(&self, _cell: &str, request: &GpuRequest) -> Result<GpuGrant, Refusal> {
         if !self.kfd_present {
-            return Err(format!(
+            return Err(Refusal(format!(
                 "no GPU inventory: {} has no KFD topology (is the amdgpu driver loaded?)",
                 self.sysfs_root.join("class/kfd/kfd/topology").display()
-            ));
+            )));
         }
         let target = request
             .target
@@ -106,7 +123,7 @@ impl GpuGate for KfdGate {
                 env: lease.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
                 release: Some(Box::new(move || lease.release())),
             }),
-            Outcome::Skip(reason) => Err(reason),
+            Outcome::Skip(reason) => Err(Refusal(reason)),
             Outcome::Busy => Err("the GPUs are busy".into()),
         }
     }

@@ -40,6 +40,15 @@ pub enum RunError {
     },
     #[error("{}: unreadable: {message}", path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// Blocking work was cut short because the runtime is shutting down.
+    #[error("{0}: cancelled (rocmatrix is shutting down)")]
+    Cancelled(&'static str),
+    #[error("template {name}: {source}")]
+    Template {
+        name: &'static str,
+        #[source]
+        source: minijinja::Error,
+    },
 }
 
 impl RunError {
@@ -48,5 +57,22 @@ impl RunError {
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+/// Runs blocking work — the file system, git2, sysfs, child processes,
+/// waiting for a GPU lease — on tokio's blocking pool, so the async workers
+/// that drive containers never wait on it. This is the one way async code
+/// in rocmatrix blocks (docs/architecture.md). `what` names the work if the
+/// runtime shuts down under it; a panic in `work` is passed on as a panic.
+pub async fn blocking<T, F>(what: &'static str, work: F) -> Result<T, RunError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> T + Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(RunError::Cancelled(what)),
     }
 }

@@ -2,7 +2,8 @@
 //! reopen the run store, run the cells that are not finished, and write the
 //! run's summary. The CLI only turns arguments into a [`RunRequest`].
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -97,82 +98,29 @@ pub async fn run(
 ) -> Result<RunReport, RunError> {
     let t0 = Instant::now();
     let started = now_rfc3339();
-    let (store, manifest) = match req.source {
-        RunSource::New { spec, plan } => {
-            let run_id = new_run_id();
-            let store = RunStore::create(&req.out, &run_id)?;
-            let manifest = RunManifest {
-                store_version: STORE_VERSION,
-                run_id,
-                rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
-                name: plan.name.clone(),
-                matrix_file: spec.file.display().to_string(),
-                matrix_hash: spec.source_hash.clone(),
-                keys: plan.keys.clone(),
-                expect: spec.expect.clone(),
-                report: spec.report.clone(),
-                shard: plan.shard.map(|s| s.to_string()),
-                cells: plan.cells.clone(),
-            };
-            store.write_json("plan.json", &manifest)?;
-            (store, manifest)
-        }
-        RunSource::Resume(store) => {
-            let manifest = store.manifest()?;
-            (store, manifest)
-        }
-        RunSource::Replan(mut manifest) => {
-            manifest.run_id = new_run_id();
-            let store = RunStore::create(&req.out, &manifest.run_id)?;
-            store.write_json("plan.json", &manifest)?;
-            (store, *manifest)
-        }
-    };
-    let journal_path = store.dir.join("journal.jsonl");
-    let journal = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
-    let mut listeners: Vec<Arc<dyn Listener>> = vec![Arc::new(journal)];
-    listeners.extend(req.listeners);
-    let events = Events::new(listeners);
+    let out = req.out.clone();
+    let source = req.source;
+    let (store, manifest, done) = super::blocking("opening the run store", move || {
+        let (store, manifest) = open_store(source, &out)?;
+        let done = finished_cells(&store);
+        Ok::<_, RunError>((store, manifest, done))
+    })
+    .await??;
+    let events = open_events(&store, req.listeners)?;
+    sweep_orphans(engine, &events).await;
 
-    match super::sweep::sweep_orphans(engine).await {
-        Ok(lines) => {
-            for message in lines {
-                events.emit(Event::Warning { message });
-            }
-        }
-        Err(e) => events.emit(Event::Warning {
-            message: format!("could not sweep containers of dead runs: {e}"),
-        }),
-    }
-
-    // Finished cells keep their results; errored ones run again.
-    let done: std::collections::BTreeSet<String> = store
-        .finished_cells()
-        .into_iter()
-        .filter(|id| {
-            store
-                .cell_record(id)
-                .is_ok_and(|r| r.status != Status::Error)
-        })
-        .collect();
     let to_run: Vec<_> = manifest
         .cells
         .iter()
         .filter(|c| !done.contains(&c.id))
         .cloned()
         .collect();
-    let environments = {
-        let mut e: Vec<&str> = to_run.iter().map(|c| c.environment_hash.as_str()).collect();
-        e.sort();
-        e.dedup();
-        e.len()
-    };
     events.emit(Event::RunStarted {
         run_id: manifest.run_id.clone(),
         name: manifest.name.clone(),
         cells: manifest.cells.len(),
         to_run: to_run.len(),
-        environments,
+        environments: environment_count(&to_run),
         jobs: req.options.jobs,
     });
     let outcome = execute(
@@ -190,32 +138,17 @@ pub async fn run(
         scan_coverage(engine, &store, &manifest, &outcome, &events, &interrupt).await;
     }
 
-    let mut records = Vec::new();
-    for c in &manifest.cells {
-        if let Some(r) = outcome.records.iter().find(|r| r.id == c.id) {
-            records.push(r.clone());
-        } else if done.contains(&c.id) {
-            records.push(store.cell_record(&c.id)?);
-        }
-    }
+    let (store, manifest, outcome, records) =
+        super::blocking("writing run.json and lock.json", move || {
+            let records = finish_store(&store, &manifest, &outcome, &done, started)?;
+            Ok::<_, RunError>((store, manifest, outcome, records))
+        })
+        .await??;
     let count = |s: Status| records.iter().filter(|r| r.status == s).count();
-    let failed = records.iter().filter(|r| r.status.is_failure()).count();
     let secs = t0.elapsed().as_secs_f64();
-    let summary = RunSummary {
-        run_id: &manifest.run_id,
-        started,
-        finished: now_rfc3339(),
-        interrupted: outcome.interrupted,
-        bases: &outcome.bases,
-        images: &outcome.images,
-        image_errors: &outcome.image_errors,
-        not_run: &outcome.not_run,
-    };
-    store.write_json("run.json", &summary)?;
-    store.write_json("lock.json", &lock(&store, &manifest, &outcome))?;
     events.emit(Event::RunFinished {
         passed: count(Status::Passed),
-        failed,
+        failed: records.iter().filter(|r| r.status.is_failure()).count(),
         skipped: count(Status::Skipped),
         not_run: outcome.not_run.len(),
         interrupted: outcome.interrupted,
@@ -228,6 +161,120 @@ pub async fn run(
         outcome,
         secs,
     })
+}
+
+/// Creates the run store of a new run (writing `plan.json`) or opens the
+/// store of a run to resume.
+fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), RunError> {
+    match source {
+        RunSource::New { spec, plan } => {
+            let run_id = new_run_id();
+            let store = RunStore::create(out, &run_id)?;
+            let manifest = RunManifest {
+                store_version: STORE_VERSION,
+                run_id,
+                rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
+                name: plan.name.clone(),
+                matrix_file: spec.file.display().to_string(),
+                matrix_hash: spec.source_hash.clone(),
+                keys: plan.keys.clone(),
+                expect: spec.expect.clone(),
+                report: spec.report.clone(),
+                shard: plan.shard.map(|s| s.to_string()),
+                cells: plan.cells.clone(),
+            };
+            store.write_json("plan.json", &manifest)?;
+            Ok((store, manifest))
+        }
+        RunSource::Resume(store) => {
+            let manifest = store.manifest()?;
+            Ok((store, manifest))
+        }
+        RunSource::Replan(mut manifest) => {
+            manifest.run_id = new_run_id();
+            let store = RunStore::create(out, &manifest.run_id)?;
+            store.write_json("plan.json", &manifest)?;
+            Ok((store, *manifest))
+        }
+    }
+}
+
+/// Cells an earlier invocation finished: they keep their results; errored
+/// ones run again.
+fn finished_cells(store: &RunStore) -> BTreeSet<String> {
+    store
+        .finished_cells()
+        .into_iter()
+        .filter(|id| {
+            store
+                .cell_record(id)
+                .is_ok_and(|r| r.status != Status::Error)
+        })
+        .collect()
+}
+
+/// The journal first, then the caller's listeners.
+fn open_events(store: &RunStore, listeners: Vec<Arc<dyn Listener>>) -> Result<Events, RunError> {
+    let journal_path = store.dir.join("journal.jsonl");
+    let journal = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
+    let mut all: Vec<Arc<dyn Listener>> = vec![Arc::new(journal)];
+    all.extend(listeners);
+    Ok(Events::new(all))
+}
+
+/// Removes containers of dead runs; what it removed (or could not) becomes
+/// a warning, never an error.
+async fn sweep_orphans(engine: &Engine, events: &Events) {
+    match super::sweep::sweep_orphans(engine).await {
+        Ok(lines) => {
+            for message in lines {
+                events.emit(Event::Warning { message });
+            }
+        }
+        Err(e) => events.emit(Event::Warning {
+            message: format!("could not sweep containers of dead runs: {e}"),
+        }),
+    }
+}
+
+fn environment_count(cells: &[crate::plan::Cell]) -> usize {
+    cells
+        .iter()
+        .map(|c| c.environment_hash.as_str())
+        .collect::<BTreeSet<_>>()
+        .len()
+}
+
+/// Writes `run.json` and `lock.json`; returns the records of every finished
+/// cell, earlier invocations' included, in plan order.
+fn finish_store(
+    store: &RunStore,
+    manifest: &RunManifest,
+    outcome: &RunOutcome,
+    done: &BTreeSet<String>,
+    started: String,
+) -> Result<Vec<CellRecord>, RunError> {
+    let mut records = Vec::new();
+    for c in &manifest.cells {
+        if let Some(r) = outcome.records.iter().find(|r| r.id == c.id) {
+            records.push(r.clone());
+        } else if done.contains(&c.id) {
+            records.push(store.cell_record(&c.id)?);
+        }
+    }
+    let summary = RunSummary {
+        run_id: &manifest.run_id,
+        started,
+        finished: now_rfc3339(),
+        interrupted: outcome.interrupted,
+        bases: &outcome.bases,
+        images: &outcome.images,
+        image_errors: &outcome.image_errors,
+        not_run: &outcome.not_run,
+    };
+    store.write_json("run.json", &summary)?;
+    store.write_json("lock.json", &lock(store, manifest, outcome))?;
+    Ok(records)
 }
 
 /// `run --coverage`: each environment image of this invocation, scanned one

@@ -70,7 +70,7 @@ struct Shared {
     interrupt: Interrupt,
     stop: AtomicBool,
     slots: Arc<Semaphore>,
-    sources: crate::source::Sources,
+    sources: Arc<crate::source::Sources>,
     cleanups: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -79,8 +79,43 @@ type Dispatcher = tokio::task::JoinHandle<Vec<Result<CellResult, tokio::task::Jo
 
 enum CellResult {
     Done(Box<CellRecord>),
-    NotRun(String, String),
+    NotRun(String, NotRun),
 }
+
+/// Why a cell did not run in this invocation (said in `run.json` and the summary).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRun {
+    #[error("interrupted")]
+    Interrupted,
+    #[error("fail_fast: an earlier cell failed")]
+    FailFast,
+    #[error("the scheduler stopped")]
+    SchedulerStopped,
+    #[error("environment {0} could not be made (see the image error)")]
+    ImageFailed(String),
+}
+
+/// Why an environment's image could not be made in this run.
+#[derive(Debug, thiserror::Error)]
+enum ImageFailure {
+    #[error("interrupted")]
+    Interrupted,
+    #[error("the matrix file has no `environment:` section")]
+    NoEnvironment,
+    /// The family, recipe or pins of the environment are wrong.
+    #[error("{0}")]
+    Recipe(String),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    /// The base failed for an earlier environment of this run.
+    #[error("{0}")]
+    Base(Arc<ImageError>),
+}
+
+/// Each base image once per run: what obtaining it gave.
+type Bases = HashMap<String, Result<BaseImage, Arc<ImageError>>>;
 
 /// Runs `cells` (all of one plan) and returns their outcome.
 #[allow(clippy::too_many_arguments)]
@@ -104,32 +139,23 @@ pub async fn execute(
         interrupt: interrupt.clone(),
         stop: AtomicBool::new(false),
         slots: Arc::new(Semaphore::new(opts.jobs.max(1))),
-        sources: crate::source::Sources::new(&crate::dirs::cache_dir()),
+        sources: Arc::new(crate::source::Sources::new(&crate::dirs::cache_dir())),
         cleanups: std::sync::Mutex::new(Vec::new()),
     });
     let mut out = RunOutcome::default();
-    let mut groups: Vec<(String, Option<Environment>, Vec<Cell>)> = Vec::new();
-    for c in cells {
-        match groups.iter_mut().find(|(h, _, _)| *h == c.environment_hash) {
-            Some((_, _, v)) => v.push(c),
-            None => groups.push((c.environment_hash.clone(), c.environment.clone(), vec![c])),
-        }
-    }
-
     let (ready, dispatcher) = start_dispatcher(shared.clone());
-    let mut bases: HashMap<String, Result<BaseImage, String>> = HashMap::new();
+    let mut bases: Bases = HashMap::new();
     let mut network: Option<Option<String>> = None;
-    for (hash, env, group) in groups {
-        let short = crate::digest::short(&hash).to_string();
+    for (hash, env, group) in by_environment(cells) {
         if interrupt.is_set() {
             for c in group {
-                out.not_run.push((c.id, "interrupted".into()));
+                out.not_run.push((c.id, NotRun::Interrupted.to_string()));
             }
             continue;
         }
         let image = tokio::select! {
             r = prepare_image(&shared, &hash, env.as_ref(), group.len(), &mut bases, &mut network, &mut out) => r,
-            _ = interrupt.fired() => Err("interrupted".to_string()),
+            _ = interrupt.fired() => Err(ImageFailure::Interrupted),
         };
         match image {
             Ok(img) => {
@@ -140,30 +166,69 @@ pub async fn execute(
                     let _ = ready.send((c, tag.clone()));
                 }
             }
-            Err(e) => {
-                if e != "interrupted" {
-                    shared.events.emit(Event::ImageFailed {
-                        environment: short.clone(),
-                        error: e.clone(),
-                    });
-                    out.image_errors.push(format!("environment {short}: {e}"));
-                }
-                for c in group {
-                    let reason = if e == "interrupted" {
-                        "interrupted".to_string()
-                    } else {
-                        format!("environment {short} could not be made (see the image error)")
-                    };
-                    shared.events.emit(Event::CellNotRun {
-                        cell: c.id.clone(),
-                        reason: reason.clone(),
-                    });
-                    out.not_run.push((c.id, reason));
-                }
-            }
+            Err(e) => image_failed(&shared, &hash, &e, group, &mut out),
         }
     }
     drop(ready);
+    collect_cells(dispatcher, &mut out).await;
+    let pending: Vec<_> =
+        std::mem::take(&mut *shared.cleanups.lock().unwrap_or_else(|p| p.into_inner()));
+    for removal in pending {
+        let _ = removal.await;
+    }
+    let tags: Vec<String> = out.images.values().map(|i| i.tag.clone()).collect();
+    let _ = super::blocking("recording image use", move || {
+        crate::store::usage::record(&tags)
+    })
+    .await;
+    out.interrupted = interrupt.is_set();
+    if out.interrupted {
+        let _ = super::sweep::remove_run_containers(engine, run_id).await;
+    }
+    out.bases = bases.into_values().filter_map(Result::ok).collect();
+    out.bases.sort_by(|a, b| a.reference.cmp(&b.reference));
+    out
+}
+
+/// Cells grouped by environment, environments in the order their first
+/// cell comes in the plan.
+fn by_environment(cells: Vec<Cell>) -> Vec<(String, Option<Environment>, Vec<Cell>)> {
+    let mut groups: Vec<(String, Option<Environment>, Vec<Cell>)> = Vec::new();
+    for c in cells {
+        match groups.iter_mut().find(|(h, _, _)| *h == c.environment_hash) {
+            Some((_, _, v)) => v.push(c),
+            None => groups.push((c.environment_hash.clone(), c.environment.clone(), vec![c])),
+        }
+    }
+    groups
+}
+
+/// An environment whose image could not be made: the error once, and each
+/// of its cells as not run.
+fn image_failed(s: &Shared, hash: &str, e: &ImageFailure, group: Vec<Cell>, out: &mut RunOutcome) {
+    let short = crate::digest::short(hash).to_string();
+    let reason = match e {
+        ImageFailure::Interrupted => NotRun::Interrupted,
+        e => {
+            s.events.emit(Event::ImageFailed {
+                environment: short.clone(),
+                error: e.to_string(),
+            });
+            out.image_errors.push(format!("environment {short}: {e}"));
+            NotRun::ImageFailed(short)
+        }
+    };
+    for c in group {
+        s.events.emit(Event::CellNotRun {
+            cell: c.id.clone(),
+            reason: reason.to_string(),
+        });
+        out.not_run.push((c.id, reason.to_string()));
+    }
+}
+
+/// Waits for every cell task and files its result.
+async fn collect_cells(dispatcher: Dispatcher, out: &mut RunOutcome) {
     let results = match dispatcher.await {
         Ok(results) => results,
         Err(e) => {
@@ -175,75 +240,33 @@ pub async fn execute(
     for r in results {
         match r {
             Ok(CellResult::Done(rec)) => out.records.push(*rec),
-            Ok(CellResult::NotRun(id, reason)) => out.not_run.push((id, reason)),
+            Ok(CellResult::NotRun(id, reason)) => out.not_run.push((id, reason.to_string())),
             Err(e) => out.image_errors.push(format!("a cell task failed: {e}")),
         }
     }
-    let pending: Vec<_> =
-        std::mem::take(&mut *shared.cleanups.lock().unwrap_or_else(|p| p.into_inner()));
-    for removal in pending {
-        let _ = removal.await;
-    }
-    crate::store::usage::record(
-        &out.images
-            .values()
-            .map(|i| i.tag.clone())
-            .collect::<Vec<_>>(),
-    );
-    out.interrupted = interrupt.is_set();
-    if out.interrupted {
-        let _ = super::sweep::remove_run_containers(engine, run_id).await;
-    }
-    out.bases = bases.into_values().filter_map(Result::ok).collect();
-    out.bases.sort_by(|a, b| a.reference.cmp(&b.reference));
-    out
 }
 
+/// The image of one environment: its base (once per run), the pinned
+/// environment under `--locked`, the build (or reuse) and its installed
+/// packages, recorded for lock.json.
 async fn prepare_image(
     s: &Shared,
     hash: &str,
     env: Option<&Environment>,
     cells: usize,
-    bases: &mut HashMap<String, Result<BaseImage, String>>,
+    bases: &mut Bases,
     network: &mut Option<Option<String>>,
     out: &mut RunOutcome,
-) -> Result<EnvImage, String> {
+) -> Result<EnvImage, ImageFailure> {
     let short = crate::digest::short(hash);
-    let env = env.ok_or("the matrix file has no `environment:` section")?;
-    let family = Family::get(&env.family)?;
+    let env = env.ok_or(ImageFailure::NoEnvironment)?;
+    let family = Family::get(&env.family).map_err(|e| ImageFailure::Recipe(e.to_string()))?;
     s.events.emit(Event::ImageStarted {
         environment: short.to_string(),
         cells,
     });
     let t0 = Instant::now();
-    let base = match bases.get(&env.base) {
-        Some(b) => b.clone(),
-        None => {
-            let log = s.store.dir.join("images").join(format!(
-                "base-{}.log",
-                crate::spec::cell_id::sanitize(&env.base)
-            ));
-            let _ = std::fs::create_dir_all(s.store.dir.join("images"));
-            let b = ensure_base(
-                &s.engine,
-                env,
-                &family.profile.bootstrap,
-                &s.opts.work_dir,
-                &log,
-            )
-            .await
-            .map_err(|e| e.to_string());
-            if let Ok(b) = &b {
-                s.events.emit(Event::BaseImage {
-                    reference: b.reference.clone(),
-                    outcome: origin_word(&b.origin).into(),
-                    message: b.origin.describe(&b.reference),
-                });
-            }
-            bases.insert(env.base.clone(), b.clone());
-            b
-        }
-    }?;
+    let base = obtain_base(s, env, &family, bases).await?;
     let pinned = s
         .opts
         .locked
@@ -253,19 +276,11 @@ async fn prepare_image(
         Some(locked) => pinned_environment(s, &family, env, hash, &base, locked).await?,
         None => env.clone(),
     };
-    let recipe = build::recipe(&family, &build_env, hash, &base).map_err(|e| e.to_string())?;
+    let recipe = build::recipe(&family, &build_env, hash, &base)?;
     let net = match network {
         Some(n) => n.clone(),
         // Nothing to build: decide when a build needs it.
-        None if s
-            .engine
-            .image(&recipe.tag)
-            .await
-            .map_err(|e| e.to_string())?
-            .is_some() =>
-        {
-            None
-        }
+        None if s.engine.image(&recipe.tag).await?.is_some() => None,
         None => {
             let chosen = choose_network(s, env, &base).await;
             *network = Some(chosen.clone());
@@ -273,29 +288,17 @@ async fn prepare_image(
         }
     };
     let log = s.store.dir.join("images").join(format!("{short}.log"));
-    let img = build::ensure_env_image(&s.engine, &recipe, hash, &base, net.as_deref(), &log)
-        .await
-        .map_err(|e| e.to_string())?;
+    let img =
+        build::ensure_env_image(&s.engine, &recipe, hash, &base, net.as_deref(), &log).await?;
     s.events.emit(Event::ImageFinished {
         environment: short.to_string(),
         tag: img.tag.clone(),
         reused: img.reused,
         secs: t0.elapsed().as_secs_f64(),
     });
-    let installed = packages::installed(&s.engine, &family, &img.tag, &s.run_id)
-        .await
-        .map_err(|e| e.to_string())?;
+    let installed = packages::installed(&s.engine, &family, &img.tag, &s.run_id).await?;
     if let Some(locked) = pinned {
-        let diff = packages::diff(&locked.packages, &installed);
-        let line = if diff.is_empty() {
-            format!("environment {short}: rebuilt from the lock; the package set is identical ({} packages)", installed.len())
-        } else {
-            format!(
-                "environment {short}: rebuilt from the lock; the package set differs in {} packages:\n  {}",
-                diff.len(),
-                diff.join("\n  ")
-            )
-        };
+        let line = lock_check(short, &locked.packages, &installed);
         s.events.emit(Event::Warning {
             message: line.clone(),
         });
@@ -313,6 +316,62 @@ async fn prepare_image(
     Ok(img)
 }
 
+/// The environment's base image, obtained once per run (present, pulled,
+/// bootstrapped or imported) and reused for every environment on it.
+async fn obtain_base(
+    s: &Shared,
+    env: &Environment,
+    family: &Family,
+    bases: &mut Bases,
+) -> Result<BaseImage, ImageFailure> {
+    if let Some(b) = bases.get(&env.base) {
+        return b.clone().map_err(ImageFailure::Base);
+    }
+    let images = s.store.dir.join("images");
+    let log = images.join(format!(
+        "base-{}.log",
+        crate::spec::cell_id::sanitize(&env.base)
+    ));
+    let _ = super::blocking("creating images/", move || std::fs::create_dir_all(images)).await;
+    let b = ensure_base(
+        &s.engine,
+        env,
+        &family.profile.bootstrap,
+        &s.opts.work_dir,
+        &log,
+    )
+    .await
+    .map_err(Arc::new);
+    if let Ok(b) = &b {
+        s.events.emit(Event::BaseImage {
+            reference: b.reference.clone(),
+            outcome: origin_word(&b.origin).into(),
+            message: b.origin.describe(&b.reference),
+        });
+    }
+    bases.insert(env.base.clone(), b.clone());
+    b.map_err(ImageFailure::Base)
+}
+
+/// One line saying whether an environment rebuilt from a lock has the
+/// locked package set.
+fn lock_check(
+    short: &str,
+    locked: &BTreeMap<String, String>,
+    installed: &BTreeMap<String, String>,
+) -> String {
+    let diff = packages::diff(locked, installed);
+    if diff.is_empty() {
+        format!("environment {short}: rebuilt from the lock; the package set is identical ({} packages)", installed.len())
+    } else {
+        format!(
+            "environment {short}: rebuilt from the lock; the package set differs in {} packages:\n  {}",
+            diff.len(),
+            diff.join("\n  ")
+        )
+    }
+}
+
 /// `env` with every package of the lock pinned at its locked version, after
 /// checking in a container of the base image that each pin is still
 /// obtainable; the error lists every one that is not.
@@ -323,27 +382,25 @@ async fn pinned_environment(
     hash: &str,
     base: &BaseImage,
     locked: &LockedEnvironment,
-) -> Result<Environment, String> {
+) -> Result<Environment, ImageFailure> {
     let pins: Vec<(String, String)> = locked
         .packages
         .iter()
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
-    let script = family.missing_pins_script(&pins)?;
+    let script = family
+        .missing_pins_script(&pins)
+        .map_err(|e| ImageFailure::Recipe(e.to_string()))?;
     let spec = crate::engine::ContainerSpec {
         name: format!("rocmatrix-{}-pins-{}", s.run_id, crate::digest::short(hash)),
         image: base.reference.clone(),
         labels: crate::engine::labels::owner_labels(&s.run_id, "pins"),
         ..Default::default()
     };
-    let id = s
-        .engine
-        .start_container(&spec)
-        .await
-        .map_err(|e| e.to_string())?;
+    let id = s.engine.start_container(&spec).await?;
     let checked = s.engine.exec_capture(&id, &["sh", "-c", &script]).await;
     let _ = s.engine.remove_container(&id).await;
-    let (_, missing) = checked.map_err(|e| e.to_string())?;
+    let (_, missing) = checked?;
     let missing: Vec<&str> = missing
         .lines()
         .map(str::trim)
@@ -354,13 +411,14 @@ async fn pinned_environment(
             env: crate::digest::short(hash).to_string(),
             missing: missing.iter().map(|m| m.to_string()).collect(),
         }
-        .to_string());
+        .into());
     }
     let mut pinned = env.clone();
     pinned.packages = pins
         .iter()
         .map(|(n, v)| family.pin(n, v))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<_, _>>()
+        .map_err(|e| ImageFailure::Recipe(e.to_string()))?;
     Ok(pinned)
 }
 
@@ -413,6 +471,54 @@ async fn choose_network(s: &Shared, env: &Environment, base: &BaseImage) -> Opti
     }
 }
 
+/// The record of a cell that could not be judged: an infrastructure error
+/// after its retries.
+fn errored(
+    cell: &Cell,
+    image: &str,
+    reason: String,
+    started: &str,
+    t0: Instant,
+    attempts: u32,
+) -> CellRecord {
+    CellRecord {
+        id: cell.id.clone(),
+        values: cell.values.iter().cloned().collect(),
+        hash: cell.hash.clone(),
+        environment_hash: cell.environment_hash.clone(),
+        image: Some(image.to_string()),
+        status: Status::Error,
+        reason: Some(reason),
+        started: started.to_string(),
+        finished: now_rfc3339(),
+        duration_secs: t0.elapsed().as_secs_f64(),
+        attempts,
+        steps: Vec::new(),
+        junit: Vec::new(),
+        messages: Vec::new(),
+        sources: Vec::new(),
+    }
+}
+
+/// Writes `cells/<id>/cell.json`; a failure is a warning (the cell's
+/// outcome is still in the journal and the summary).
+async fn write_record(s: &Shared, rec: CellRecord) {
+    let store = s.store.clone();
+    let id = rec.id.clone();
+    let written = super::blocking("writing cell.json", move || {
+        store.write_json(&format!("cells/{}/cell.json", rec.id), &rec)
+    })
+    .await;
+    let error = match written {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e.to_string(),
+        Err(e) => e.to_string(),
+    };
+    s.events.emit(Event::Warning {
+        message: format!("cell {id}: cannot write its record: {error}"),
+    });
+}
+
 /// Starts the task that hands out job slots. Cells arrive on the returned
 /// sender in plan order and each one gets its slot before the next asks, so
 /// cells start in plan order; spawned tasks would race for the semaphore in
@@ -423,8 +529,8 @@ fn start_dispatcher(shared: Arc<Shared>) -> (mpsc::UnboundedSender<(Cell, String
         let mut tasks: JoinSet<CellResult> = JoinSet::new();
         while let Some((cell, image)) = rx.recv().await {
             let slot = tokio::select! {
-                p = shared.slots.clone().acquire_owned() => p.map_err(|_| "the scheduler stopped"),
-                _ = shared.interrupt.fired() => Err("interrupted"),
+                p = shared.slots.clone().acquire_owned() => p.map_err(|_| NotRun::SchedulerStopped),
+                _ = shared.interrupt.fired() => Err(NotRun::Interrupted),
             };
             tasks.spawn(run_one(shared.clone(), cell, image, slot));
         }
@@ -441,31 +547,31 @@ async fn run_one(
     s: Arc<Shared>,
     cell: Cell,
     image: String,
-    slot: Result<OwnedSemaphorePermit, &'static str>,
+    slot: Result<OwnedSemaphorePermit, NotRun>,
 ) -> CellResult {
-    let not_run = |reason: &str| {
+    let not_run = |reason: NotRun| {
         s.events.emit(Event::CellNotRun {
             cell: cell.id.clone(),
             reason: reason.to_string(),
         });
-        CellResult::NotRun(cell.id.clone(), reason.to_string())
+        CellResult::NotRun(cell.id.clone(), reason)
     };
     let _permit = match slot {
         Ok(p) => p,
         Err(reason) => return not_run(reason),
     };
     if s.interrupt.is_set() {
-        return not_run("interrupted");
+        return not_run(NotRun::Interrupted);
     }
     if s.stop.load(Ordering::SeqCst) {
-        return not_run("fail_fast: an earlier cell failed");
+        return not_run(NotRun::FailFast);
     }
     let cx = CellEnv {
         engine: &s.engine,
         store: &s.store,
         run_id: &s.run_id,
         events: &s.events,
-        gpus: s.gpus.as_ref(),
+        gpus: &s.gpus,
         sources: &s.sources,
         cleanups: &s.cleanups,
     };
@@ -477,7 +583,7 @@ async fn run_one(
             r = run_cell(&cx, &cell, &image, attempt) => r,
             _ = s.interrupt.fired() => {
                 let _ = s.engine.remove_container(&container_name(&s.run_id, &cell.id, attempt)).await;
-                return not_run("interrupted");
+                return not_run(NotRun::Interrupted);
             }
         };
         match r {
@@ -499,31 +605,8 @@ async fn run_one(
                     .engine
                     .remove_container(&container_name(&s.run_id, &cell.id, attempt))
                     .await;
-                let rec = CellRecord {
-                    id: cell.id.clone(),
-                    values: cell.values.iter().cloned().collect(),
-                    hash: cell.hash.clone(),
-                    environment_hash: cell.environment_hash.clone(),
-                    image: Some(image.clone()),
-                    status: Status::Error,
-                    reason: Some(e.to_string()),
-                    started: started.clone(),
-                    finished: now_rfc3339(),
-                    duration_secs: t0.elapsed().as_secs_f64(),
-                    attempts: attempt,
-                    steps: Vec::new(),
-                    junit: Vec::new(),
-                    messages: Vec::new(),
-                    sources: Vec::new(),
-                };
-                if let Err(w) = s
-                    .store
-                    .write_json(&format!("cells/{}/cell.json", cell.id), &rec)
-                {
-                    s.events.emit(Event::Warning {
-                        message: format!("cell {}: cannot write its record: {w}", cell.id),
-                    });
-                }
+                let rec = errored(&cell, &image, e.to_string(), &started, t0, attempt);
+                write_record(&s, rec.clone()).await;
                 break rec;
             }
         }

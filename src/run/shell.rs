@@ -26,7 +26,9 @@ pub struct ShellRequest<'a> {
 
 /// Runs the shell; returns its exit code.
 pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunError> {
-    let (manifest, cell, record, lock) = load_cell(req.store, req.cell)?;
+    let (store, wanted) = (req.store.clone(), req.cell.to_string());
+    let (manifest, cell, record, lock) =
+        super::blocking("reading the run store", move || load_cell(&store, &wanted)).await??;
     let image = record
         .as_ref()
         .and_then(|r| r.image.clone())
@@ -55,7 +57,8 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
     };
     let owner = format!("{}-shell", manifest.run_id);
     let grant = if cell.wants_gpu() {
-        match tokio::task::block_in_place(|| req.gpus.grant(&cell.id, &cell.gpu)) {
+        let (gpus, id, request) = (req.gpus.clone(), cell.id.clone(), cell.gpu.clone());
+        match super::blocking("waiting for a GPU", move || gpus.grant(&id, &request)).await? {
             Ok(g) => Some(g),
             Err(why) => {
                 eprintln!("no GPU for this shell: {why}");
@@ -77,12 +80,11 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
         }
         // Without a terminal: the given command, or the script piped in.
         let cmd = if req.command.is_empty() {
-            let script = tokio::task::spawn_blocking(|| {
+            let script = super::blocking("reading standard input", || {
                 let mut text = String::new();
                 std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
             })
-            .await
-            .map_err(|e| RunError::io(std::path::Path::new("<stdin>"), std::io::Error::other(e)))?
+            .await?
             .map_err(|e| RunError::io(std::path::Path::new("<stdin>"), e))?;
             engine
                 .upload(
@@ -229,7 +231,7 @@ async fn start_cell_container(
         std::process::id()
     );
     let spec = container_spec(owner, cell, image, grant, name);
-    let sources = prepare_sources(cell)?;
+    let sources = prepare_sources(cell).await?;
     let scripts =
         scripts_tar(&cell.steps).map_err(|e| RunError::io(std::path::Path::new("<steps>"), e))?;
     let id = engine.start_container(&spec).await?;
@@ -243,14 +245,19 @@ async fn start_cell_container(
 }
 
 /// The cell's sources as tar archives, checked out as the run did.
-fn prepare_sources(cell: &crate::plan::Cell) -> Result<Vec<Vec<u8>>, RunError> {
-    let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
-    cell.sources
-        .iter()
-        .map(|s| {
-            tokio::task::block_in_place(|| sources.prepare(s))
-                .map(|p| p.tar.clone())
-                .map_err(|e| RunError::Usage(e.to_string()))
-        })
-        .collect()
+async fn prepare_sources(cell: &crate::plan::Cell) -> Result<Vec<Vec<u8>>, RunError> {
+    let wanted = cell.sources.clone();
+    super::blocking("checking out sources", move || {
+        let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
+        wanted
+            .iter()
+            .map(|s| {
+                sources
+                    .prepare(s)
+                    .map(|p| p.tar.clone())
+                    .map_err(|e| RunError::Usage(e.to_string()))
+            })
+            .collect()
+    })
+    .await?
 }

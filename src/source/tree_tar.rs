@@ -1,13 +1,31 @@
 //! A git tree as a tar archive under `<prefix>/`, straight from the object
 //! database: regular files, executables and symlinks; submodules are skipped.
 
+/// Why a tree could not be packed: the entry (when one is to blame) and
+/// what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{message}", path.as_ref().map(|p| format!("{p}: ")).unwrap_or_default())]
+pub struct PackError {
+    pub path: Option<String>,
+    pub message: String,
+}
+
+impl From<std::io::Error> for PackError {
+    fn from(e: std::io::Error) -> Self {
+        PackError {
+            path: None,
+            message: e.to_string(),
+        }
+    }
+}
+
 pub fn tree_tar(
     repo: &git2::Repository,
     tree: &git2::Tree,
     prefix: &str,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, PackError> {
     let mut b = tar::Builder::new(Vec::new());
-    let mut failure: Option<String> = None;
+    let mut failure: Option<PackError> = None;
     // Every directory of the prefix, so the archive unpacks anywhere.
     let mut so_far = String::new();
     for part in prefix.split('/') {
@@ -18,8 +36,7 @@ pub fn tree_tar(
         dir.set_mode(0o755);
         dir.set_size(0);
         dir.set_cksum();
-        b.append_data(&mut dir, &so_far, std::io::empty())
-            .map_err(|e| e.to_string())?;
+        b.append_data(&mut dir, &so_far, std::io::empty())?;
     }
     tree.walk(git2::TreeWalkMode::PreOrder, |root, entry| {
         let name = match entry.name() {
@@ -64,14 +81,20 @@ pub fn tree_tar(
         match result {
             Ok(()) => git2::TreeWalkResult::Ok,
             Err(e) => {
-                failure = Some(format!("{path}: {e}"));
+                failure = Some(PackError {
+                    path: Some(path),
+                    message: e.to_string(),
+                });
                 git2::TreeWalkResult::Abort
             }
         }
     })
-    .map_err(|e| failure.clone().unwrap_or_else(|| e.message().to_string()))?;
+    .map_err(|e| PackError {
+        path: None,
+        message: e.message().to_string(),
+    })?;
     if let Some(f) = failure {
         return Err(f);
     }
-    b.into_inner().map_err(|e| e.to_string())
+    Ok(b.into_inner()?)
 }

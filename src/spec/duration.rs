@@ -2,11 +2,24 @@
 
 use std::time::Duration;
 
+/// Why a text is not a duration; each variant holds the text as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    #[error("`{0}` is not a duration (use e.g. 90s, 10m, 1h30m)")]
+    Malformed(String),
+    #[error("`{0}` is too long")]
+    TooLong(String),
+    #[error("`{0}` has a number without a unit at the end")]
+    NoUnit(String),
+}
+
 /// Parses a duration; a bare number is seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     if t.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
@@ -23,23 +36,19 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             'm' => 60,
             'h' => 3600,
             'd' => 86400,
-            _ => {
-                return Err(format!(
-                    "`{text}` is not a duration (use e.g. 90s, 10m, 1h30m)"
-                ))
-            }
+            _ => return Err(DurationError::Malformed(text.to_string())),
         };
         let n: u64 = digits
             .parse()
-            .map_err(|_| format!("`{text}` is not a duration (use e.g. 90s, 10m, 1h30m)"))?;
+            .map_err(|_| DurationError::Malformed(text.to_string()))?;
         total = n
             .checked_mul(unit)
             .and_then(|v| total.checked_add(v))
-            .ok_or_else(|| format!("`{text}` is too long"))?;
+            .ok_or_else(|| DurationError::TooLong(text.to_string()))?;
         digits.clear();
     }
     if !digits.is_empty() {
-        return Err(format!("`{text}` has a number without a unit at the end"));
+        return Err(DurationError::NoUnit(text.to_string()));
     }
     Ok(Duration::from_secs(total))
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-pub use duration::parse_duration;
+pub use duration::{parse_duration, DurationError};
 pub use error::SpecError;
 pub use expand::{expand, Combination, Origin};
 pub use tree::Pos;

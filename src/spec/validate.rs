@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::raw::{RawEnvironment, RawGpu, RawSpec};
+use super::raw::{RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep};
 use super::tree::{self, Node, NodeKind};
 use super::{
     parse_duration, Axis, Entry, EnvironmentTemplate, Expectation, GpuPolicy, GpuTemplate, GpuUse,
-    ReportLayout, Spec, SpecError, StepTemplate, Template,
+    ReportLayout, SourceTemplate, Spec, SpecError, StepTemplate, Template,
 };
 
 /// Default per-step timeout when the file names none.
@@ -38,23 +38,10 @@ impl Ctx<'_> {
     }
 }
 
+/// Validates the matrix file `text` read from `path` into a [`Spec`],
+/// reporting the first problem with its position.
 pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
-    let tree = tree::parse(text)
-        .map_err(|e| SpecError::new(path, Some(e.pos), format!("invalid YAML: {}", e.message)))?;
-    match tree.kind {
-        NodeKind::Map(_) => {}
-        NodeKind::Null => return Err(SpecError::new(path, None, "the file is empty")),
-        _ => {
-            return Err(SpecError::new(
-                path,
-                Some(tree.pos),
-                format!(
-                    "expected a mapping at the top level, found {}",
-                    tree.kind_name()
-                ),
-            ))
-        }
-    }
+    let tree = parse_tree(path, text)?;
     let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| serde_error(path, &e))?;
     let cx = Ctx { path, tree: &tree };
 
@@ -68,163 +55,21 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
             "the matrix has no axes and no include entries, so it has no cells",
         ));
     }
-
     let timeout = match &raw.timeout {
-        Some(t) => parse_duration(t).map_err(|m| cx.err("timeout", m))?,
+        Some(t) => parse_duration(t).map_err(|e| cx.err("timeout", e.to_string()))?,
         None => DEFAULT_TIMEOUT,
     };
-
-    let mut steps = Vec::with_capacity(raw.steps.len());
-    for (i, s) in raw.steps.iter().enumerate() {
-        let f = format!("steps[{i}]");
-        if s.name.trim().is_empty() {
-            return Err(cx.err(&format!("{f}.name"), "a step needs a non-empty name"));
-        }
-        if let Some(prev) = steps.iter().position(|p: &StepTemplate| p.name == s.name) {
-            return Err(cx.err(
-                &format!("{f}.name"),
-                format!(
-                    "step name `{}` is already used by step {}",
-                    s.name,
-                    prev + 1
-                ),
-            ));
-        }
-        let timeout = match &s.timeout {
-            Some(t) => Some(parse_duration(t).map_err(|m| cx.err(&format!("{f}.timeout"), m))?),
-            None => None,
-        };
-        let gpu = match &s.gpu {
-            Some(g) => Some(GpuUse::parse(g).ok_or_else(|| {
-                cx.err(
-                    &format!("{f}.gpu"),
-                    format!("gpu must be none, optional or required, not `{g}`"),
-                )
-            })?),
-            None => None,
-        };
-        steps.push(StepTemplate {
-            name: s.name.clone(),
-            run: cx.template(format!("{f}.run"), &s.run),
-            timeout,
-            junit: s
-                .junit
-                .iter()
-                .enumerate()
-                .map(|(j, g)| cx.template(format!("{f}.junit[{j}]"), g))
-                .collect(),
-            gpu,
-            continue_on_error: s.continue_on_error,
-        });
-    }
-
-    let mut sources: Vec<super::SourceTemplate> = Vec::new();
-    for (i, src) in raw.sources.iter().enumerate() {
-        let f = format!("sources[{i}]");
-        let ok = !src.name.is_empty()
-            && src
-                .name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-            && !src.name.starts_with('.');
-        if !ok {
-            return Err(cx.err(
-                &format!("{f}.name"),
-                format!(
-                    "source name `{}` must be a plain directory name ([A-Za-z0-9._-])",
-                    src.name
-                ),
-            ));
-        }
-        if sources.iter().any(|s| s.name == src.name) {
-            return Err(cx.err(
-                &format!("{f}.name"),
-                format!("source `{}` is declared twice", src.name),
-            ));
-        }
-        sources.push(super::SourceTemplate {
-            name: src.name.clone(),
-            url: cx.template(format!("{f}.url"), &src.url),
-            reference: cx.template(
-                format!("{f}.ref"),
-                src.reference.as_deref().unwrap_or("HEAD"),
-            ),
-            patches: src
-                .patches
-                .iter()
-                .enumerate()
-                .map(|(j, p)| cx.template(format!("{f}.patches[{j}]"), p))
-                .collect(),
-        });
-    }
-
+    let steps = read_steps(&cx, &raw.steps)?;
+    let sources = read_sources(&cx, &raw.sources)?;
     let environment = raw
         .environment
         .as_ref()
         .map(|e| read_environment(&cx, e))
         .transpose()?;
     let gpu = read_gpu(&cx, raw.gpu.as_ref(), &axes)?;
-
-    let spec_keys = {
-        let mut keys: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
-        for e in &include {
-            for (k, _) in &e.pairs {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
-        }
-        keys
-    };
-    let mut expect = Vec::new();
-    for (i, e) in raw.expect.iter().enumerate() {
-        for k in e.cells.keys() {
-            if !spec_keys.contains(k) {
-                return Err(cx.err(
-                    &format!("expect[{i}].cells.{k}"),
-                    format!(
-                        "expect entry names `{k}`, which is no axis or include key (have: {})",
-                        spec_keys.join(", ")
-                    ),
-                ));
-            }
-        }
-        if e.reason.trim().is_empty() {
-            return Err(cx.err(
-                &format!("expect[{i}].reason"),
-                "an expectation needs a reason",
-            ));
-        }
-        expect.push(Expectation {
-            cells: e.cells.clone(),
-            tests: e.tests.clone(),
-            reason: e.reason.clone(),
-        });
-    }
-
-    let report = match &raw.report {
-        Some(r) => {
-            for (field, names) in [("rows", &r.rows), ("columns", &r.columns)] {
-                for (i, n) in names.iter().enumerate() {
-                    if !spec_keys.contains(n) {
-                        return Err(cx.err(
-                            &format!("report.{field}[{i}]"),
-                            format!(
-                                "report {field} names `{n}`, which is no axis (have: {})",
-                                spec_keys.join(", ")
-                            ),
-                        ));
-                    }
-                }
-            }
-            ReportLayout {
-                rows: r.rows.clone(),
-                columns: r.columns.clone(),
-            }
-        }
-        None => ReportLayout::default(),
-    };
-
+    let keys = spec_keys(&axes, &include);
+    let expect = read_expectations(&cx, &raw.expect, &keys)?;
+    let report = read_report(&cx, raw.report.as_ref(), &keys)?;
     if raw.max_parallel == Some(0) {
         return Err(cx.err("max_parallel", "max_parallel must be at least 1"));
     }
@@ -252,7 +97,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         fail_fast: raw.fail_fast.unwrap_or(false),
         max_parallel: raw.max_parallel,
         memory: match &raw.memory {
-            Some(m) => Some(parse_bytes(m).map_err(|msg| cx.err("memory", msg))?),
+            Some(m) => Some(parse_bytes(m).map_err(|e| cx.err("memory", e.to_string()))?),
             None => None,
         },
         expect,
@@ -260,8 +105,200 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
     })
 }
 
+/// The positioned tree of `text`, which must be a mapping at the top level.
+fn parse_tree(path: &Path, text: &str) -> Result<Node, SpecError> {
+    let tree = tree::parse(text)
+        .map_err(|e| SpecError::new(path, Some(e.pos), format!("invalid YAML: {}", e.message)))?;
+    match tree.kind {
+        NodeKind::Map(_) => Ok(tree),
+        NodeKind::Null => Err(SpecError::new(path, None, "the file is empty")),
+        _ => Err(SpecError::new(
+            path,
+            Some(tree.pos),
+            format!(
+                "expected a mapping at the top level, found {}",
+                tree.kind_name()
+            ),
+        )),
+    }
+}
+
+/// `steps:`: each with a unique non-empty name, a valid timeout and GPU need.
+fn read_steps(cx: &Ctx, raw: &[RawStep]) -> Result<Vec<StepTemplate>, SpecError> {
+    let mut steps = Vec::with_capacity(raw.len());
+    for (i, s) in raw.iter().enumerate() {
+        let f = format!("steps[{i}]");
+        if s.name.trim().is_empty() {
+            return Err(cx.err(&format!("{f}.name"), "a step needs a non-empty name"));
+        }
+        if let Some(prev) = steps.iter().position(|p: &StepTemplate| p.name == s.name) {
+            return Err(cx.err(
+                &format!("{f}.name"),
+                format!(
+                    "step name `{}` is already used by step {}",
+                    s.name,
+                    prev + 1
+                ),
+            ));
+        }
+        let timeout = match &s.timeout {
+            Some(t) => Some(
+                parse_duration(t).map_err(|e| cx.err(&format!("{f}.timeout"), e.to_string()))?,
+            ),
+            None => None,
+        };
+        let gpu = match &s.gpu {
+            Some(g) => Some(GpuUse::parse(g).ok_or_else(|| {
+                cx.err(
+                    &format!("{f}.gpu"),
+                    format!("gpu must be none, optional or required, not `{g}`"),
+                )
+            })?),
+            None => None,
+        };
+        steps.push(StepTemplate {
+            name: s.name.clone(),
+            run: cx.template(format!("{f}.run"), &s.run),
+            timeout,
+            junit: s
+                .junit
+                .iter()
+                .enumerate()
+                .map(|(j, g)| cx.template(format!("{f}.junit[{j}]"), g))
+                .collect(),
+            gpu,
+            continue_on_error: s.continue_on_error,
+        });
+    }
+    Ok(steps)
+}
+
+/// `sources:`: each named once, with a name usable as a directory name.
+fn read_sources(cx: &Ctx, raw: &[RawSource]) -> Result<Vec<SourceTemplate>, SpecError> {
+    let mut sources: Vec<SourceTemplate> = Vec::new();
+    for (i, src) in raw.iter().enumerate() {
+        let f = format!("sources[{i}]");
+        let ok = !src.name.is_empty()
+            && src
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+            && !src.name.starts_with('.');
+        if !ok {
+            return Err(cx.err(
+                &format!("{f}.name"),
+                format!(
+                    "source name `{}` must be a plain directory name ([A-Za-z0-9._-])",
+                    src.name
+                ),
+            ));
+        }
+        if sources.iter().any(|s| s.name == src.name) {
+            return Err(cx.err(
+                &format!("{f}.name"),
+                format!("source `{}` is declared twice", src.name),
+            ));
+        }
+        sources.push(SourceTemplate {
+            name: src.name.clone(),
+            url: cx.template(format!("{f}.url"), &src.url),
+            reference: cx.template(
+                format!("{f}.ref"),
+                src.reference.as_deref().unwrap_or("HEAD"),
+            ),
+            patches: src
+                .patches
+                .iter()
+                .enumerate()
+                .map(|(j, p)| cx.template(format!("{f}.patches[{j}]"), p))
+                .collect(),
+        });
+    }
+    Ok(sources)
+}
+
+/// The keys a cell can have: the axes in order, then keys only includes add.
+fn spec_keys(axes: &[Axis], include: &[Entry]) -> Vec<String> {
+    let mut keys: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
+    for e in include {
+        for (k, _) in &e.pairs {
+            if !keys.contains(k) {
+                keys.push(k.clone());
+            }
+        }
+    }
+    keys
+}
+
+/// `expect:`: each naming only known keys and giving a reason.
+fn read_expectations(
+    cx: &Ctx,
+    raw: &[RawExpect],
+    keys: &[String],
+) -> Result<Vec<Expectation>, SpecError> {
+    let mut expect = Vec::with_capacity(raw.len());
+    for (i, e) in raw.iter().enumerate() {
+        for k in e.cells.keys() {
+            if !keys.contains(k) {
+                return Err(cx.err(
+                    &format!("expect[{i}].cells.{k}"),
+                    format!(
+                        "expect entry names `{k}`, which is no axis or include key (have: {})",
+                        keys.join(", ")
+                    ),
+                ));
+            }
+        }
+        if e.reason.trim().is_empty() {
+            return Err(cx.err(
+                &format!("expect[{i}].reason"),
+                "an expectation needs a reason",
+            ));
+        }
+        expect.push(Expectation {
+            cells: e.cells.clone(),
+            tests: e.tests.clone(),
+            reason: e.reason.clone(),
+        });
+    }
+    Ok(expect)
+}
+
+/// `report:`: rows and columns must name known keys.
+fn read_report(
+    cx: &Ctx,
+    raw: Option<&RawReport>,
+    keys: &[String],
+) -> Result<ReportLayout, SpecError> {
+    let Some(r) = raw else {
+        return Ok(ReportLayout::default());
+    };
+    for (field, names) in [("rows", &r.rows), ("columns", &r.columns)] {
+        for (i, n) in names.iter().enumerate() {
+            if !keys.contains(n) {
+                return Err(cx.err(
+                    &format!("report.{field}[{i}]"),
+                    format!(
+                        "report {field} names `{n}`, which is no axis (have: {})",
+                        keys.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(ReportLayout {
+        rows: r.rows.clone(),
+        columns: r.columns.clone(),
+    })
+}
+
+/// A `memory:` value that is no size of at least 4 MiB, as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a memory size of at least 4m (write e.g. 512m or 4g)")]
+struct MemorySizeError(String);
+
 /// `512m`, `4g`, `1048576` → bytes.
-fn parse_bytes(text: &str) -> Result<u64, String> {
+fn parse_bytes(text: &str) -> Result<u64, MemorySizeError> {
     let t = text.trim().to_ascii_lowercase();
     let t = t.trim_end_matches("ib").trim_end_matches('b');
     let (num, mult) = match t.chars().last() {
@@ -276,9 +313,7 @@ fn parse_bytes(text: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .filter(|n| *n >= 4 << 20)
-        .ok_or_else(|| {
-            format!("`{text}` is not a memory size of at least 4m (write e.g. 512m or 4g)")
-        })
+        .ok_or_else(|| MemorySizeError(text.to_string()))
 }
 
 fn serde_error(path: &Path, e: &serde_yaml::Error) -> SpecError {

@@ -1,5 +1,6 @@
 //! rocmatrix's integration tests: one binary, one module per area.
 
+mod architecture_tests;
 mod bundle_tests;
 mod cli_tests;
 mod expand_props;
