@@ -170,20 +170,22 @@ impl GpuSource {
 #[error("{0}")]
 pub struct BadArg(pub String);
 
+/// Splits `NAME=VALUE` (a non-empty name, trimmed; the value as given).
+fn split_pair(s: &str) -> Option<(String, String)> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Some((k.trim().to_string(), v.to_string())),
+        _ => None,
+    }
+}
+
 /// Parses `AXIS=VALUE`.
 pub(crate) fn parse_pair(s: &str) -> Result<(String, String), BadArg> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(BadArg(format!("`{s}` is not AXIS=VALUE"))),
-    }
+    split_pair(s).ok_or_else(|| BadArg(format!("`{s}` is not AXIS=VALUE")))
 }
 
 /// Parses `KEY=VALUE` for `--label`.
 fn parse_label(s: &str) -> Result<(String, String), BadArg> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
-        _ => Err(BadArg(format!("label `{s}` is not KEY=VALUE"))),
-    }
+    split_pair(s).ok_or_else(|| BadArg(format!("label `{s}` is not KEY=VALUE")))
 }
 
 /// Writes to stdout, treating a closed pipe (`| head`) as success.

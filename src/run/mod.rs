@@ -38,8 +38,6 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{}: unreadable: {message}", path.display())]
-    Corrupt { path: PathBuf, message: String },
     /// Blocking work was cut short because the runtime is shutting down.
     #[error("{0}: cancelled (rocmatrix is shutting down)")]
     Cancelled(&'static str),
