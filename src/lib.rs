@@ -20,5 +20,6 @@ pub mod run;
 pub mod source;
 pub mod spec;
 pub mod store;
+pub mod suite;
 
 pub use error::{Error, ExitCode};

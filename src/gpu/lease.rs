@@ -19,14 +19,15 @@ use super::compat::{policy_name, runs_on, How};
 use super::inventory::{Gpu, Inventory};
 use super::target::TargetId;
 use super::GpuError;
-use crate::spec::GpuPolicy;
+use crate::spec::{GpuCount, GpuPolicy};
 
 /// What a cell asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRequest {
     /// The gfx target the cell's code is built for.
     pub target: TargetId,
-    pub count: u32,
+    /// A number, or every GPU that runs the target (at least one).
+    pub count: GpuCount,
     pub policy: GpuPolicy,
 }
 
@@ -54,6 +55,9 @@ pub struct Lease {
     pub group_ids: Vec<u32>,
     /// `ROCR_VISIBLE_DEVICES`, and `HSA_OVERRIDE_GFX_VERSION` if needed.
     pub env: BTreeMap<String, String>,
+    /// Per leased GPU, in order: its `ROCR_VISIBLE_DEVICES` entry, which
+    /// makes a process in the container see that GPU alone.
+    pub visible: Vec<String>,
     state: Arc<Shared>,
     released: bool,
 }
@@ -177,14 +181,13 @@ impl Leaser {
         } else {
             format!(
                 "needs {} {target} GPUs{policy}, this host has {found}; {have}",
-                req.count
+                req.count.at_least()
             )
         }
     }
 
     /// Leases now, or says why not (skip) or that the GPUs are in use (busy).
     pub fn try_lease(&self, req: &LeaseRequest) -> Result<Outcome, GpuError> {
-        let count = req.count.max(1) as usize;
         let candidates = self.candidates(req);
         // HSA_OVERRIDE_GFX_VERSION is per process: all leased GPUs must agree.
         let mut groups: BTreeMap<Option<String>, Vec<(&Gpu, How)>> = BTreeMap::new();
@@ -196,6 +199,10 @@ impl Leaser {
             groups.entry(key).or_default().push((g, h));
         }
         let largest = groups.values().map(Vec::len).max().unwrap_or(0);
+        let count = match req.count {
+            GpuCount::N(n) => n.max(1) as usize,
+            GpuCount::All => largest.max(1),
+        };
         if largest < count {
             return Ok(Outcome::Skip(self.skip_reason(req, largest)));
         }
@@ -242,6 +249,7 @@ impl Leaser {
             devices,
             group_ids,
             env,
+            visible,
             state: self.state.clone(),
             released: false,
         }))
@@ -339,6 +347,10 @@ mod tests {
     }
 
     fn req(t: &str, count: u32, policy: GpuPolicy) -> LeaseRequest {
+        req_count(t, GpuCount::N(count), policy)
+    }
+
+    fn req_count(t: &str, count: GpuCount, policy: GpuPolicy) -> LeaseRequest {
         LeaseRequest {
             target: TargetId::parse(t).unwrap(),
             count,
@@ -376,6 +388,26 @@ mod tests {
                 .try_lease(&req("gfx1030", 1, GpuPolicy::Exact))
                 .unwrap(),
             Outcome::Granted(_)
+        ));
+    }
+
+    #[test]
+    fn all_leases_every_gpu_of_the_target() {
+        let (_dev, leaser) = setup(&["gfx90a", "gfx1100", "gfx90a"]);
+        let Outcome::Granted(a) = leaser
+            .try_lease(&req_count("gfx90a", GpuCount::All, GpuPolicy::Exact))
+            .unwrap()
+        else {
+            panic!("not granted")
+        };
+        assert_eq!(a.nodes(), vec![1, 3]);
+        assert_eq!(a.visible.len(), 2);
+        assert_eq!(a.env["ROCR_VISIBLE_DEVICES"], a.visible.join(","));
+        let (_dev, none) = setup(&["gfx1100"]);
+        assert!(matches!(
+            none.try_lease(&req_count("gfx90a", GpuCount::All, GpuPolicy::Exact))
+                .unwrap(),
+            Outcome::Skip(_)
         ));
     }
 

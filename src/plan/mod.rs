@@ -6,16 +6,18 @@ pub mod glob;
 mod render;
 pub mod shard;
 pub mod sources;
+pub mod suite;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::spec::{self, cell_id, GpuPolicy, GpuUse, Spec, SpecError};
+use crate::spec::{self, cell_id, GpuCount, GpuPolicy, GpuUse, Spec, SpecError};
 pub use render::Renderer;
 pub use shard::{Shard, ShardError};
 pub use sources::SourceRef;
+pub use suite::TestSuite;
 
 /// The LLVM flavour of an environment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,13 +39,23 @@ pub struct Environment {
     pub setup: Option<String>,
     pub env: BTreeMap<String, String>,
     pub network: Option<String>,
+    /// Archives added beside the base's suite (left out when empty, so that
+    /// the hashes of environments without them do not change).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub suites: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefer: Option<String>,
 }
 
 /// A rendered step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Step {
     pub name: String,
+    /// The script; empty for a step that only runs a suite.
     pub run: String,
+    /// The test suite run after the script, through its adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<TestSuite>,
     #[serde(serialize_with = "secs", deserialize_with = "from_secs")]
     pub timeout: Duration,
     pub junit: Vec<String>,
@@ -55,7 +67,7 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GpuRequest {
     pub need: GpuUse,
-    pub count: u32,
+    pub count: GpuCount,
     pub target: Option<String>,
     pub policy: GpuPolicy,
 }
@@ -161,7 +173,14 @@ impl Plan {
                 }
                 steps.push(Step {
                     name: s.name.clone(),
-                    run: r.render(&s.run, &ctx, &id)?,
+                    run: match &s.run {
+                        Some(t) => r.render(t, &ctx, &id)?,
+                        None => String::new(),
+                    },
+                    suite: match &s.suite {
+                        Some(t) => Some(suite::render(&r, t, &ctx, &id)?),
+                        None => None,
+                    },
                     timeout: s.timeout.unwrap_or(spec.timeout),
                     junit,
                     gpu: s.gpu.unwrap_or(spec.gpu.need),
@@ -311,10 +330,13 @@ fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
                 .chain(&e.network),
         );
         out.extend(&e.packages);
+        out.extend(&e.suites);
+        out.extend(&e.prefer);
         out.extend(e.env.values());
     }
     for s in &spec.steps {
-        out.push(&s.run);
+        out.extend(&s.run);
+        out.extend(s.suite.iter().flat_map(|t| t.templates()));
         out.extend(&s.junit);
     }
     for src in &spec.sources {
@@ -375,6 +397,14 @@ fn render_environment(
         setup: opt(&e.setup)?,
         env,
         network: opt(&e.network)?,
+        suites: {
+            let mut v = Vec::new();
+            for t in &e.suites {
+                v.extend(r.render(t, ctx, id)?.split_whitespace().map(str::to_string));
+            }
+            v
+        },
+        prefer: opt(&e.prefer)?,
     })
 }
 

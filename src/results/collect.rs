@@ -11,6 +11,7 @@ use std::io::BufReader;
 use crate::spec::Expectation;
 use crate::store::record::Status as CellStatus;
 
+use super::classify::{Classified, Classifier};
 use super::junit::{self, Case, Limits, Outcome, Visitor};
 use super::model::{
     test_hash, CellResult, Counts, Results, StepResult, TestResult, TestStatus, RESULTS_VERSION,
@@ -85,6 +86,9 @@ impl<'a> CellRules<'a> {
 
 struct CellCollector<'a, 'r> {
     rules: &'a CellRules<'r>,
+    classifier: &'a Classifier,
+    /// The cell was given no GPU (the built-in no-device rule applies).
+    no_gpu: bool,
     limits: Limits,
     counts: Counts,
     tests: Vec<TestResult>,
@@ -126,8 +130,24 @@ impl Visitor for CellCollector<'_, '_> {
                 expected = Some(e.reason.clone());
             }
         }
+        let mut classified = None;
+        if status.is_failure() {
+            if let Some((new, why)) =
+                self.classifier
+                    .classify(status, &case_text(&case), self.no_gpu)
+            {
+                status = new;
+                classified = Some(why);
+            }
+        }
         self.counts.add(status);
-        self.sink.case(suite, &case, status);
+        match &classified {
+            Some(why) => {
+                self.counts.classified += 1;
+                self.sink.case(suite, &classified_case(&case, why), status);
+            }
+            None => self.sink.case(suite, &case, status),
+        }
         if status == TestStatus::Passed {
             self.passed
                 .push(test_hash(suite, &case.classname, &case.name));
@@ -164,9 +184,37 @@ impl Visitor for CellCollector<'_, '_> {
             output,
             reruns: (case.flaky.len() + case.reruns.len()) as u32,
             expected,
+            classified,
             source: self.source.clone(),
         });
     }
+}
+
+/// Everything a rule may match: the message, the failure text, the output.
+fn case_text(case: &Case) -> String {
+    let mut t = case.message.clone();
+    for b in [&case.text, &case.system_out, &case.system_err] {
+        if !b.is_empty() {
+            t.push('\n');
+            t.push_str(&b.display());
+        }
+    }
+    t
+}
+
+/// The case as the merged JUnit shows a classified test: its message says
+/// how it was classified and what it was.
+fn classified_case(case: &Case, why: &Classified) -> Case {
+    let mut c = case.clone();
+    c.message = format!(
+        "classified: {} (rule: {}; was {}: {})",
+        why.reason,
+        why.rule,
+        why.was.as_str(),
+        case.message
+    );
+    c.kind = "rocmatrix.classified".into();
+    c
 }
 
 /// Collects `source`, streaming every test to `sink`.
@@ -176,6 +224,7 @@ impl Visitor for CellCollector<'_, '_> {
 /// channel of batches, so memory stays bounded and the order is the files'.
 pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Ev>>(CHANNEL_BATCHES);
+    let classifier = Classifier::new(&source.classify);
     let cells = std::thread::scope(|scope| {
         scope.spawn(move || read_all(source, limits, tx));
         let mut events = Events {
@@ -185,7 +234,7 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
         source
             .cells
             .iter()
-            .map(|cs| collect_cell(source, cs, limits, sink, &mut events))
+            .map(|cs| collect_cell(source, cs, (limits, &classifier), sink, &mut events))
             .collect::<Vec<_>>()
     });
     Results {
@@ -330,7 +379,7 @@ impl Events {
 fn collect_cell(
     source: &Source,
     cs: &CellSource,
-    limits: Limits,
+    (limits, classifier): (Limits, &Classifier),
     sink: &mut dyn Sink,
     events: &mut Events,
 ) -> CellResult {
@@ -338,6 +387,8 @@ fn collect_cell(
     let rules = CellRules::new(&source.expect, &cs.values);
     let mut cc = CellCollector {
         rules: &rules,
+        classifier,
+        no_gpu: cs.record.as_ref().is_none_or(|r| r.devices.is_empty()),
         limits,
         counts: Counts::default(),
         tests: Vec::new(),

@@ -6,6 +6,7 @@
 //! streaming pass over every JUnit file, with an optional [`collect::Sink`]
 //! that sees every test) → [`model::Results`] → [`regress::compare`].
 
+pub mod classify;
 pub mod collect;
 pub mod junit;
 pub mod model;

@@ -75,6 +75,10 @@ pub struct Counts {
     pub flaky: u64,
     pub xfail: u64,
     pub xpass: u64,
+    /// Of the above, tests a `classify:` rule (or the built-in no-GPU rule)
+    /// moved from a failure to another status; not a status of its own.
+    #[serde(default)]
+    pub classified: u64,
 }
 
 impl Counts {
@@ -112,6 +116,7 @@ impl Counts {
         for s in TestStatus::ALL {
             *self.get_mut(s) += o.get(s);
         }
+        self.classified += o.classified;
     }
 }
 
@@ -159,6 +164,9 @@ pub struct TestResult {
     /// Why the test is expected to fail (xfail/xpass).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<String>,
+    /// The rule that moved this test from a failure to its status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classified: Option<super::classify::Classified>,
     /// The JUnit file it came from, relative to the cell directory.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub source: String,

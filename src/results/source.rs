@@ -35,6 +35,8 @@ pub struct Source {
     pub matrix_hash: String,
     pub keys: Vec<String>,
     pub expect: Vec<Expectation>,
+    /// `classify:` rules of the matrix file.
+    pub classify: Vec<crate::spec::ClassifyRule>,
     pub report: ReportLayout,
     pub cells: Vec<CellSource>,
     pub messages: Vec<String>,
@@ -90,6 +92,7 @@ impl Source {
                 matrix_hash: m.matrix_hash.clone(),
                 keys: m.keys.clone(),
                 expect: m.expect.clone(),
+                classify: m.classify.clone(),
                 report: m.report.clone(),
                 cells: Vec::new(),
                 messages: Vec::new(),
@@ -211,6 +214,7 @@ impl Source {
             matrix_hash: String::new(),
             keys: vec!["cell".into()],
             expect: Vec::new(),
+            classify: Vec::new(),
             report: ReportLayout {
                 rows: vec!["cell".into()],
                 columns: Vec::new(),

@@ -17,6 +17,7 @@ use crate::plan::{Cell, Step};
 use crate::spec::GpuUse;
 use crate::store::record::{CellRecord, Status, StepRecord};
 use crate::store::{now_rfc3339, RunStore};
+use crate::suite::{SuiteContext, SuiteError};
 
 /// Exit code a step uses to say "skipped" (as Debian's ROCm test launcher does).
 pub const EXIT_SKIPPED: i64 = 77;
@@ -55,6 +56,15 @@ pub enum CellError {
     },
     #[error("{0}: cancelled (rocmatrix is shutting down)")]
     Cancelled(&'static str),
+}
+
+impl From<SuiteError> for CellError {
+    fn from(e: SuiteError) -> Self {
+        match e {
+            SuiteError::Engine(e) => CellError::Engine(e),
+            SuiteError::Io { path, source } => CellError::Io { path, source },
+        }
+    }
 }
 
 /// `run::blocking` for the cell's own work.
@@ -135,7 +145,19 @@ pub async fn run_cell(
             return Err(e.into());
         }
     }
-    let result = run_steps(cx, cell, &container, &logs, gpu_refusal.as_deref()).await;
+    let per_gpu = grant
+        .as_ref()
+        .map(|g| g.per_gpu.clone())
+        .unwrap_or_default();
+    let devices: Vec<String> = grant
+        .as_ref()
+        .map(|g| g.devices.iter().map(|(_, c)| c.clone()).collect())
+        .unwrap_or_default();
+    let gpu = GpuAt {
+        refusal: gpu_refusal.as_deref(),
+        per_gpu: &per_gpu,
+    };
+    let result = run_steps(cx, cell, &container, &logs, gpu).await;
     // The GPUs stay leased until the container is gone.
     let engine = cx.engine.clone();
     let removal = tokio::spawn(async move {
@@ -171,6 +193,7 @@ pub async fn run_cell(
         junit,
         messages,
         sources: prepared.iter().map(|p| p.locked.clone()).collect(),
+        devices,
     };
     let (store, rel) = (cx.store.clone(), format!("cells/{}/cell.json", cell.id));
     blocking("writing cell.json", move || {
@@ -220,6 +243,13 @@ pub fn container_spec(
     }
 }
 
+/// What the cell got of GPUs: why none, or the variables of each.
+#[derive(Clone, Copy)]
+struct GpuAt<'a> {
+    refusal: Option<&'a str>,
+    per_gpu: &'a [Vec<String>],
+}
+
 /// Runs the cell's steps in order in `container`: each with its own log,
 /// timeout and JUnit files; a step that stops the cell makes the rest
 /// skipped with the reason.
@@ -228,8 +258,9 @@ async fn run_steps(
     cell: &Cell,
     container: &str,
     logs: &Path,
-    gpu_refusal: Option<&str>,
+    gpu: GpuAt<'_>,
 ) -> Result<StepsOutcome, CellError> {
+    let gpu_refusal = gpu.refusal;
     cx.engine
         .upload(
             container,
@@ -259,8 +290,10 @@ async fn run_steps(
             index: i,
             step,
             cell_dir: &dir,
+            per_gpu: gpu.per_gpu,
         };
-        let record = run_step(cx, cell, &at, &mut ooms_seen).await?;
+        let (record, suite_junit) = run_step(cx, cell, &at, &mut ooms_seen).await?;
+        junit.extend(suite_junit);
         if record.status != Status::Timeout && !step.junit.is_empty() {
             let dest = dir.join("junit").join(step_slug(i, &step.name));
             let (files, msgs) =
@@ -302,6 +335,7 @@ struct StepAt<'a> {
     index: usize,
     step: &'a Step,
     cell_dir: &'a Path,
+    per_gpu: &'a [Vec<String>],
 }
 
 /// Records a step that does not run, with the reason in its log.
@@ -339,13 +373,15 @@ async fn skip_step(
 }
 
 /// Runs one step by exec, its output streamed into its log, and judges how
-/// it ended. `ooms_seen` tells a new out-of-memory kill from an old one.
+/// it ended; then its test suite, if it has one and the script passed.
+/// `ooms_seen` tells a new out-of-memory kill from an old one. Returns the
+/// record and the suite's JUnit file (relative to the cell directory).
 async fn run_step(
     cx: &CellEnv<'_>,
     cell: &Cell,
     at: &StepAt<'_>,
     ooms_seen: &mut u64,
-) -> Result<StepRecord, CellError> {
+) -> Result<(StepRecord, Option<String>), CellError> {
     let (step, slug) = (at.step, step_slug(at.index, &at.step.name));
     let log_rel = format!("logs/{slug}.log");
     let log_path = at.cell_dir.join(&log_rel);
@@ -360,25 +396,48 @@ async fn run_step(
     let mut log = blocking("creating a step log", move || StepLog::create(&create))
         .await?
         .map_err(|e| CellError::io(&log_path, e))?;
-    let cmd = vec![
-        "bash".to_string(),
-        "-eo".into(),
-        "pipefail".into(),
-        format!("/rocmatrix/steps/{slug}.sh"),
-    ];
     let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
-    let outcome = cx
-        .engine
-        .exec(
-            at.container,
-            cmd,
+    let (mut status, mut exit_code, mut reason) = if step.run.trim().is_empty() {
+        (Status::Passed, None, None)
+    } else {
+        let cmd = vec![
+            "bash".to_string(),
+            "-eo".into(),
+            "pipefail".into(),
+            format!("/rocmatrix/steps/{slug}.sh"),
+        ];
+        let outcome = cx
+            .engine
+            .exec(
+                at.container,
+                cmd,
+                env.clone(),
+                &mut |b: &[u8]| log.write(b),
+                Some(step.timeout),
+            )
+            .await?;
+        judge_exec(cx.engine, at.container, outcome, step, &mut log, ooms_seen).await?
+    };
+    let mut suite_junit = None;
+    if let (Some(suite), Status::Passed) = (&step.suite, status) {
+        let remaining = step.timeout.saturating_sub(t.elapsed());
+        let sc = SuiteContext {
+            engine: cx.engine,
+            container: at.container,
+            slug: &slug,
+            junit_dir: at.cell_dir.join("junit").join(&slug),
+            step_timeout: remaining,
+            per_gpu: at.per_gpu,
             env,
-            &mut |b: &[u8]| log.write(b),
-            Some(step.timeout),
-        )
-        .await?;
-    let (status, exit_code, reason) =
-        judge_exec(cx.engine, at.container, outcome, step, &mut log, ooms_seen).await?;
+        };
+        let judged = run_suite(&sc, suite, &mut log).await?;
+        (status, exit_code, reason) = (judged.0, None, judged.1);
+        suite_junit = judged.2.and_then(|p| {
+            p.strip_prefix(at.cell_dir)
+                .ok()
+                .map(|r| r.to_string_lossy().into_owned())
+        });
+    }
     let tail = blocking("closing a step log", move || log.finish())
         .await?
         .map_err(|e| CellError::io(&log_path, e))?;
@@ -390,7 +449,7 @@ async fn run_step(
         exit_code,
         secs,
     });
-    Ok(StepRecord {
+    let record = StepRecord {
         name: step.name.clone(),
         status,
         exit_code,
@@ -398,7 +457,39 @@ async fn run_step(
         log: log_rel,
         reason,
         log_tail: tail,
-    })
+    };
+    Ok((record, suite_junit))
+}
+
+/// Runs a step's suite through its adapter: the step's status, reason and
+/// the JUnit file the adapter wrote.
+async fn run_suite(
+    sc: &SuiteContext<'_>,
+    suite: &crate::plan::TestSuite,
+    log: &mut StepLog,
+) -> Result<(Status, Option<String>, Option<PathBuf>), CellError> {
+    let mut write = |b: &[u8]| log.write(b);
+    let shared = std::sync::Mutex::new(&mut write as &mut (dyn FnMut(&[u8]) + Send));
+    let outcome = crate::suite::run(sc, suite, &shared).await?;
+    let summary = outcome.summary();
+    let text = format!("rocmatrix: {summary}\n");
+    (*shared.lock().unwrap_or_else(|p| p.into_inner()))(text.as_bytes());
+    let (status, reason) = if let Some(problem) = outcome.problem {
+        (Status::Failed, Some(problem))
+    } else if outcome.step_timed_out {
+        (
+            Status::Timeout,
+            Some(format!(
+                "timed out after {} s ({summary})",
+                sc.step_timeout.as_secs()
+            )),
+        )
+    } else if outcome.failures() > 0 {
+        (Status::Failed, Some(summary))
+    } else {
+        (Status::Passed, None)
+    };
+    Ok((status, reason, outcome.junit))
 }
 
 /// A step's status, exit code and reason from how its exec ended: 0 passed,

@@ -16,6 +16,9 @@ pub struct GpuGrant {
     pub groups: Vec<String>,
     /// `KEY=value` (ROCR_VISIBLE_DEVICES, HSA_OVERRIDE_GFX_VERSION).
     pub env: Vec<String>,
+    /// Per granted GPU: the `KEY=value` entries that make a process see that
+    /// GPU alone (a test shard's process gets one of these).
+    pub per_gpu: Vec<Vec<String>>,
     /// Called once when the grant is dropped.
     pub release: Option<Box<dyn FnOnce() + Send>>,
 }
@@ -121,6 +124,17 @@ impl GpuGate for KfdGate {
                     .collect(),
                 groups: lease.group_ids.iter().map(|g| g.to_string()).collect(),
                 env: lease.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+                per_gpu: lease
+                    .visible
+                    .iter()
+                    .map(|v| {
+                        // HIP enumerates only what ROCr shows: that one GPU is 0.
+                        vec![
+                            format!("ROCR_VISIBLE_DEVICES={v}"),
+                            "HIP_VISIBLE_DEVICES=0".to_string(),
+                        ]
+                    })
+                    .collect(),
                 release: Some(Box::new(move || lease.release())),
             }),
             Outcome::Skip(reason) => Err(Refusal(reason)),

@@ -497,6 +497,7 @@ fn errored(
         junit: Vec::new(),
         messages: Vec::new(),
         sources: Vec::new(),
+        devices: Vec::new(),
     }
 }
 

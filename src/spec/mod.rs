@@ -12,6 +12,7 @@ mod duration;
 mod error;
 pub mod expand;
 mod raw;
+pub mod suite;
 pub mod tree;
 mod validate;
 
@@ -24,6 +25,9 @@ use serde::Serialize;
 pub use duration::{parse_duration, DurationError};
 pub use error::SpecError;
 pub use expand::{expand, Combination, Origin};
+pub use suite::{
+    ClassifyAs, ClassifyRule, CtestTemplate, GpuCondition, GtestTemplate, SuiteTemplate,
+};
 pub use tree::Pos;
 
 /// The default upper bound on the number of cells (`--max-cells`).
@@ -106,11 +110,55 @@ impl GpuPolicy {
     }
 }
 
+/// How many GPUs a cell leases: a number, or every GPU that runs its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuCount {
+    N(u32),
+    All,
+}
+
+impl GpuCount {
+    /// The number to ask for; `all` asks for at least one.
+    pub fn at_least(self) -> u32 {
+        match self {
+            GpuCount::N(n) => n,
+            GpuCount::All => 1,
+        }
+    }
+}
+
+impl Serialize for GpuCount {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            GpuCount::N(n) => s.serialize_u32(*n),
+            GpuCount::All => s.serialize_str("all"),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for GpuCount {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            N(u32),
+            Word(String),
+        }
+        match Either::deserialize(d)? {
+            Either::N(n) => Ok(GpuCount::N(n)),
+            Either::Word(w) if w == "all" => Ok(GpuCount::All),
+            Either::Word(w) => Err(serde::de::Error::custom(format!(
+                "GPU count must be a number or `all`, not `{w}`"
+            ))),
+        }
+    }
+}
+
 /// The matrix file's default GPU needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GpuTemplate {
     pub need: GpuUse,
-    pub count: u32,
+    pub count: GpuCount,
     pub target: Option<Template>,
     pub policy: GpuPolicy,
 }
@@ -127,13 +175,20 @@ pub struct EnvironmentTemplate {
     pub setup: Option<Template>,
     pub env: BTreeMap<String, Template>,
     pub network: Option<Template>,
+    /// Archives added beside the base's suite (`experimental`).
+    pub suites: Vec<Template>,
+    /// The suite whose packages win (`apt-get -t`), if any.
+    pub prefer: Option<Template>,
 }
 
 /// A step, before rendering per cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepTemplate {
     pub name: String,
-    pub run: Template,
+    /// A script; with a suite, it runs first.
+    pub run: Option<Template>,
+    /// A test suite the step runs through its adapter.
+    pub suite: Option<SuiteTemplate>,
     pub timeout: Option<Duration>,
     pub junit: Vec<Template>,
     pub gpu: Option<GpuUse>,
@@ -202,6 +257,7 @@ pub struct Spec {
     /// Memory limit of each cell's container, in bytes.
     pub memory: Option<u64>,
     pub expect: Vec<Expectation>,
+    pub classify: Vec<ClassifyRule>,
     pub report: ReportLayout,
 }
 

@@ -37,6 +37,8 @@ pub struct RawSpec {
     #[serde(default)]
     pub expect: Vec<RawExpect>,
     #[serde(default)]
+    pub classify: Vec<RawClassify>,
+    #[serde(default)]
     pub report: Option<RawReport>,
 }
 
@@ -54,13 +56,18 @@ pub struct RawEnvironment {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub network: Option<String>,
+    #[serde(default)]
+    pub suites: Vec<String>,
+    pub prefer: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawStep {
     pub name: String,
-    pub run: String,
+    pub run: Option<String>,
+    pub gtest: Option<RawGtest>,
+    pub ctest: Option<RawCtest>,
     pub timeout: Option<String>,
     #[serde(default)]
     pub junit: Vec<String>,
@@ -73,7 +80,7 @@ pub struct RawStep {
 #[serde(deny_unknown_fields)]
 pub struct RawGpu {
     pub need: Option<String>,
-    pub count: Option<u32>,
+    pub count: Option<RawCount>,
     pub target: Option<String>,
     pub policy: Option<String>,
 }
@@ -106,4 +113,56 @@ pub struct RawSource {
     pub reference: Option<String>,
     #[serde(default)]
     pub patches: Vec<String>,
+}
+
+/// `gpu.count`: a number or `all`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawCount {
+    Number(u32),
+    Word(String),
+}
+
+/// A step's `gtest:` suite.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGtest {
+    pub binary: String,
+    pub filter: Option<String>,
+    pub timeout_per_test: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// A step's `ctest:` suite.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCtest {
+    pub dir: String,
+    pub labels: Option<String>,
+    pub exclude_labels: Option<String>,
+    pub regex: Option<String>,
+    pub exclude_regex: Option<String>,
+    pub timeout_per_test: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// A `classify:` rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClassify {
+    #[serde(rename = "match")]
+    pub pattern: String,
+    #[serde(rename = "as")]
+    pub outcome: String,
+    pub reason: String,
+    #[serde(default)]
+    pub when: Option<RawWhen>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWhen {
+    pub gpu: Option<String>,
 }

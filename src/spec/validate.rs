@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::raw::{RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep};
+use super::raw::{
+    RawCount, RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep,
+};
 use super::tree::{self, Node, NodeKind};
 use super::{
-    parse_duration, Axis, Entry, EnvironmentTemplate, Expectation, GpuPolicy, GpuTemplate, GpuUse,
-    ReportLayout, SourceTemplate, Spec, SpecError, StepTemplate, Template,
+    parse_duration, suite, Axis, Entry, EnvironmentTemplate, Expectation, GpuCount, GpuPolicy,
+    GpuTemplate, GpuUse, ReportLayout, SourceTemplate, Spec, SpecError, StepTemplate, Template,
 };
 
 /// Default per-step timeout when the file names none.
@@ -70,6 +72,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
     let keys = spec_keys(&axes, &include);
     let expect = read_expectations(&cx, &raw.expect, &keys)?;
     let report = read_report(&cx, raw.report.as_ref(), &keys)?;
+    let classify = suite::read_classify(&raw.classify, &|f, m| cx.err(f, m))?;
     if raw.max_parallel == Some(0) {
         return Err(cx.err("max_parallel", "max_parallel must be at least 1"));
     }
@@ -101,6 +104,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
             None => None,
         },
         expect,
+        classify,
         report,
     })
 }
@@ -156,9 +160,26 @@ fn read_steps(cx: &Ctx, raw: &[RawStep]) -> Result<Vec<StepTemplate>, SpecError>
             })?),
             None => None,
         };
+        let suite = suite::read_suite(
+            &f,
+            s.gtest.as_ref(),
+            s.ctest.as_ref(),
+            &|field, src| cx.template(field, src),
+            &|field, m| cx.err(field, m),
+        )?;
+        if s.run.is_none() && suite.is_none() {
+            return Err(cx.err(
+                &f,
+                format!(
+                    "step `{}` has nothing to run: give `run`, `gtest` or `ctest`",
+                    s.name
+                ),
+            ));
+        }
         steps.push(StepTemplate {
             name: s.name.clone(),
-            run: cx.template(format!("{f}.run"), &s.run),
+            run: s.run.as_ref().map(|r| cx.template(format!("{f}.run"), r)),
+            suite,
             timeout,
             junit: s
                 .junit
@@ -509,6 +530,13 @@ fn read_environment(cx: &Ctx, e: &RawEnvironment) -> Result<EnvironmentTemplate,
             .map(|(k, v)| (k.clone(), cx.template(format!("environment.env.{k}"), v)))
             .collect::<BTreeMap<_, _>>(),
         network: opt("network", &e.network),
+        suites: e
+            .suites
+            .iter()
+            .enumerate()
+            .map(|(i, p)| cx.template(format!("environment.suites[{i}]"), p))
+            .collect(),
+        prefer: opt("prefer", &e.prefer),
     })
 }
 
@@ -523,7 +551,7 @@ fn read_gpu(cx: &Ctx, g: Option<&RawGpu>, axes: &[Axis]) -> Result<GpuTemplate, 
     let Some(g) = g else {
         return Ok(GpuTemplate {
             need: GpuUse::None,
-            count: 1,
+            count: GpuCount::N(1),
             target: default_target(),
             policy: GpuPolicy::Exact,
         });
@@ -546,10 +574,20 @@ fn read_gpu(cx: &Ctx, g: Option<&RawGpu>, axes: &[Axis]) -> Result<GpuTemplate, 
         })?,
         None => GpuPolicy::Exact,
     };
-    let count = g.count.unwrap_or(1);
-    if count == 0 {
-        return Err(cx.err("gpu.count", "gpu.count must be at least 1"));
-    }
+    let count = match &g.count {
+        None => GpuCount::N(1),
+        Some(RawCount::Number(0)) => {
+            return Err(cx.err("gpu.count", "gpu.count must be at least 1 (or `all`)"))
+        }
+        Some(RawCount::Number(n)) => GpuCount::N(*n),
+        Some(RawCount::Word(w)) if w == "all" => GpuCount::All,
+        Some(RawCount::Word(w)) => {
+            return Err(cx.err(
+                "gpu.count",
+                format!("gpu.count must be a number or `all`, not `{w}`"),
+            ))
+        }
+    };
     Ok(GpuTemplate {
         need,
         count,

@@ -35,6 +35,9 @@ pub struct RunManifest {
     /// Axes in order, then include-added keys.
     pub keys: Vec<String>,
     pub expect: Vec<Expectation>,
+    /// `classify:` rules, applied when results are collected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classify: Vec<crate::spec::ClassifyRule>,
     pub report: ReportLayout,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
@@ -107,6 +110,10 @@ pub struct CellRecord {
     /// Source checkouts streamed into the container.
     #[serde(default)]
     pub sources: Vec<super::lock::LockedSource>,
+    /// Device nodes the cell's container was given for its GPUs (container
+    /// paths); empty when the cell had no GPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

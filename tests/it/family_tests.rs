@@ -20,6 +20,8 @@ fn env(family: &str, base: &str, llvm: Llvm) -> Environment {
         setup: Some("echo set up".into()),
         env: BTreeMap::from([("HIP_PLATFORM".to_string(), "amd".to_string())]),
         network: None,
+        suites: Vec::new(),
+        prefer: None,
     }
 }
 

@@ -84,7 +84,7 @@ fn fake_dev(inv: &Inventory) -> tempfile::TempDir {
 fn request(target: &str, count: u32, policy: GpuPolicy) -> LeaseRequest {
     LeaseRequest {
         target: TargetId::parse(target).unwrap(),
-        count,
+        count: rocmatrix::spec::GpuCount::N(count),
         policy,
     }
 }

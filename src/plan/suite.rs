@@ -1,0 +1,96 @@
+//! A step's test suite, rendered for one cell: what the adapters in
+//! `src/suite/` run.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::render::Renderer;
+use crate::spec::{SpecError, SuiteTemplate};
+
+/// A rendered `gtest:` or `ctest:`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum TestSuite {
+    Gtest(Gtest),
+    Ctest(Ctest),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gtest {
+    /// A path or glob inside the container.
+    pub binary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    pub timeout_per_test: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ctest {
+    pub dir: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_labels: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclude_regex: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    pub timeout_per_test: Option<Duration>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+pub(super) fn render(
+    r: &Renderer,
+    t: &SuiteTemplate,
+    ctx: &minijinja::Value,
+    id: &str,
+) -> Result<TestSuite, SpecError> {
+    let opt = |t: &Option<crate::spec::Template>| -> Result<Option<String>, SpecError> {
+        Ok(match t {
+            Some(t) => Some(r.render(t, ctx, id)?).filter(|s| !s.trim().is_empty()),
+            None => None,
+        })
+    };
+    let args = |a: &[crate::spec::Template]| -> Result<Vec<String>, SpecError> {
+        a.iter().map(|t| r.render(t, ctx, id)).collect()
+    };
+    Ok(match t {
+        SuiteTemplate::Gtest(g) => TestSuite::Gtest(Gtest {
+            binary: r.render(&g.binary, ctx, id)?.trim().to_string(),
+            filter: opt(&g.filter)?,
+            timeout_per_test: g.timeout_per_test,
+            args: args(&g.args)?,
+        }),
+        SuiteTemplate::Ctest(c) => TestSuite::Ctest(Ctest {
+            dir: r.render(&c.dir, ctx, id)?.trim().to_string(),
+            labels: opt(&c.labels)?,
+            exclude_labels: opt(&c.exclude_labels)?,
+            regex: opt(&c.regex)?,
+            exclude_regex: opt(&c.exclude_regex)?,
+            timeout_per_test: c.timeout_per_test,
+            args: args(&c.args)?,
+        }),
+    })
+}
+
+mod opt_secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_u64(d.as_secs()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_secs))
+    }
+}

@@ -1,0 +1,195 @@
+//! Test-suite steps (`gtest:`, `ctest:`) and `classify:` rules: their typed
+//! form and their validation. The adapters that run the suites are in
+//! `src/suite/`; the rules are applied when results are collected.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::raw::{RawClassify, RawCtest, RawGtest};
+use super::{parse_duration, SpecError, Template};
+
+/// A step's test suite, before rendering per cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SuiteTemplate {
+    Gtest(GtestTemplate),
+    Ctest(CtestTemplate),
+}
+
+/// `gtest:`: a googletest binary (or a glob naming several).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GtestTemplate {
+    pub binary: Template,
+    /// `--gtest_filter` syntax.
+    pub filter: Option<Template>,
+    pub timeout_per_test: Option<Duration>,
+    pub args: Vec<Template>,
+}
+
+/// `ctest:`: a CTest build directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CtestTemplate {
+    pub dir: Template,
+    /// `-L`, `-LE`, `-R`, `-E`.
+    pub labels: Option<Template>,
+    pub exclude_labels: Option<Template>,
+    pub regex: Option<Template>,
+    pub exclude_regex: Option<Template>,
+    pub timeout_per_test: Option<Duration>,
+    pub args: Vec<Template>,
+}
+
+impl SuiteTemplate {
+    pub fn templates(&self) -> Vec<&Template> {
+        match self {
+            SuiteTemplate::Gtest(g) => std::iter::once(&g.binary)
+                .chain(&g.filter)
+                .chain(&g.args)
+                .collect(),
+            SuiteTemplate::Ctest(c) => std::iter::once(&c.dir)
+                .chain(&c.labels)
+                .chain(&c.exclude_labels)
+                .chain(&c.regex)
+                .chain(&c.exclude_regex)
+                .chain(&c.args)
+                .collect(),
+        }
+    }
+}
+
+/// What a `classify:` rule turns a failing test into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassifyAs {
+    Skipped,
+    Xfail,
+    Error,
+}
+
+/// In which cells a rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuCondition {
+    /// Every cell.
+    #[default]
+    Any,
+    /// Only cells that were given no GPU.
+    None,
+}
+
+/// A rule that reclassifies failing tests whose text matches `pattern`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassifyRule {
+    /// A regular expression (Rust `regex` syntax) over the test's message,
+    /// failure text and output.
+    #[serde(rename = "match")]
+    pub pattern: String,
+    #[serde(rename = "as")]
+    pub outcome: ClassifyAs,
+    pub reason: String,
+    #[serde(default)]
+    pub gpu: GpuCondition,
+}
+
+/// Reads the step's `gtest:` or `ctest:` into a template; `field` is the
+/// step's dotted path (`steps[2]`).
+pub(super) fn read_suite(
+    field: &str,
+    gtest: Option<&RawGtest>,
+    ctest: Option<&RawCtest>,
+    template: &dyn Fn(String, &str) -> Template,
+    err: &dyn Fn(&str, String) -> SpecError,
+) -> Result<Option<SuiteTemplate>, SpecError> {
+    let timeout = |sub: &str, t: &Option<String>| -> Result<Option<Duration>, SpecError> {
+        let f = format!("{field}.{sub}.timeout_per_test");
+        t.as_ref()
+            .map(|t| parse_duration(t).map_err(|e| err(&f, e.to_string())))
+            .transpose()
+    };
+    let opt = |f: String, v: &Option<String>| v.as_ref().map(|s| template(f, s));
+    let args = |sub: &str, a: &[String]| {
+        a.iter()
+            .enumerate()
+            .map(|(i, s)| template(format!("{field}.{sub}.args[{i}]"), s))
+            .collect()
+    };
+    match (gtest, ctest) {
+        (Some(_), Some(_)) => Err(err(
+            &format!("{field}.ctest"),
+            "a step runs one suite: give `gtest` or `ctest`, not both".to_string(),
+        )),
+        (Some(g), None) => {
+            if g.binary.trim().is_empty() {
+                return Err(err(
+                    &format!("{field}.gtest.binary"),
+                    "gtest.binary names the test binary (a path or glob inside the container)"
+                        .to_string(),
+                ));
+            }
+            Ok(Some(SuiteTemplate::Gtest(GtestTemplate {
+                binary: template(format!("{field}.gtest.binary"), &g.binary),
+                filter: opt(format!("{field}.gtest.filter"), &g.filter),
+                timeout_per_test: timeout("gtest", &g.timeout_per_test)?,
+                args: args("gtest", &g.args),
+            })))
+        }
+        (None, Some(c)) => Ok(Some(SuiteTemplate::Ctest(CtestTemplate {
+            dir: template(format!("{field}.ctest.dir"), &c.dir),
+            labels: opt(format!("{field}.ctest.labels"), &c.labels),
+            exclude_labels: opt(format!("{field}.ctest.exclude_labels"), &c.exclude_labels),
+            regex: opt(format!("{field}.ctest.regex"), &c.regex),
+            exclude_regex: opt(format!("{field}.ctest.exclude_regex"), &c.exclude_regex),
+            timeout_per_test: timeout("ctest", &c.timeout_per_test)?,
+            args: args("ctest", &c.args),
+        }))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Reads `classify:`; each pattern must compile.
+pub(super) fn read_classify(
+    raw: &[RawClassify],
+    err: &dyn Fn(&str, String) -> SpecError,
+) -> Result<Vec<ClassifyRule>, SpecError> {
+    let mut rules = Vec::with_capacity(raw.len());
+    for (i, r) in raw.iter().enumerate() {
+        let f = format!("classify[{i}]");
+        if let Err(e) = regex::Regex::new(&r.pattern) {
+            return Err(err(
+                &format!("{f}.match"),
+                format!("not a regular expression: {e}"),
+            ));
+        }
+        let outcome = match r.outcome.as_str() {
+            "skipped" => ClassifyAs::Skipped,
+            "xfail" => ClassifyAs::Xfail,
+            "error" => ClassifyAs::Error,
+            other => {
+                return Err(err(
+                    &format!("{f}.as"),
+                    format!("`as` must be skipped, xfail or error, not `{other}`"),
+                ))
+            }
+        };
+        if r.reason.trim().is_empty() {
+            return Err(err(&format!("{f}.reason"), "a rule needs a reason".into()));
+        }
+        let gpu = match r.when.as_ref().and_then(|w| w.gpu.as_deref()) {
+            None | Some("any") => GpuCondition::Any,
+            Some("none") => GpuCondition::None,
+            Some(other) => {
+                return Err(err(
+                    &format!("{f}.when.gpu"),
+                    format!("when.gpu must be none (cells given no GPU) or any, not `{other}`"),
+                ))
+            }
+        };
+        rules.push(ClassifyRule {
+            pattern: r.pattern.clone(),
+            outcome,
+            reason: r.reason.clone(),
+            gpu,
+        });
+    }
+    Ok(rules)
+}

@@ -1,0 +1,636 @@
+//! The googletest adapter.
+//!
+//! 1. Every binary the step's `binary` glob names lists its tests
+//!    (`--gtest_list_tests`, with the step's filter).
+//! 2. The tests are split into shards the way googletest's sharding protocol
+//!    splits them (test *k* to shard *k* mod *N*), one per leased GPU; each
+//!    shard's processes see only their GPU. rocmatrix passes each process its
+//!    tests by name instead of setting `GTEST_TOTAL_SHARDS`, so that a shard
+//!    can go on after a crash with exactly the tests it has left.
+//! 3. A shard runs its tests in batches, one process per batch, with
+//!    `--gtest_output=xml:`. When a process ends normally its XML judges the
+//!    batch. When it dies (a signal, `exit()`, a per-test timeout), the
+//!    progress lines judge the tests that finished, the test that was running
+//!    is an `error` (signal or exit code, with its output) or a timeout, and
+//!    the batch's other tests run again in a new process.
+//!
+//! Every listed test ends with exactly one outcome.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::gtest_output::{self, LineEnd, Listed, Progress};
+use super::process::{self, Ended};
+use super::{note, signal_name, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict};
+use crate::engine::ExecOutcome;
+use crate::plan::suite::Gtest;
+
+/// Bytes of `--gtest_filter` per process: one argument may not exceed
+/// Linux's MAX_ARG_STRLEN (128 KiB), so a large suite runs in several batches.
+const FILTER_BYTES: usize = 64 * 1024;
+/// Largest listing or XML report read back from the container.
+const MAX_READ: usize = 64 * 1024 * 1024;
+/// How long listing the tests may take at most.
+const LIST_TIMEOUT: Duration = Duration::from_secs(600);
+/// Where the adapter's files live in the container.
+const DIR: &str = "/tmp/rocmatrix-gtest";
+
+/// Why the watchdog killed a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kill {
+    /// This test ran past `timeout_per_test`.
+    Test(String),
+    /// The step ran past its timeout.
+    Step,
+}
+
+/// Runs the gtest step `g`.
+pub async fn run(
+    cx: &SuiteContext<'_>,
+    g: &Gtest,
+    log: &Log<'_>,
+) -> Result<SuiteOutcome, SuiteError> {
+    let deadline = Instant::now() + cx.step_timeout;
+    let binaries = resolve(cx, &g.binary).await?;
+    if binaries.is_empty() {
+        return Ok(SuiteOutcome {
+            cases: Vec::new(),
+            junit: None,
+            step_timed_out: false,
+            problem: Some(format!("no executable file matches `{}`", g.binary)),
+        });
+    }
+    let mut cases = Vec::new();
+    let mut step_timed_out = false;
+    for bin in &binaries {
+        // With several binaries, suites are named after their binary too.
+        let prefix = (binaries.len() > 1).then(|| format!("{}/", basename(bin)));
+        let listed = match list(cx, g, bin).await? {
+            Ok(l) => l,
+            Err(problem) => {
+                cases.push(Case {
+                    suite: basename(bin).to_string(),
+                    name: "(listing tests)".into(),
+                    param: None,
+                    verdict: Verdict::Error {
+                        kind: "listing".into(),
+                        message: problem,
+                    },
+                    time: None,
+                    output: String::new(),
+                    shard: 0,
+                });
+                continue;
+            }
+        };
+        note(
+            log,
+            &format!("rocmatrix: {bin}: {} tests listed\n", listed.len()),
+        );
+        let (mut done, timed_out) = run_binary(cx, g, bin, &listed, deadline, log).await?;
+        step_timed_out |= timed_out;
+        if let Some(p) = &prefix {
+            for c in &mut done {
+                c.suite = format!("{p}{}", c.suite);
+            }
+        }
+        cases.extend(done);
+    }
+    let path = cx.junit_dir.join("gtest.xml");
+    let (write_path, write_cases) = (path.clone(), cases.clone());
+    super::write_junit(write_path, "gtest", write_cases).await?;
+    Ok(SuiteOutcome {
+        cases,
+        junit: Some(path),
+        step_timed_out,
+        problem: None,
+    })
+}
+
+/// Lists, shards and runs one binary's tests; returns them in listing order.
+async fn run_binary(
+    cx: &SuiteContext<'_>,
+    g: &Gtest,
+    bin: &str,
+    listed: &[Listed],
+    deadline: Instant,
+    log: &Log<'_>,
+) -> Result<(Vec<Case>, bool), SuiteError> {
+    let shards = cx.per_gpu.len().max(1);
+    let mut parts: Vec<Vec<Listed>> = vec![Vec::new(); shards];
+    let mut results: HashMap<String, Case> = HashMap::new();
+    let mut k = 0usize;
+    for t in listed {
+        if t.is_disabled() {
+            results.insert(
+                t.full(),
+                case_of(
+                    t,
+                    Verdict::Skipped {
+                        message: "disabled (DISABLED_ prefix)".into(),
+                    },
+                    0,
+                ),
+            );
+            continue;
+        }
+        parts[k % shards].push(t.clone());
+        k += 1;
+    }
+    let runs = parts.into_iter().enumerate().map(|(i, tests)| {
+        let shard = Shard {
+            number: if shards > 1 { i + 1 } else { 0 },
+            of: shards,
+            env: cx
+                .env
+                .iter()
+                .chain(cx.per_gpu.get(i).into_iter().flatten())
+                .cloned()
+                .collect(),
+        };
+        async move { run_shard(cx, g, bin, tests, &shard, deadline, log).await }
+    });
+    let mut timed_out = false;
+    for r in futures_util::future::join_all(runs).await {
+        let (cases, t) = r?;
+        timed_out |= t;
+        for c in cases {
+            results.insert(format!("{}.{}", c.suite, c.name), c);
+        }
+    }
+    let ordered = listed
+        .iter()
+        .filter_map(|t| results.remove(&t.full()))
+        .collect();
+    Ok((ordered, timed_out))
+}
+
+/// One shard: its number (1-based; 0 when unsharded), and its variables.
+struct Shard {
+    number: usize,
+    of: usize,
+    env: Vec<String>,
+}
+
+impl Shard {
+    fn tag(&self) -> String {
+        if self.number == 0 {
+            String::new()
+        } else {
+            format!("[shard {}/{}] ", self.number, self.of)
+        }
+    }
+}
+
+/// Runs a shard's tests, a batch per process, until each has an outcome.
+async fn run_shard(
+    cx: &SuiteContext<'_>,
+    g: &Gtest,
+    bin: &str,
+    tests: Vec<Listed>,
+    shard: &Shard,
+    deadline: Instant,
+    log: &Log<'_>,
+) -> Result<(Vec<Case>, bool), SuiteError> {
+    let mut remaining: VecDeque<Listed> = tests.into();
+    let mut cases = Vec::new();
+    let mut batch_no = 0usize;
+    let per_test = g.timeout_per_test.unwrap_or(cx.step_timeout);
+    while !remaining.is_empty() {
+        if Instant::now() >= deadline {
+            for t in remaining.drain(..) {
+                let why = "not run: the step timed out".to_string();
+                cases.push(case_of(&t, Verdict::Skipped { message: why }, shard.number));
+            }
+            return Ok((cases, true));
+        }
+        batch_no += 1;
+        let batch = take_batch(&mut remaining);
+        let xml = format!("{DIR}/{}-s{}-b{batch_no}.xml", cx.slug, shard.number);
+        let pidfile = format!("{DIR}/{}-s{}.pid", cx.slug, shard.number);
+        note(
+            log,
+            &format!(
+                "{}rocmatrix: process {batch_no}: {} tests\n",
+                shard.tag(),
+                batch.len()
+            ),
+        );
+        let run = BatchRun {
+            cx,
+            g,
+            bin,
+            shard,
+            xml: &xml,
+            pidfile: &pidfile,
+            per_test,
+            deadline,
+        };
+        let judged = run.run(&batch, log).await?;
+        let rerun = judged.rerun.len();
+        cases.extend(judged.cases);
+        if judged.step_timed_out {
+            for t in judged.rerun.into_iter().chain(remaining.drain(..)) {
+                let why = "not run: the step timed out".to_string();
+                cases.push(case_of(&t, Verdict::Skipped { message: why }, shard.number));
+            }
+            return Ok((cases, true));
+        }
+        if rerun > 0 {
+            note(
+                log,
+                &format!(
+                    "{}rocmatrix: {rerun} tests of this process did not run; continuing in a new process\n",
+                    shard.tag()
+                ),
+            );
+        }
+        for t in judged.rerun.into_iter().rev() {
+            remaining.push_front(t);
+        }
+    }
+    Ok((cases, false))
+}
+
+/// Takes tests from the front of `remaining` while their names fit the filter.
+fn take_batch(remaining: &mut VecDeque<Listed>) -> Vec<Listed> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    while let Some(t) = remaining.front() {
+        let len = t.full().len() + 1;
+        if !batch.is_empty() && bytes + len > FILTER_BYTES {
+            break;
+        }
+        bytes += len;
+        batch.extend(remaining.pop_front());
+    }
+    batch
+}
+
+/// One process of a shard.
+struct BatchRun<'a> {
+    cx: &'a SuiteContext<'a>,
+    g: &'a Gtest,
+    bin: &'a str,
+    shard: &'a Shard,
+    xml: &'a str,
+    pidfile: &'a str,
+    per_test: Duration,
+    deadline: Instant,
+}
+
+/// What one process decided.
+struct Judged {
+    cases: Vec<Case>,
+    /// Tests that did not run because the process died first.
+    rerun: Vec<Listed>,
+    step_timed_out: bool,
+}
+
+impl BatchRun<'_> {
+    async fn run(&self, batch: &[Listed], log: &Log<'_>) -> Result<Judged, SuiteError> {
+        let filter: Vec<String> = batch.iter().map(Listed::full).collect();
+        let mut argv = vec![
+            self.bin.to_string(),
+            format!("--gtest_filter={}", filter.join(":")),
+            format!("--gtest_output=xml:{}", self.xml),
+        ];
+        argv.extend(self.g.args.iter().cloned());
+        self.cx
+            .engine
+            .exec_capture(self.cx.container, &["mkdir", "-p", DIR])
+            .await?;
+        let progress = Mutex::new(Progress::default());
+        let tag = self.shard.tag();
+        let mut sink = |bytes: &[u8]| {
+            let lines = progress
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .feed(bytes);
+            write_lines(log, &tag, &lines);
+        };
+        let watchdog = || {
+            if Instant::now() >= self.deadline {
+                return Some(Kill::Step);
+            }
+            let p = progress.lock().unwrap_or_else(|p| p.into_inner());
+            match &p.running {
+                Some((name, since)) if since.elapsed() > self.per_test => {
+                    Some(Kill::Test(name.clone()))
+                }
+                _ => None,
+            }
+        };
+        let ended = process::run_watched(
+            self.cx.engine,
+            self.cx.container,
+            &argv,
+            self.shard.env.clone(),
+            self.pidfile,
+            &mut sink,
+            &watchdog,
+        )
+        .await?;
+        let mut progress = progress.into_inner().unwrap_or_else(|p| p.into_inner());
+        if let Some(last) = progress.flush() {
+            write_lines(log, &tag, &[last]);
+        }
+        let normal = ended.killed.is_none() && matches!(ended.exit, Some(0 | 1));
+        let report = if normal {
+            read_file(self.cx, self.xml).await?
+        } else {
+            None
+        };
+        let judged = match report.as_deref().and_then(gtest_output::parse_xml) {
+            Some(xml_cases) => self.judge_by_xml(batch, xml_cases, &progress),
+            None => self.judge_by_progress(batch, &ended, &progress),
+        };
+        if !normal {
+            note(log, &format!("{tag}rocmatrix: {}\n", describe(&ended)));
+        }
+        Ok(judged)
+    }
+
+    /// A process that ended normally: its XML judges every test.
+    fn judge_by_xml(&self, batch: &[Listed], xml: Vec<Case>, progress: &Progress) -> Judged {
+        let mut by_name: HashMap<String, Case> = xml
+            .into_iter()
+            .map(|c| (format!("{}.{}", c.suite, c.name), c))
+            .collect();
+        let outputs: HashMap<&str, &str> = progress
+            .finished
+            .iter()
+            .map(|f| (f.full.as_str(), f.output.as_str()))
+            .collect();
+        let cases = batch
+            .iter()
+            .map(|t| match by_name.remove(&t.full()) {
+                Some(mut c) => {
+                    c.param = t.param.clone().or(c.param);
+                    c.shard = self.shard.number;
+                    let output = outputs.get(t.full().as_str()).copied().unwrap_or("");
+                    // A failure's text is usually all it printed: keep the
+                    // output only when it says more.
+                    let said = match &c.verdict {
+                        Verdict::Failed { text, .. } => text.trim() == output.trim(),
+                        _ => false,
+                    };
+                    if c.verdict != Verdict::Passed && !said {
+                        c.output = output.to_string();
+                    }
+                    c
+                }
+                None => case_of(
+                    t,
+                    Verdict::Skipped {
+                        message: "listed, but not in googletest's report".into(),
+                    },
+                    self.shard.number,
+                ),
+            })
+            .collect();
+        Judged {
+            cases,
+            rerun: Vec::new(),
+            step_timed_out: false,
+        }
+    }
+
+    /// A process that died: the progress lines judge what finished, the
+    /// running test takes the blame, the rest run again.
+    fn judge_by_progress(
+        &self,
+        batch: &[Listed],
+        ended: &Ended<Kill>,
+        progress: &Progress,
+    ) -> Judged {
+        let finished: HashMap<&str, &gtest_output::Finished> = progress
+            .finished
+            .iter()
+            .map(|f| (f.full.as_str(), f))
+            .collect();
+        let running = progress.running.as_ref().map(|(n, _)| n.as_str());
+        let mut cases = Vec::new();
+        let mut rerun = Vec::new();
+        let mut blamed = false;
+        for t in batch {
+            let full = t.full();
+            if let Some(f) = finished.get(full.as_str()) {
+                cases.push(self.finished_case(t, f));
+            } else if running == Some(full.as_str()) {
+                let mut c = case_of(t, self.blame(ended), self.shard.number);
+                c.output = progress.captured().to_string();
+                cases.push(c);
+                blamed = true;
+            } else {
+                rerun.push(t.clone());
+            }
+        }
+        let step_timed_out = ended.killed == Some(Kill::Step);
+        if !blamed && !step_timed_out && !rerun.is_empty() {
+            if progress.finished.is_empty() {
+                // The process ran none of its tests: running them one by one
+                // would only repeat that, once per test.
+                let verdict = Verdict::Error {
+                    kind: "no-tests-ran".into(),
+                    message: format!(
+                        "the test process ran none of its tests ({})",
+                        describe(ended)
+                    ),
+                };
+                for t in rerun.drain(..) {
+                    cases.push(case_of(&t, verdict.clone(), self.shard.number));
+                }
+            } else {
+                // Died between tests: the next test is blamed, so that the
+                // shard always moves on.
+                let t = rerun.remove(0);
+                let mut c = case_of(&t, self.blame(ended), self.shard.number);
+                c.output = "(the process died before this test started)\n".to_string();
+                cases.push(c);
+            }
+        }
+        Judged {
+            cases,
+            rerun,
+            step_timed_out,
+        }
+    }
+
+    fn finished_case(&self, t: &Listed, f: &gtest_output::Finished) -> Case {
+        let verdict = match f.end {
+            LineEnd::Ok => Verdict::Passed,
+            LineEnd::Failed => Verdict::Failed {
+                message: super::first_lines(&f.output, 4096),
+                text: f.output.clone(),
+            },
+            LineEnd::Skipped => Verdict::Skipped {
+                message: f.output.trim().to_string(),
+            },
+        };
+        let mut c = case_of(t, verdict, self.shard.number);
+        c.time = f.time;
+        if f.end != LineEnd::Ok {
+            c.output = f.output.clone();
+        }
+        c
+    }
+
+    /// The verdict for the test that was running when the process ended.
+    fn blame(&self, ended: &Ended<Kill>) -> Verdict {
+        match &ended.killed {
+            Some(Kill::Test(_)) => Verdict::Timeout {
+                secs: self.per_test.as_secs(),
+            },
+            Some(Kill::Step) => Verdict::Error {
+                kind: "step-timeout".into(),
+                message: "the step timed out while this test ran".into(),
+            },
+            None => match ended.exit {
+                Some(code) => match signal_name(code) {
+                    Some(sig) => Verdict::Error {
+                        kind: sig.into(),
+                        message: format!("killed by {sig} (exit status {code})"),
+                    },
+                    None => Verdict::Error {
+                        kind: "exit-code".into(),
+                        message: format!(
+                            "the test process exited with code {code} during this test"
+                        ),
+                    },
+                },
+                None => Verdict::Error {
+                    kind: "lost".into(),
+                    message: "the test process's output did not end".into(),
+                },
+            },
+        }
+    }
+}
+
+/// How a process ended, in words.
+fn describe(ended: &Ended<Kill>) -> String {
+    match (&ended.killed, ended.exit) {
+        (Some(Kill::Test(t)), _) => format!("{t} ran past its per-test timeout; process killed"),
+        (Some(Kill::Step), _) => "the step ran past its timeout; process killed".into(),
+        (None, Some(code)) => match signal_name(code) {
+            Some(sig) => format!("the test process was killed by {sig} (exit status {code})"),
+            None => format!("the test process exited with code {code} without a complete report"),
+        },
+        (None, None) => "the test process's output did not end".into(),
+    }
+}
+
+fn case_of(t: &Listed, verdict: Verdict, shard: usize) -> Case {
+    Case {
+        suite: t.suite.clone(),
+        name: t.name.clone(),
+        param: t.param.clone(),
+        verdict,
+        time: None,
+        output: String::new(),
+        shard,
+    }
+}
+
+/// Writes complete output lines to the log, tagged with the shard.
+fn write_lines(log: &Log<'_>, tag: &str, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    let mut text = String::new();
+    for l in lines {
+        text.push_str(tag);
+        text.push_str(l);
+        text.push('\n');
+    }
+    note(log, &text);
+}
+
+fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The executables `glob` names in the container, in order.
+async fn resolve(cx: &SuiteContext<'_>, glob: &str) -> Result<Vec<String>, SuiteError> {
+    let script = format!(
+        "for f in {glob}; do if [ -f \"$f\" ] && [ -x \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done; true"
+    );
+    let (_, out) = cx
+        .engine
+        .exec_capture(cx.container, &["sh", "-c", &script])
+        .await?;
+    Ok(out
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect())
+}
+
+/// `--gtest_list_tests`: the tests, or why they could not be listed.
+async fn list(
+    cx: &SuiteContext<'_>,
+    g: &Gtest,
+    bin: &str,
+) -> Result<Result<Vec<Listed>, String>, SuiteError> {
+    let mut argv = vec![bin.to_string(), "--gtest_list_tests".to_string()];
+    if let Some(f) = &g.filter {
+        argv.push(format!("--gtest_filter={f}"));
+    }
+    argv.extend(g.args.iter().cloned());
+    let mut out = Vec::new();
+    let outcome = cx
+        .engine
+        .exec(
+            cx.container,
+            argv,
+            cx.env.clone(),
+            &mut |b: &[u8]| {
+                if out.len() < MAX_READ {
+                    out.extend_from_slice(b);
+                }
+            },
+            Some(LIST_TIMEOUT.min(cx.step_timeout)),
+        )
+        .await?;
+    let text = String::from_utf8_lossy(&out);
+    let tail = super::last_lines(&text, 20);
+    Ok(match outcome {
+        ExecOutcome::Exited(0) => Ok(gtest_output::parse_listing(&text)),
+        ExecOutcome::Exited(code) => Err(format!(
+            "{bin} --gtest_list_tests: {}\n{tail}",
+            match signal_name(code) {
+                Some(sig) => format!("killed by {sig}"),
+                None => format!("exit code {code}"),
+            }
+        )),
+        ExecOutcome::TimedOut => Err(format!(
+            "{bin} --gtest_list_tests did not finish in {} s",
+            LIST_TIMEOUT.min(cx.step_timeout).as_secs()
+        )),
+    })
+}
+
+/// A file of the container as text, if it exists (bounded).
+async fn read_file(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, SuiteError> {
+    let mut out = Vec::new();
+    let outcome = cx
+        .engine
+        .exec(
+            cx.container,
+            vec!["cat".into(), path.into()],
+            Vec::new(),
+            &mut |b: &[u8]| {
+                if out.len() < MAX_READ {
+                    out.extend_from_slice(b);
+                }
+            },
+            Some(Duration::from_secs(120)),
+        )
+        .await?;
+    Ok(match outcome {
+        ExecOutcome::Exited(0) => Some(String::from_utf8_lossy(&out).into_owned()),
+        _ => None,
+    })
+}

@@ -1,0 +1,437 @@
+//! What a googletest binary prints, read: the `--gtest_list_tests` listing,
+//! the `[ RUN      ]` / `[       OK ]` progress lines as they stream, and the
+//! XML report that `--gtest_output=xml:` writes when a process ends normally.
+//! Pure functions over text; the driver is in [`super::gtest`].
+
+use std::time::Instant;
+
+use quick_xml::events::Event;
+use quick_xml::Reader;
+
+use super::{Case, Verdict};
+
+/// Bytes of a test's own output kept while it runs (the tail).
+pub const CAPTURE_BYTES: usize = 32 * 1024;
+
+/// A test named by `--gtest_list_tests`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// `Suite`, `Prefix/Suite/0` for typed and parameterised suites.
+    pub suite: String,
+    /// `Test`, `Test/3` for value-parameterised tests.
+    pub name: String,
+    /// The listing's comment: `GetParam() = …` or `TypeParam = …`.
+    pub param: Option<String>,
+}
+
+impl Listed {
+    /// `Suite.Test`, as `--gtest_filter` and the progress lines write it.
+    pub fn full(&self) -> String {
+        format!("{}.{}", self.suite, self.name)
+    }
+
+    /// Disabled tests are listed but never run without
+    /// `--gtest_also_run_disabled_tests`.
+    pub fn is_disabled(&self) -> bool {
+        self.name.starts_with("DISABLED_")
+            || self
+                .suite
+                .split('/')
+                .any(|part| part.starts_with("DISABLED_"))
+    }
+}
+
+/// Parses `--gtest_list_tests` output:
+///
+/// ```text
+/// Suite.
+///   Test
+/// Prefix/Param/0.  # TypeParam = int
+///   Test/1  # GetParam() = 4
+/// ```
+///
+/// Lines that are neither (what a binary prints before main, say) are skipped.
+pub fn parse_listing(text: &str) -> Vec<Listed> {
+    let mut out = Vec::new();
+    let mut suite: Option<(String, Option<String>)> = None;
+    for line in text.lines() {
+        let (body, comment) = match line.split_once("  # ") {
+            Some((b, c)) => (b, Some(c.trim().to_string())),
+            None => (line, None),
+        };
+        if let Some(test) = body.strip_prefix("  ") {
+            let test = test.trim();
+            if let (Some((s, suite_param)), false) = (&suite, test.is_empty()) {
+                if !test.contains(char::is_whitespace) {
+                    out.push(Listed {
+                        suite: s.clone(),
+                        name: test.to_string(),
+                        param: comment.or_else(|| suite_param.clone()),
+                    });
+                }
+            }
+        } else if let Some(s) = body.trim_end().strip_suffix('.') {
+            suite = (!s.is_empty() && !s.contains(char::is_whitespace))
+                .then(|| (s.to_string(), comment));
+        } else {
+            suite = None;
+        }
+    }
+    out
+}
+
+/// How a progress line ended a test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineEnd {
+    Ok,
+    Failed,
+    Skipped,
+}
+
+/// A test that the progress lines show as finished.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    pub full: String,
+    pub end: LineEnd,
+    /// What the test printed between its RUN line and its end line.
+    pub output: String,
+    pub time: Option<f64>,
+}
+
+/// Follows a process's output as it streams: which test runs now, which
+/// have finished and how, and complete lines for the log.
+#[derive(Debug, Default)]
+pub struct Progress {
+    partial: Vec<u8>,
+    /// The test that has started and not finished, and when it started.
+    pub running: Option<(String, Instant)>,
+    capture: String,
+    pub finished: Vec<Finished>,
+}
+
+impl Progress {
+    /// Feeds output bytes; returns the complete lines they finished.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.partial.extend_from_slice(bytes);
+        let mut lines = Vec::new();
+        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
+            let raw: Vec<u8> = self.partial.drain(..=i).collect();
+            let line = String::from_utf8_lossy(&raw[..raw.len() - 1])
+                .trim_end_matches('\r')
+                .to_string();
+            self.line(&line);
+            lines.push(line);
+        }
+        lines
+    }
+
+    /// The unfinished last line, when the process has ended.
+    pub fn flush(&mut self) -> Option<String> {
+        if self.partial.is_empty() {
+            return None;
+        }
+        let line = String::from_utf8_lossy(&std::mem::take(&mut self.partial)).into_owned();
+        self.line(&line);
+        Some(line)
+    }
+
+    /// The running test's output so far (its tail).
+    pub fn captured(&self) -> &str {
+        &self.capture
+    }
+
+    fn line(&mut self, line: &str) {
+        if let Some(name) = marker(line, "[ RUN      ]") {
+            self.running = Some((name.to_string(), Instant::now()));
+            self.capture.clear();
+            return;
+        }
+        let end = [
+            ("[       OK ]", LineEnd::Ok),
+            ("[  FAILED  ]", LineEnd::Failed),
+            ("[  SKIPPED ]", LineEnd::Skipped),
+        ]
+        .into_iter()
+        .find_map(|(m, e)| marker(line, m).map(|n| (n, e)));
+        if let (Some((name, end)), Some((running, _))) = (end, &self.running) {
+            if name == running {
+                self.finished.push(Finished {
+                    full: name.to_string(),
+                    end,
+                    output: std::mem::take(&mut self.capture),
+                    time: millis(line),
+                });
+                self.running = None;
+                return;
+            }
+        }
+        if self.running.is_some() {
+            self.capture.push_str(line);
+            self.capture.push('\n');
+            if self.capture.len() > CAPTURE_BYTES {
+                let cut = self.capture.len() - CAPTURE_BYTES;
+                let cut = (cut..self.capture.len())
+                    .find(|i| self.capture.is_char_boundary(*i))
+                    .unwrap_or(self.capture.len());
+                self.capture.drain(..cut);
+            }
+        }
+    }
+}
+
+/// The test name after a progress marker: `[  FAILED  ] A.B, where … (3 ms)` → `A.B`.
+fn marker<'a>(line: &'a str, m: &str) -> Option<&'a str> {
+    let rest = line.strip_prefix(m)?.trim_start();
+    let name = rest.split([' ', ',']).next()?;
+    (!name.is_empty() && name.contains('.')).then_some(name)
+}
+
+/// `(12 ms)` at the end of a progress line, in seconds.
+fn millis(line: &str) -> Option<f64> {
+    let inner = line.trim_end().strip_suffix(" ms)")?;
+    let n = inner.rsplit_once('(')?.1;
+    n.trim().parse::<f64>().ok().map(|ms| ms / 1000.0)
+}
+
+/// Reads the XML report of one process: every `<testcase>` with its verdict.
+/// `None` when the document is not a complete gtest report (the process died
+/// while writing it, or wrote none).
+pub fn parse_xml(xml: &str) -> Option<Vec<Case>> {
+    let mut reader = Reader::from_str(xml);
+    let mut cases = Vec::new();
+    let mut current: Option<XmlCase> = None;
+    let mut in_text = false;
+    let mut depth = 0usize;
+    let mut closed_root = false;
+    loop {
+        match reader.read_event().ok()? {
+            Event::Start(e) if e.local_name().as_ref() == b"testcase" => {
+                depth += 1;
+                current = Some(XmlCase::from_element(&e));
+            }
+            Event::Empty(e) if e.local_name().as_ref() == b"testcase" => {
+                cases.push(XmlCase::from_element(&e).finish());
+            }
+            Event::Start(e) => {
+                depth += 1;
+                if let Some(c) = current.as_mut() {
+                    in_text = c.child(&e);
+                }
+            }
+            Event::Empty(e) => {
+                if let Some(c) = current.as_mut() {
+                    c.child(&e);
+                }
+            }
+            Event::CData(t) if in_text => {
+                if let Some(c) = current.as_mut() {
+                    c.text.push_str(&String::from_utf8_lossy(t.as_ref()));
+                }
+            }
+            Event::Text(t) if in_text => {
+                if let Some(c) = current.as_mut() {
+                    c.text.push_str(&String::from_utf8_lossy(t.as_ref()));
+                }
+            }
+            Event::End(e) => {
+                depth = depth.saturating_sub(1);
+                // The root element closed: the writer finished (gtest's root
+                // is <testsuites>, CTest's <testsuite>).
+                closed_root |= depth == 0;
+                match e.local_name().as_ref() {
+                    b"testcase" => {
+                        if let Some(c) = current.take() {
+                            cases.push(c.finish());
+                        }
+                    }
+                    b"failure" | b"error" => in_text = false,
+                    _ => {}
+                }
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    closed_root.then_some(cases)
+}
+
+/// An element's attributes, unescaped (lossily where they are not UTF-8).
+fn attributes(e: &quick_xml::events::BytesStart) -> Vec<(String, String)> {
+    e.attributes()
+        .flatten()
+        .map(|a| {
+            let key = String::from_utf8_lossy(a.key.local_name().as_ref()).into_owned();
+            let raw = String::from_utf8_lossy(&a.value).into_owned();
+            let value = quick_xml::escape::unescape(&raw)
+                .map(|v| v.into_owned())
+                .unwrap_or(raw);
+            (key, value)
+        })
+        .collect()
+}
+
+struct XmlCase {
+    suite: String,
+    name: String,
+    time: Option<f64>,
+    notrun: bool,
+    skipped: bool,
+    failure: Option<String>,
+    text: String,
+    skip_message: Option<String>,
+    param: Option<String>,
+}
+
+impl XmlCase {
+    fn from_element(e: &quick_xml::events::BytesStart) -> XmlCase {
+        let attrs = attributes(e);
+        let get = |k: &str| {
+            attrs
+                .iter()
+                .find(|(a, _)| a == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        XmlCase {
+            suite: get("classname"),
+            name: get("name"),
+            time: get("time").parse().ok(),
+            // gtest: status="notrun" / result="suppressed" for disabled
+            // tests; CTest: status="notrun" or "disabled".
+            notrun: matches!(get("status").as_str(), "notrun" | "disabled")
+                || get("result") == "suppressed",
+            skipped: get("result") == "skipped",
+            failure: None,
+            text: String::new(),
+            skip_message: None,
+            param: attrs
+                .iter()
+                .find(|(a, _)| a == "value_param" || a == "type_param")
+                .map(|(_, v)| v.clone()),
+        }
+    }
+
+    /// A child of `<testcase>`; true when its text is the failure's body.
+    fn child(&mut self, e: &quick_xml::events::BytesStart) -> bool {
+        let message = attributes(e)
+            .into_iter()
+            .find(|(a, _)| a == "message")
+            .map(|(_, v)| v)
+            .unwrap_or_default();
+        match e.local_name().as_ref() {
+            b"failure" | b"error" => {
+                self.failure.get_or_insert(message);
+                true
+            }
+            b"skipped" => {
+                self.skip_message = Some(message);
+                self.skipped = true;
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn finish(self) -> Case {
+        let verdict = if let Some(message) = self.failure {
+            Verdict::Failed {
+                message,
+                text: self.text,
+            }
+        } else if self.notrun {
+            Verdict::Skipped {
+                message: "disabled (not run by googletest)".into(),
+            }
+        } else if self.skipped {
+            Verdict::Skipped {
+                message: self.skip_message.unwrap_or_default(),
+            }
+        } else {
+            Verdict::Passed
+        };
+        Case {
+            suite: self.suite,
+            name: self.name,
+            param: self.param,
+            verdict,
+            time: self.time,
+            output: String::new(),
+            shard: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listing_with_typed_and_parameterised_tests() {
+        let text = "Running main() from gtest_main.cc\n\
+            Basic.\n  Passes\n  DISABLED_Off\n\
+            Typed/0.  # TypeParam = int\n  Works\n\
+            Inst/Param.\n  Square/0  # GetParam() = 2\n  Square/1  # GetParam() = 3\n";
+        let l = parse_listing(text);
+        let full: Vec<String> = l.iter().map(Listed::full).collect();
+        assert_eq!(
+            full,
+            [
+                "Basic.Passes",
+                "Basic.DISABLED_Off",
+                "Typed/0.Works",
+                "Inst/Param.Square/0",
+                "Inst/Param.Square/1"
+            ]
+        );
+        assert_eq!(l[2].param.as_deref(), Some("TypeParam = int"));
+        assert_eq!(l[4].param.as_deref(), Some("GetParam() = 3"));
+        assert!(l[1].is_disabled() && !l[0].is_disabled());
+    }
+
+    #[test]
+    fn progress_follows_split_chunks() {
+        let mut p = Progress::default();
+        p.feed(b"[ RUN      ] A.b\nhello\n[       OK ] A.b (3 ms)\n[ RUN   ");
+        assert_eq!(p.finished.len(), 1);
+        assert_eq!(p.finished[0].time, Some(0.003));
+        p.feed(b"   ] A.c\nboom: expected 1\n[  FAILED  ] A.c, where GetParam() = 4 (0 ms)\n");
+        assert_eq!(p.finished[1].end, LineEnd::Failed);
+        assert_eq!(p.finished[1].output, "boom: expected 1\n");
+        p.feed(b"[ RUN      ] A.d\nSegmentation");
+        assert_eq!(p.running.as_ref().map(|r| r.0.as_str()), Some("A.d"));
+        assert_eq!(p.flush().as_deref(), Some("Segmentation"));
+        assert_eq!(p.captured(), "Segmentation\n");
+        // The summary at the end names failed tests again: not a new outcome.
+        p.feed(b"[  FAILED  ] A.c, where GetParam() = 4\n");
+        assert_eq!(p.finished.len(), 2);
+    }
+
+    #[test]
+    fn xml_report_verdicts() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="3" name="AllTests">
+  <testsuite name="A" tests="3">
+    <testcase name="ok" status="run" result="completed" time="0.001" classname="A" />
+    <testcase name="bad" status="run" result="completed" time="0" classname="A">
+      <failure message="x.cc:3&#x0A;Expected: 1" type=""><![CDATA[x.cc:3
+Expected: 1]]></failure>
+    </testcase>
+    <testcase name="skip" status="run" result="skipped" time="0" classname="A">
+      <skipped message="x.cc:9&#x0A;not here"/>
+    </testcase>
+  </testsuite>
+</testsuites>"#;
+        let cases = parse_xml(xml).unwrap();
+        assert_eq!(cases.len(), 3);
+        assert_eq!(cases[0].verdict, Verdict::Passed);
+        match &cases[1].verdict {
+            Verdict::Failed { message, text } => {
+                assert_eq!(message, "x.cc:3\nExpected: 1");
+                assert!(text.contains("Expected: 1"));
+            }
+            v => panic!("{v:?}"),
+        }
+        assert!(matches!(cases[2].verdict, Verdict::Skipped { .. }));
+        assert!(parse_xml(&xml[..xml.len() - 20]).is_none());
+    }
+}

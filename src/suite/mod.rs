@@ -1,0 +1,238 @@
+//! Test-suite adapters: a step that says `gtest:` or `ctest:` is run through
+//! the adapter for its kind, which knows how that kind of suite lists,
+//! runs, crashes and reports, and writes one JUnit file that the rest of
+//! rocmatrix reads like any other.
+//!
+//! - [`gtest`]: lists the tests, runs them in batches of one process each,
+//!   survives crashes and hangs (the test that was running gets the blame,
+//!   the rest run in a new process), shards over the cell's GPUs.
+//! - [`ctest`]: CTest's own JUnit and timeouts, with the step's filters.
+//!
+//! The adapters talk to the container through [`crate::engine`] only; the
+//! cell runner (`src/run/cell.rs`) calls [`run`] and records what it returns.
+
+pub mod ctest;
+pub mod gtest;
+pub mod gtest_output;
+mod junit_out;
+mod process;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::engine::{Engine, EngineError};
+use crate::plan::TestSuite;
+
+/// How one test ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    Passed,
+    Failed {
+        message: String,
+        text: String,
+    },
+    Skipped {
+        message: String,
+    },
+    /// The process died while the test ran: `kind` is the signal name
+    /// (`SIGSEGV`) or `exit-code`.
+    Error {
+        kind: String,
+        message: String,
+    },
+    /// The test ran past its per-test timeout and its process was killed.
+    Timeout {
+        secs: u64,
+    },
+}
+
+impl Verdict {
+    pub fn is_failure(&self) -> bool {
+        matches!(
+            self,
+            Verdict::Failed { .. } | Verdict::Error { .. } | Verdict::Timeout { .. }
+        )
+    }
+}
+
+/// One test's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Case {
+    /// The suite (googletest's test suite; JUnit's classname).
+    pub suite: String,
+    pub name: String,
+    /// `GetParam() = …` / `TypeParam = …`, when the listing gave one.
+    pub param: Option<String>,
+    pub verdict: Verdict,
+    pub time: Option<f64>,
+    /// What the test printed (a bounded tail), when it is known.
+    pub output: String,
+    /// Which shard ran it (0 when unsharded).
+    pub shard: usize,
+}
+
+/// The step's log, shared by the processes (shards) that write to it.
+pub type Log<'a> = std::sync::Mutex<&'a mut (dyn FnMut(&[u8]) + Send)>;
+
+/// What the adapter needs from the cell runner.
+pub struct SuiteContext<'a> {
+    pub engine: &'a Engine,
+    pub container: &'a str,
+    /// `NN-name`: names the step's files in the container and the store.
+    pub slug: &'a str,
+    /// Where the step's JUnit file goes on the host.
+    pub junit_dir: PathBuf,
+    /// The step's timeout: everything must end by then.
+    pub step_timeout: Duration,
+    /// Per leased GPU, the variables that make a process see it alone;
+    /// empty when the cell has no GPU (one unsharded process).
+    pub per_gpu: &'a [Vec<String>],
+    /// The step's variables (`ROCMATRIX_STEP=…`), given to every process.
+    pub env: Vec<String>,
+}
+
+/// How the suite ran, for the step's record.
+#[derive(Debug)]
+pub struct SuiteOutcome {
+    /// Every test, in listing order.
+    pub cases: Vec<Case>,
+    /// The JUnit file written (absolute), if any test was found.
+    pub junit: Option<PathBuf>,
+    /// The step ran past its own timeout.
+    pub step_timed_out: bool,
+    /// Why the suite could not run at all (no binary, listing failed …).
+    pub problem: Option<String>,
+}
+
+impl SuiteOutcome {
+    /// `80 tests: 56 passed, 22 failed, 2 skipped`.
+    pub fn summary(&self) -> String {
+        let mut counts = std::collections::BTreeMap::new();
+        for c in &self.cases {
+            let word = match c.verdict {
+                Verdict::Passed => "passed",
+                Verdict::Failed { .. } => "failed",
+                Verdict::Skipped { .. } => "skipped",
+                Verdict::Error { .. } => "error",
+                Verdict::Timeout { .. } => "timeout",
+            };
+            *counts.entry(word).or_insert(0usize) += 1;
+        }
+        let parts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
+        format!("{} tests: {}", self.cases.len(), parts.join(", "))
+    }
+
+    pub fn failures(&self) -> usize {
+        self.cases.iter().filter(|c| c.verdict.is_failure()).count()
+    }
+}
+
+/// Why an adapter stopped without judging the tests.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs `suite` in the cell's container, writing its output to `log`.
+pub async fn run(
+    cx: &SuiteContext<'_>,
+    suite: &TestSuite,
+    log: &Log<'_>,
+) -> Result<SuiteOutcome, SuiteError> {
+    let outcome = match suite {
+        TestSuite::Gtest(g) => gtest::run(cx, g, log).await?,
+        TestSuite::Ctest(c) => ctest::run(cx, c, log).await?,
+    };
+    Ok(outcome)
+}
+
+/// Writes the adapter's JUnit file off the async threads.
+async fn write_junit(
+    path: PathBuf,
+    name: &'static str,
+    cases: Vec<Case>,
+) -> Result<(), SuiteError> {
+    let at = path.clone();
+    tokio::task::spawn_blocking(move || junit_out::write(&at, name, &cases))
+        .await
+        .map_err(|e| SuiteError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map_err(|source| SuiteError::Io { path, source })
+}
+
+/// At most `max` bytes of `text`'s first lines, cut at a line end.
+pub fn first_lines(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    match text[..cut].rfind('\n') {
+        Some(i) if i > 0 => text[..i].to_string(),
+        _ => text[..cut].to_string(),
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Writes `text` to the shared step log.
+fn note(log: &Log<'_>, text: &str) {
+    let mut sink = log.lock().unwrap_or_else(|p| p.into_inner());
+    (*sink)(text.as_bytes());
+}
+
+/// `SIGSEGV` for 11; exit statuses 129–159 are read as 128 + a signal, as
+/// shells and container runtimes report a process a signal killed.
+pub fn signal_name(exit: i64) -> Option<&'static str> {
+    let n = exit.checked_sub(128)?;
+    Some(match n {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        31 => "SIGSYS",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals() {
+        assert_eq!(signal_name(139), Some("SIGSEGV"));
+        assert_eq!(signal_name(134), Some("SIGABRT"));
+        assert_eq!(signal_name(3), None);
+        assert_eq!(signal_name(-1), None);
+    }
+}
