@@ -16,3 +16,4 @@ mod repro_tests;
 mod run_tests;
 mod source_tests;
 mod spec_tests;
+mod suite_tests;

@@ -381,3 +381,58 @@ fn bad_yaml_never_panics_and_has_a_position() {
         assert!(e.to_string().starts_with("m.yaml"), "{e}");
     }
 }
+
+#[test]
+fn suite_steps_and_classify_rules_are_validated_with_positions() {
+    let base = "matrix:\n  a: [x]\nsteps:\n";
+    let e = err(&format!("{base}  - name: nothing\n    timeout: 5m\n"));
+    assert!(
+        e.to_string()
+            .contains("has nothing to run: give `run`, `gtest` or `ctest`"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("m.yaml:4:"), "{e}");
+    let e = err(&format!(
+        "{base}  - name: both\n    gtest: {{binary: /t}}\n    ctest: {{dir: /b}}\n"
+    ));
+    assert!(
+        e.to_string().contains("give `gtest` or `ctest`, not both"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{base}  - name: t\n    gtest: {{binary: /t, timeout_per_test: soon}}\n"
+    ));
+    assert!(
+        e.to_string().contains("steps[0].gtest.timeout_per_test") || e.to_string().contains("soon"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{base}  - name: t\n    run: 'true'\nclassify:\n  - match: '('\n    as: skipped\n    reason: r\n"
+    ));
+    assert!(e.to_string().contains("not a regular expression"), "{e}");
+    assert!(e.to_string().contains("m.yaml:7:"), "{e}");
+    let e = err(&format!(
+        "{base}  - name: t\n    run: 'true'\nclassify:\n  - match: x\n    as: ignored\n    reason: r\n"
+    ));
+    assert!(e.to_string().contains("skipped, xfail or error"), "{e}");
+    let e = err(&format!(
+        "{base}  - name: t\n    run: 'true'\ngpu:\n  count: many\n"
+    ));
+    assert!(e.to_string().contains("a number or `all`"), "{e}");
+
+    let s = spec(&format!(
+        "{base}  - name: t\n    gtest:\n      binary: /usr/libexec/*/miopen_gtest\n      filter: 'CPU_*'\n      timeout_per_test: 5m\n\
+         gpu:\n  count: all\nclassify:\n  - match: \"Handle wasn't obtained\"\n    as: xfail\n    reason: needs a GPU\n    when: {{gpu: none}}\n"
+    ));
+    assert_eq!(s.gpu.count, rocmatrix::spec::GpuCount::All);
+    assert_eq!(s.classify[0].gpu, rocmatrix::spec::GpuCondition::None);
+    match &s.steps[0].suite {
+        Some(rocmatrix::spec::SuiteTemplate::Gtest(g)) => {
+            assert_eq!(
+                g.timeout_per_test,
+                Some(std::time::Duration::from_secs(300))
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,235 @@
+//! The test-suite adapters against the real engine: a googletest program
+//! built in a Debian container (g++ and Debian's libgtest-dev) whose tests
+//! pass, fail, skip, segfault, abort, call exit(3), hang past
+//! `timeout_per_test`, are typed and value-parameterised, or fail only for
+//! want of a GPU; and a suite sharded over two stand-in GPUs.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// The two tests share one environment image: the second waits and reuses it.
+static IMAGE: Mutex<()> = Mutex::new(());
+
+/// A matrix whose `build` step compiles `source` (a file of
+/// tests/it/data/gtest/) into /work/t, then runs it through the gtest adapter.
+fn gtest_matrix(source: &str, gtest_extra: &str, top_extra: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/data/gtest")
+        .join(source);
+    let code = std::fs::read_to_string(path).unwrap();
+    let code: String = code.lines().map(|l| format!("      {l}\n")).collect();
+    format!(
+        "name: gtest\nmatrix:\n  os: [bookworm]\nenvironment:\n  base: debian:bookworm\n  packages: [g++, libgtest-dev]\n\
+         timeout: 5m\n{top_extra}steps:\n  - name: build\n    gpu: none\n    run: |\n      cat > t.cc <<'CC'\n{code}      CC\n      \
+         g++ -O0 -o /work/t t.cc -lgtest -lgtest_main -pthread\n  - name: tests\n    gtest:\n      binary: /work/t\n{gtest_extra}"
+    )
+}
+
+/// The test cases of a JUnit file: (classname.name) → the element's text.
+fn cases(junit: &Path) -> Vec<(String, String)> {
+    let xml = std::fs::read_to_string(junit).unwrap();
+    let mut out = Vec::new();
+    for part in xml.split("<testcase ").skip(1) {
+        let tag_end = part.find('>').unwrap_or(part.len());
+        let tag = &part[..tag_end];
+        let attr = |k: &str| {
+            tag.strip_prefix(&format!("{k}=\""))
+                .or_else(|| tag.split(&format!(" {k}=\"")).nth(1))
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("")
+                .to_string()
+        };
+        let name = format!("{}.{}", attr("classname"), attr("name"));
+        let body = if tag.ends_with('/') {
+            String::new()
+        } else {
+            part[tag_end..]
+                .split("</testcase>")
+                .next()
+                .unwrap_or("")
+                .to_string()
+        };
+        out.push((name, body));
+    }
+    out
+}
+
+fn case<'a>(all: &'a [(String, String)], name: &str) -> &'a str {
+    let found: Vec<&(String, String)> = all.iter().filter(|(n, _)| n == name).collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "{name} must have exactly one outcome: {all:#?}"
+    );
+    &found[0].1
+}
+
+#[test]
+fn gtest_crashes_and_hangs_cost_one_test_each_and_every_test_gets_one_outcome() {
+    let test = "gtest_crashes_and_hangs_cost_one_test_each_and_every_test_gets_one_outcome";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "gtest.yaml",
+        &gtest_matrix("crashy.cc", "      timeout_per_test: 3s\n", ""),
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let cell = cell_json(&run, "bookworm");
+    let step = &cell["steps"][1];
+    assert_eq!(step["status"], "failed", "{cell:#}");
+    let junit = run
+        .join("cells/bookworm")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    // 18 listed tests (one disabled), each exactly once.
+    assert_eq!(all.len(), 18, "{all:#?}");
+    for passing in [
+        "Basic.Passes",
+        "Crash.AfterSegfault",
+        "Crash.AfterAbort",
+        "Crash.AfterExit",
+        "Hang.AfterHang",
+        "Typed/0.ZeroIsFalse",
+        "Typed/1.ZeroIsFalse",
+        "Values/Param.IsSmall/0",
+        "Values/Param.IsSmall/1",
+    ] {
+        let body = case(&all, passing);
+        assert!(
+            !body.contains("<failure") && !body.contains("<error") && !body.contains("<skipped"),
+            "{passing}: {body}"
+        );
+    }
+    let seg = case(&all, "Crash.Segfaults");
+    assert!(
+        seg.contains("type=\"SIGSEGV\"") && seg.contains("about to dereference"),
+        "{seg}"
+    );
+    let abort = case(&all, "Crash.Aborts");
+    assert!(
+        abort.contains("type=\"SIGABRT\"") && abort.contains("hipErrorOutOfMemory"),
+        "{abort}"
+    );
+    let exit = case(&all, "Crash.CallsExit");
+    assert!(
+        exit.contains("type=\"exit-code\"") && exit.contains("code 3"),
+        "{exit}"
+    );
+    let hang = case(&all, "Hang.SpinsForever");
+    assert!(
+        hang.contains("type=\"timeout\"") && hang.contains("spinning"),
+        "{hang}"
+    );
+    assert!(case(&all, "Basic.FailsAnAssertion").contains("GPU computed 6"));
+    assert!(case(&all, "Values/Param.IsSmall/2").contains("<failure"));
+    assert!(case(&all, "Values/Param.IsSmall/2").contains("GetParam() = 5"));
+    assert!(case(&all, "Basic.Skips").contains("needs a feature this host lacks"));
+    assert!(case(&all, "Basic.DISABLED_NeverRuns").contains("disabled"));
+    assert!(case(&all, "Gpu.NeedsADevice").contains("<failure"));
+
+    // The report classifies the no-device failure (this cell had no GPU),
+    // and keeps it listed with the rule and what it was.
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report/results.json")).unwrap())
+            .unwrap();
+    let c = &results["cells"][0];
+    assert_eq!(c["counts"]["classified"], 1, "{c:#}");
+    let gpu = c["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "NeedsADevice")
+        .expect("the classified test is listed");
+    assert_eq!(gpu["status"], "skipped");
+    assert_eq!(
+        gpu["classified"]["reason"],
+        "needs a GPU (no device on this host)"
+    );
+    assert_eq!(gpu["classified"]["was"], "failed");
+    // Failures and errors that are not about a GPU stay what they are.
+    assert_eq!(c["counts"]["failed"], 2, "{c:#}");
+    assert_eq!(c["counts"]["error"], 4, "{c:#}");
+}
+
+#[test]
+fn gtest_shards_over_two_gpus_each_process_seeing_only_its_own() {
+    let test = "gtest_shards_over_two_gpus_each_process_seeing_only_its_own";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    std::fs::create_dir_all(dev.join("dri")).unwrap();
+    let made = ["kfd", "dri/renderD128", "dri/renderD129"].iter().all(|n| {
+        Command::new("mknod")
+            .arg(dev.join(n))
+            .args(["c", "1", "3"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !made && unavailable(test, "mknod needs root") {
+        return;
+    }
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("bookworm");
+    let m = write(
+        dir.path(),
+        "shards.yaml",
+        &gtest_matrix(
+            "shards.cc",
+            "    gpu: required\n",
+            "gpu:\n  target: gfx90a\n  count: all\n",
+        ),
+    );
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/gfx90a");
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .arg("--sysfs-root")
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_success();
+    let run = o.run_store();
+    let cell = cell_json(&run, "bookworm");
+    let junit = run
+        .join("cells/bookworm")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    assert_eq!(all.len(), 6, "the merged step has every test: {all:#?}");
+    let in_shard = |k: &str| {
+        all.iter()
+            .filter(|(_, b)| b.contains(&format!("name=\"shard\" value=\"{k}\"")))
+            .count()
+    };
+    assert_eq!((in_shard("1"), in_shard("2")), (3, 3), "{all:#?}");
+    let log = std::fs::read_to_string(run.join("cells/bookworm/logs/02-tests.log")).unwrap();
+    let seen = |k: &str| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.strip_prefix(&format!("[shard {k}/2] visible=")))
+            .map(|v| v.split(' ').next().unwrap_or("").to_string())
+            .collect()
+    };
+    let (one, two) = (seen("1"), seen("2"));
+    assert_eq!((one.len(), two.len()), (3, 3), "{log}");
+    assert!(one.iter().all(|v| v == &one[0]), "{log}");
+    assert!(two.iter().all(|v| v == &two[0]), "{log}");
+    assert_ne!(one[0], two[0], "each shard has its own GPU: {log}");
+    assert!(log.contains("hip=0"), "{log}");
+}
