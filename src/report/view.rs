@@ -160,6 +160,8 @@ pub struct TestView {
     pub message: String,
     pub output: String,
     pub expected: String,
+    /// How a classify rule changed the test's status, in words.
+    pub classified: String,
     pub time: String,
 }
 
@@ -453,6 +455,11 @@ fn test_view(t: &TestResult, caps: Caps) -> TestView {
         message: clip(&t.message, 1024),
         output: clip(&t.output, caps.output),
         expected: t.expected.clone().unwrap_or_default(),
+        classified: t
+            .classified
+            .as_ref()
+            .map(|c| format!("{} (rule: {}; was {})", c.reason, c.rule, c.was.as_str()))
+            .unwrap_or_default(),
         time: t.time.map(secs).unwrap_or_default(),
     }
 }
