@@ -138,6 +138,9 @@ pub enum Error {
     /// Reading the GPU topology or device nodes failed.
     #[error(transparent)]
     Gpu(#[from] GpuError),
+    /// A CDI spec is malformed, or a device name unknown or in conflict.
+    #[error(transparent)]
+    Cdi(#[from] crate::gpu::cdi::CdiError),
     /// A file's offload bundles are malformed or unreadable.
     #[error(transparent)]
     Bundle(BundleError),
@@ -165,6 +168,8 @@ impl Error {
             Error::Io { .. } => ExitCode::Infrastructure,
             Error::Gpu(GpuError::Target(_)) => ExitCode::Usage,
             Error::Gpu(_) => ExitCode::Infrastructure,
+            Error::Cdi(crate::gpu::cdi::CdiError::Io { .. }) => ExitCode::Infrastructure,
+            Error::Cdi(_) => ExitCode::Usage,
             Error::Bundle(BundleError::Format { .. }) => ExitCode::Usage,
             Error::Bundle(BundleError::Io { .. }) => ExitCode::Infrastructure,
             Error::Report(ReportError::Results(e)) => results_exit_code(e),

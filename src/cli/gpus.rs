@@ -1,6 +1,8 @@
-//! `rocmatrix gpus [--json] [--sysfs-root DIR] [--matrix FILE]`: the GPU
-//! inventory from the KFD topology and the checks real setups fail.
-//! Exits 3 (infrastructure) when a check fails.
+//! `rocmatrix gpus [--json] [--cdi] [--sysfs-root DIR] [--matrix FILE]`: the
+//! GPUs of both vendors — AMD from the KFD topology, NVIDIA from the driver's
+//! files — the checks real setups fail, and with `--cdi` the CDI specs
+//! rocmatrix generates for them. Exits 3 (infrastructure) when no GPU is
+//! usable and a check failed.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,9 @@ use serde_json::json;
 
 use super::PolicyArg;
 use crate::error::{Error, ExitCode};
+use crate::gpu::cdi::generate;
 use crate::gpu::checks::{run_checks, Identity, Status};
+use crate::gpu::nvidia::NvidiaInventory;
 use crate::gpu::{Inventory, TargetId};
 use crate::plan::Plan;
 use crate::spec::{GpuUse, Spec, DEFAULT_MAX_CELLS};
@@ -20,12 +24,11 @@ pub struct GpusArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Where sysfs is mounted (the KFD topology is under class/kfd).
-    #[arg(long, value_name = "DIR", default_value = "/sys")]
-    pub sysfs_root: PathBuf,
-    /// Where the device nodes are (kfd, dri/renderD*).
-    #[arg(long, value_name = "DIR", default_value = "/dev")]
-    pub dev_root: PathBuf,
+    /// Print the CDI specs generated for this host's GPUs (YAML; JSON with --json).
+    #[arg(long)]
+    pub cdi: bool,
+    #[command(flatten)]
+    pub gpus: super::GpuSource,
     /// Also check that this host has GPUs for the gfx targets this matrix needs.
     #[arg(long, value_name = "FILE")]
     pub matrix: Option<PathBuf>,
@@ -45,7 +48,7 @@ fn matrix_targets(file: &Path) -> Result<(Vec<TargetId>, Option<crate::spec::Gpu
             continue;
         }
         policy.get_or_insert(cell.gpu.policy);
-        if let Some(t) = &cell.gpu.target {
+        if let Some(t) = cell.gpu.target.as_ref().filter(|t| !t.starts_with("sm_")) {
             let t = TargetId::parse(t)
                 .map_err(|e| Error::Usage(format!("{}: cell {}: {e}", file.display(), cell.id)))?;
             if !targets.contains(&t) {
@@ -60,8 +63,69 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
+/// The generated specs, as YAML (or JSON).
+fn cdi_text(
+    inventory: &Inventory,
+    nvidia: &NvidiaInventory,
+    dev_root: &Path,
+    json: bool,
+) -> String {
+    let gid = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).ok().map(|m| m.gid())
+    };
+    let mut specs = Vec::new();
+    if !inventory.gpus.is_empty() {
+        specs.push(generate::amd(inventory, dev_root, &gid));
+    }
+    if !nvidia.gpus.is_empty() {
+        specs.push(generate::nvidia(nvidia));
+    }
+    if json {
+        let mut s = serde_json::to_string_pretty(&specs).unwrap_or_default();
+        s.push('\n');
+        return s;
+    }
+    specs
+        .iter()
+        .map(|s| format!("---\n{}", serde_yaml::to_string(s).unwrap_or_default()))
+        .collect()
+}
+
+/// The NVIDIA GPUs as a table.
+fn nvidia_table(nvidia: &NvidiaInventory) -> String {
+    let mut s = format!(
+        "\nNVIDIA ({}):\n",
+        nvidia.driver.as_deref().unwrap_or("driver version unknown")
+    );
+    s.push_str(&format!(
+        "{:<5} {:<6} {:<8} {:<42} {:<14} {}\n",
+        "index", "minor", "target", "uuid", "pci", "model"
+    ));
+    for (i, g) in nvidia.gpus.iter().enumerate() {
+        s.push_str(&format!(
+            "{:<5} {:<6} {:<8} {:<42} {:<14} {}\n",
+            i,
+            g.minor,
+            g.target().unwrap_or_else(|| "?".into()),
+            g.uuid,
+            g.pci,
+            g.model
+        ));
+    }
+    s
+}
+
 pub fn run(args: GpusArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
-    let inventory = Inventory::read(&args.sysfs_root)?;
+    let inventory = Inventory::read(&args.gpus.sysfs_root)?;
+    let nvidia = args.gpus.nvidia();
+    if args.cdi {
+        super::write_out(
+            out,
+            &cdi_text(&inventory, &nvidia, &args.gpus.dev_root, args.json),
+        )?;
+        return Ok(ExitCode::Success);
+    }
     let (expected, matrix_policy) = match &args.matrix {
         Some(f) => matrix_targets(f)?,
         None => (Vec::new(), None),
@@ -73,17 +137,19 @@ pub fn run(args: GpusArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         .unwrap_or_default();
     let checks = run_checks(
         &inventory,
-        &args.dev_root,
+        &args.gpus.dev_root,
         &Identity::current(),
         &expected,
         policy,
     );
-    let failed = checks.iter().any(|c| c.status == Status::Fail);
+    // AMD's checks fail on a host whose GPUs are NVIDIA's: that host is fine.
+    let failed = checks.iter().any(|c| c.status == Status::Fail) && nvidia.gpus.is_empty();
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&json!({
             "sysfs_root": inventory.sysfs_root,
             "kfd_present": inventory.kfd_present,
             "gpus": inventory.gpus,
+            "nvidia": nvidia,
             "checks": checks,
         }))
         .unwrap_or_default();
@@ -93,6 +159,9 @@ pub fn run(args: GpusArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         let mut s = String::new();
         if inventory.gpus.is_empty() {
             s.push_str("no GPU in the KFD topology\n");
+            if !nvidia.gpus.is_empty() {
+                s.push_str(&nvidia_table(&nvidia));
+            }
         } else {
             s.push_str(&format!(
                 "{:<5} {:<8} {:<13} {:<20} {:<21} {:>4} {:>10}  {}\n",
@@ -117,7 +186,10 @@ pub fn run(args: GpusArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
                 ));
             }
         }
-        s.push_str("\nchecks:\n");
+        if !inventory.gpus.is_empty() && !nvidia.gpus.is_empty() {
+            s.push_str(&nvidia_table(&nvidia));
+        }
+        s.push_str("\nchecks (AMD):\n");
         for c in &checks {
             let status = match c.status {
                 Status::Ok => "ok",

@@ -145,23 +145,74 @@ pub struct GpuSource {
     /// Root of the sysfs tree holding class/kfd/kfd/topology.
     #[arg(long, default_value = "/sys", value_name = "DIR")]
     pub sysfs_root: std::path::PathBuf,
-    /// Root of the device tree holding kfd and dri/renderD*.
+    /// Root of the device tree holding kfd, dri/renderD* and nvidia*.
     #[arg(long, default_value = "/dev", value_name = "DIR")]
     pub dev_root: std::path::PathBuf,
+    /// Root of procfs holding driver/nvidia/gpus (NVIDIA GPUs).
+    #[arg(long, default_value = "/proc", value_name = "DIR")]
+    pub proc_root: std::path::PathBuf,
+    /// A directory of CDI specs, besides /etc/cdi and /var/run/cdi (repeatable;
+    /// later ones take precedence).
+    #[arg(long = "cdi-spec-dir", value_name = "DIR")]
+    pub cdi_spec_dirs: Vec<std::path::PathBuf>,
 }
 
 impl GpuSource {
-    /// The gate that leases this host's GPUs to cells.
-    pub fn gate(&self) -> std::sync::Arc<dyn crate::run::gpu_gate::GpuGate> {
-        match crate::gpu::inventory::Inventory::read(&self.sysfs_root) {
-            Ok(inv) => {
-                std::sync::Arc::new(crate::run::gpu_gate::KfdGate::new(&inv, &self.dev_root))
-            }
+    /// The CDI specs of the standard directories and `--cdi-spec-dir`.
+    pub fn cdi(&self) -> Result<crate::gpu::cdi::Registry, crate::gpu::cdi::CdiError> {
+        let mut dirs: Vec<std::path::PathBuf> = crate::gpu::cdi::DEFAULT_DIRS
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+        dirs.extend(self.cdi_spec_dirs.iter().cloned());
+        crate::gpu::cdi::Registry::load(&dirs)
+    }
+
+    /// This host's NVIDIA GPUs (compute capabilities from nvidia-smi when it
+    /// is on the PATH).
+    pub fn nvidia(&self) -> crate::gpu::nvidia::NvidiaInventory {
+        use crate::gpu::nvidia;
+        let run = |cmd: &str, args: &[&str]| {
+            std::process::Command::new(cmd)
+                .args(args)
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        };
+        let caps = run(
+            "nvidia-smi",
+            &["--query-gpu=uuid,compute_cap", "--format=csv,noheader"],
+        )
+        .map(|t| nvidia::parse_compute_caps(&t))
+        .unwrap_or_default();
+        let dirs = nvidia::library_dirs(&run("ldconfig", &["-p"]).unwrap_or_default());
+        let mut inv = nvidia::NvidiaInventory::read(&self.proc_root, &self.dev_root, &dirs, &caps);
+        inv.smi = run("sh", &["-c", "command -v nvidia-smi"])
+            .map(|p| std::path::PathBuf::from(p.trim()))
+            .filter(|p| p.is_absolute());
+        inv
+    }
+
+    /// The gate that leases this host's GPUs to cells: named CDI devices,
+    /// NVIDIA GPUs for `sm_` targets, AMD GPUs from the KFD topology.
+    pub fn gate(
+        &self,
+    ) -> Result<std::sync::Arc<crate::run::gpu_gate::HostGate>, crate::gpu::cdi::CdiError> {
+        use crate::run::gpu_gate::{CdiGate, HostGate, KfdGate, NvidiaGate};
+        let installed = self.cdi()?;
+        let kfd = match crate::gpu::inventory::Inventory::read(&self.sysfs_root) {
+            Ok(inv) => Some(KfdGate::new(&inv, &self.dev_root, &installed)),
             Err(e) => {
-                tracing::warn!("GPU inventory unreadable, no cell gets a GPU: {e}");
-                std::sync::Arc::new(crate::run::gpu_gate::NoInventory)
+                tracing::warn!("KFD inventory unreadable, no cell gets an AMD GPU: {e}");
+                None
             }
-        }
+        };
+        Ok(std::sync::Arc::new(HostGate {
+            kfd,
+            nvidia: NvidiaGate::new(self.nvidia(), &installed),
+            cdi: CdiGate::new(installed),
+        }))
     }
 }
 

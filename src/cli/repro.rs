@@ -54,7 +54,7 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
             coverage: false,
         },
         listeners: vec![Arc::from(progress::listener(args.progress, 1))],
-        gpus: args.gpus.gate(),
+        gpus: args.gpus.gate()?,
     };
     let report = cx.runtime.block_on(async {
         let engine = cx.engine().await?;

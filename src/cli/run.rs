@@ -73,12 +73,21 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
     };
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(args.progress, total));
+    let gate = args.gpus.gate()?;
+    // Every CDI device a cell names must exist before anything starts.
+    if let RunSource::New { plan, .. } = &source {
+        for cell in &plan.cells {
+            gate.cdi
+                .check(&cell.gpu.cdi)
+                .map_err(|e| Error::Usage(format!("cell {}: {e}", cell.id)))?;
+        }
+    }
     let request = RunRequest {
         source,
         out: args.out.clone(),
         options: options(&args, settings)?,
         listeners: vec![listener],
-        gpus: args.gpus.gate(),
+        gpus: gate,
     };
     let report = cx.runtime.block_on(async {
         let interrupt = Interrupt::install();

@@ -41,7 +41,7 @@ pub fn run(args: ShellArgs, cx: &super::Context, _out: &mut dyn Write) -> Result
                 after: args.after.as_deref(),
                 command: args.command.clone(),
                 tty,
-                gpus: args.gpus.gate(),
+                gpus: args.gpus.gate()?,
             },
         )
         .await

@@ -28,6 +28,8 @@ pub struct ContainerSpec {
     pub devices: Vec<(String, String)>,
     /// Numeric group ids added to the container's user.
     pub group_add: Vec<String>,
+    /// Bind mounts, as the engine writes them: `host:container[:ro]`.
+    pub binds: Vec<String>,
     pub memory_bytes: Option<i64>,
     pub network_mode: Option<String>,
     pub working_dir: Option<String>,
@@ -67,6 +69,7 @@ impl Engine {
                     .collect(),
             ),
             group_add: Some(spec.group_add.clone()).filter(|g| !g.is_empty()),
+            binds: Some(spec.binds.clone()).filter(|b| !b.is_empty()),
             memory: spec.memory_bytes,
             // Without swap limits an OOM shows up as swapping, not as a kill.
             memory_swap: spec.memory_bytes,

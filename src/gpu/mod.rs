@@ -4,10 +4,12 @@
 //! Everything here is plain data read from a sysfs root and a `/dev` root, so
 //! it is tested on fixtures without a GPU.
 
+pub mod cdi;
 pub mod checks;
 pub mod compat;
 pub mod inventory;
 pub mod lease;
+pub mod nvidia;
 pub mod target;
 
 use std::path::PathBuf;

@@ -6,13 +6,16 @@ use std::collections::BTreeMap;
 use super::{Family, ImageError};
 use crate::engine::{ContainerSpec, Engine, EngineError};
 
-/// `name → version` of every package installed in `image`.
+/// `name → version` of every package installed in `image`. An image
+/// without the family's package manager (a root file system made by hand, a
+/// vendor's prebuilt image) has no package list: it is locked by its image
+/// digest alone, and the second value says so.
 pub async fn installed(
     engine: &Engine,
     family: &Family,
     image: &str,
     owner: &str,
-) -> Result<BTreeMap<String, String>, ImageError> {
+) -> Result<(BTreeMap<String, String>, Option<String>), ImageError> {
     let spec = ContainerSpec {
         name: format!(
             "rocmatrix-{owner}-pkgs-{}",
@@ -28,6 +31,14 @@ pub async fn installed(
         .await;
     let _ = engine.remove_container(&id).await;
     let (code, out) = listed?;
+    // 127: the shell found no such command.
+    if code == 127 {
+        let note = format!(
+            "{image} has no package manager (`{}` not found): locked by its image digest alone",
+            family.list_packages()
+        );
+        return Ok((BTreeMap::new(), Some(note)));
+    }
     if code != 0 {
         return Err(EngineError::failed(
             format!("listing packages in {image}"),
@@ -35,7 +46,7 @@ pub async fn installed(
         )
         .into());
     }
-    Ok(parse(&out))
+    Ok((parse(&out), None))
 }
 
 /// Parses `name<TAB>version` lines; other lines are ignored.

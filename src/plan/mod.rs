@@ -70,6 +70,9 @@ pub struct GpuRequest {
     pub count: GpuCount,
     pub target: Option<String>,
     pub policy: GpuPolicy,
+    /// CDI devices asked for by name (`vendor.com/class=name`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdi: Vec<String>,
 }
 
 /// One rendered cell of the plan.
@@ -96,7 +99,9 @@ pub struct Cell {
 impl Cell {
     /// Whether the cell, or any of its steps, asks for a GPU.
     pub fn wants_gpu(&self) -> bool {
-        self.gpu.need != GpuUse::None || self.steps.iter().any(|s| s.gpu != GpuUse::None)
+        self.gpu.need != GpuUse::None
+            || !self.gpu.cdi.is_empty()
+            || self.steps.iter().any(|s| s.gpu != GpuUse::None)
     }
 
     pub fn value(&self, key: &str) -> Option<&str> {
@@ -199,6 +204,13 @@ impl Plan {
                     None => None,
                 },
                 policy: spec.gpu.policy,
+                cdi: {
+                    let mut names = Vec::new();
+                    for t in &spec.gpu.cdi {
+                        names.extend(r.render(t, &ctx, &id)?.split_whitespace().map(String::from));
+                    }
+                    names
+                },
             };
             let hash = {
                 let payload = serde_json::json!({
@@ -344,6 +356,7 @@ fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
         out.extend(&src.patches);
     }
     out.extend(&spec.gpu.target);
+    out.extend(&spec.gpu.cdi);
     out
 }
 

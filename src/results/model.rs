@@ -255,7 +255,8 @@ impl CellResult {
         }
         // A `failed` cell whose only failures were expected, or classified
         // (a test that needs a GPU, on a cell without one), is fine.
-        !(self.status == CellStatus::Failed && (self.counts.xfail > 0 || self.counts.classified > 0))
+        !(self.status == CellStatus::Failed
+            && (self.counts.xfail > 0 || self.counts.classified > 0))
     }
 
     pub fn value(&self, key: &str) -> Option<&str> {

@@ -139,6 +139,23 @@ pub async fn run_cell(
         prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
     }
     let container = cx.engine.start_container(&spec).await?;
+    let mut gpu_messages: Vec<String> = grant.iter().flat_map(|g| g.notes.clone()).collect();
+    let after_start: Vec<String> = grant.iter().flat_map(|g| g.after_start.clone()).collect();
+    for cmd in &after_start {
+        // The CDI hooks rocmatrix stands in for (ldconfig, symlinks).
+        match cx
+            .engine
+            .exec_capture(&container, &["sh", "-c", cmd.as_str()])
+            .await
+        {
+            Ok((0, _)) => {}
+            Ok((code, out)) => gpu_messages.push(format!(
+                "CDI hook stand-in `{cmd}` exited {code}: {}",
+                out.trim()
+            )),
+            Err(e) => gpu_messages.push(format!("CDI hook stand-in `{cmd}`: {e}")),
+        }
+    }
     for p in &prepared {
         if let Err(e) = cx.engine.upload(&container, "/", p.tar.clone()).await {
             let _ = cx.engine.remove_container(&container).await;
@@ -173,9 +190,10 @@ pub async fn run_cell(
     let StepsOutcome {
         steps,
         junit,
-        messages,
+        mut messages,
         verdict: (status, reason),
     } = result?;
+    messages.splice(0..0, gpu_messages);
 
     let record = CellRecord {
         id: cell.id.clone(),
@@ -238,6 +256,7 @@ pub fn container_spec(
             .collect(),
         devices: grant.map(|g| g.devices.clone()).unwrap_or_default(),
         group_add: grant.map(|g| g.groups.clone()).unwrap_or_default(),
+        binds: grant.map(|g| g.binds.clone()).unwrap_or_default(),
         memory_bytes: cell.memory.and_then(|m| i64::try_from(m).ok()),
         ..Default::default()
     }

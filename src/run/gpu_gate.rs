@@ -1,9 +1,16 @@
 //! The seam between cell execution and GPU inventory: before a cell that
 //! needs a GPU starts, the gate grants devices or says why it cannot.
-//! [`KfdGate`] grants leases from the host's KFD topology.
+//! Every grant is CDI edits: [`KfdGate`] leases AMD GPUs from the KFD
+//! topology, [`NvidiaGate`] NVIDIA GPUs by compute capability, [`CdiGate`]
+//! the devices a matrix names; [`HostGate`] picks by the request.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::gpu::cdi::{generate, Edits, Registry};
 use crate::gpu::inventory::Inventory;
 use crate::gpu::lease::{LeaseRequest, Leaser, Outcome};
+use crate::gpu::nvidia::NvidiaInventory;
 use crate::gpu::target::TargetId;
 use crate::plan::GpuRequest;
 
@@ -19,6 +26,15 @@ pub struct GpuGrant {
     /// Per granted GPU: the `KEY=value` entries that make a process see that
     /// GPU alone (a test shard's process gets one of these).
     pub per_gpu: Vec<Vec<String>>,
+    /// Bind mounts (`host:container[:ro]`): driver libraries, from CDI.
+    pub binds: Vec<String>,
+    /// Shell commands run in the container once it started (CDI hooks
+    /// rocmatrix stands in for: ldconfig, symlinks).
+    pub after_start: Vec<String>,
+    /// CDI edits that could not be applied, in words.
+    pub notes: Vec<String>,
+    /// The CDI devices granted, fully qualified.
+    pub cdi: Vec<String>,
     /// Called once when the grant is dropped.
     pub release: Option<Box<dyn FnOnce() + Send>>,
 }
@@ -73,21 +89,53 @@ impl GpuGate for NoInventory {
     }
 }
 
-/// Leases from the host's GPU inventory (KFD topology).
+/// Leases from the host's GPU inventory (KFD topology); what a lease gives
+/// the container is the CDI edits of the AMD spec generated for the
+/// inventory (or installed, for `amd.com/gpu`).
 pub struct KfdGate {
     leaser: Leaser,
     kfd_present: bool,
     sysfs_root: std::path::PathBuf,
+    /// KFD node → the index naming it in `amd.com/gpu`.
+    index_of: BTreeMap<u32, usize>,
+    cdi: Registry,
 }
 
 impl KfdGate {
     /// The gate for an inventory and the device nodes under `dev_root`
-    /// (normally `/dev`).
-    pub fn new(inventory: &Inventory, dev_root: &std::path::Path) -> KfdGate {
+    /// (normally `/dev`); `installed` specs of kind `amd.com/gpu` replace the
+    /// generated one.
+    pub fn new(inventory: &Inventory, dev_root: &std::path::Path, installed: &Registry) -> KfdGate {
+        let gid = |p: &std::path::Path| {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(p).ok().map(|m| m.gid())
+        };
+        let generated = generate::amd(inventory, dev_root, &gid);
+        let cdi = if installed
+            .names()
+            .iter()
+            .any(|n| n.starts_with("amd.com/gpu="))
+        {
+            installed.clone()
+        } else {
+            Registry::from_specs(vec![(
+                0,
+                generated,
+                "(generated for the KFD topology)".into(),
+            )])
+            .unwrap_or_default()
+        };
         KfdGate {
             leaser: Leaser::new(inventory, dev_root),
             kfd_present: inventory.kfd_present,
             sysfs_root: inventory.sysfs_root.clone(),
+            index_of: inventory
+                .gpus
+                .iter()
+                .enumerate()
+                .map(|(i, g)| (g.node, i))
+                .collect(),
+            cdi,
         }
     }
 }
@@ -111,20 +159,19 @@ impl GpuGate for KfdGate {
             policy: request.policy,
         };
         match self.leaser.lease(&req).map_err(|e| e.to_string())? {
-            Outcome::Granted(lease) => Ok(GpuGrant {
-                devices: lease
-                    .devices
+            Outcome::Granted(lease) => {
+                let names: Vec<String> = lease
+                    .nodes()
                     .iter()
-                    .map(|d| {
-                        (
-                            d.host.display().to_string(),
-                            d.container.display().to_string(),
-                        )
-                    })
-                    .collect(),
-                groups: lease.group_ids.iter().map(|g| g.to_string()).collect(),
-                env: lease.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-                per_gpu: lease
+                    .filter_map(|n| self.index_of.get(n))
+                    .map(|i| format!("amd.com/gpu={i}"))
+                    .collect();
+                let edits = self.cdi.resolve(&names).map_err(|e| e.to_string())?;
+                let mut grant = GpuGrant::from_edits(edits);
+                grant
+                    .env
+                    .extend(lease.env.iter().map(|(k, v)| format!("{k}={v}")));
+                grant.per_gpu = lease
                     .visible
                     .iter()
                     .map(|v| {
@@ -134,11 +181,236 @@ impl GpuGate for KfdGate {
                             "HIP_VISIBLE_DEVICES=0".to_string(),
                         ]
                     })
-                    .collect(),
-                release: Some(Box::new(move || lease.release())),
-            }),
+                    .collect();
+                grant.release = Some(Box::new(move || lease.release()));
+                Ok(grant)
+            }
             Outcome::Skip(reason) => Err(Refusal(reason)),
             Outcome::Busy => Err("the GPUs are busy".into()),
+        }
+    }
+}
+
+impl GpuGrant {
+    /// What CDI edits give a container.
+    pub fn from_edits(e: Edits) -> GpuGrant {
+        GpuGrant {
+            devices: e
+                .nodes
+                .iter()
+                .map(|n| (n.host.clone(), n.container.clone()))
+                .collect(),
+            groups: e.gids.iter().map(|g| g.to_string()).collect(),
+            env: e.env,
+            binds: e
+                .mounts
+                .iter()
+                .map(|m| {
+                    let ro = if m.read_only { ":ro" } else { "" };
+                    format!("{}:{}{ro}", m.host, m.container)
+                })
+                .collect(),
+            after_start: e.after_start,
+            notes: e.unsupported,
+            cdi: e.names,
+            per_gpu: Vec::new(),
+            release: None,
+        }
+    }
+}
+
+/// Exclusive use of named devices, waiting while they are taken.
+#[derive(Default)]
+pub struct Exclusive {
+    busy: Mutex<BTreeSet<String>>,
+    freed: Condvar,
+}
+
+impl Exclusive {
+    /// Takes `count` of `candidates` (all of them for `None`), waiting until
+    /// that many are free; returns them and the release to call.
+    pub fn take(
+        self: &Arc<Self>,
+        candidates: &[String],
+        count: Option<usize>,
+    ) -> (Vec<String>, Box<dyn FnOnce() + Send>) {
+        let want = count.unwrap_or(candidates.len()).min(candidates.len());
+        let mut busy = self.busy.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            let free: Vec<String> = candidates
+                .iter()
+                .filter(|c| !busy.contains(*c))
+                .take(want)
+                .cloned()
+                .collect();
+            if free.len() == want {
+                busy.extend(free.iter().cloned());
+                let me = self.clone();
+                let taken = free.clone();
+                let release = Box::new(move || {
+                    let mut b = me.busy.lock().unwrap_or_else(|p| p.into_inner());
+                    for t in &taken {
+                        b.remove(t);
+                    }
+                    me.freed.notify_all();
+                });
+                return (free, release);
+            }
+            busy = self
+                .freed
+                .wait_timeout(busy, std::time::Duration::from_millis(500))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+/// Leases NVIDIA GPUs by compute capability (`gpu.target: sm_90`); what a
+/// lease gives the container is the CDI edits of `nvidia.com/gpu`, installed
+/// (`nvidia-ctk cdi generate`) or generated from the driver's files.
+pub struct NvidiaGate {
+    inventory: NvidiaInventory,
+    cdi: Registry,
+    leases: Arc<Exclusive>,
+}
+
+impl NvidiaGate {
+    pub fn new(inventory: NvidiaInventory, installed: &Registry) -> NvidiaGate {
+        let cdi = if installed
+            .names()
+            .iter()
+            .any(|n| n.starts_with("nvidia.com/gpu="))
+        {
+            installed.clone()
+        } else {
+            let spec = generate::nvidia(&inventory);
+            Registry::from_specs(vec![(
+                0,
+                spec,
+                "(generated from /proc/driver/nvidia)".into(),
+            )])
+            .unwrap_or_default()
+        };
+        NvidiaGate {
+            inventory,
+            cdi,
+            leases: Arc::default(),
+        }
+    }
+
+    fn grant(&self, request: &GpuRequest, target: &str) -> Result<GpuGrant, Refusal> {
+        if self.inventory.gpus.is_empty() {
+            return Err(Refusal(format!(
+                "no {target} GPU: no NVIDIA GPU on this host (no /proc/driver/nvidia/gpus)"
+            )));
+        }
+        let have: Vec<String> = self
+            .inventory
+            .gpus
+            .iter()
+            .map(|g| {
+                g.target()
+                    .unwrap_or_else(|| "sm_? (nvidia-smi not found)".into())
+            })
+            .collect();
+        let candidates: Vec<String> = self
+            .inventory
+            .gpus
+            .iter()
+            .filter(|g| g.runs(target))
+            .map(|g| g.uuid.clone())
+            .collect();
+        let count = match request.count {
+            crate::spec::GpuCount::N(n) => n.max(1) as usize,
+            crate::spec::GpuCount::All => candidates.len().max(1),
+        };
+        if candidates.len() < count {
+            return Err(Refusal(format!(
+                "needs {count} {target} GPU(s), this host has {}; have {}",
+                candidates.len(),
+                have.join(", ")
+            )));
+        }
+        let (uuids, release) = self.leases.take(&candidates, Some(count));
+        let names: Vec<String> = uuids
+            .iter()
+            .map(|u| format!("nvidia.com/gpu={u}"))
+            .collect();
+        let edits = match self.cdi.resolve(&names) {
+            Ok(e) => e,
+            Err(e) => {
+                release();
+                return Err(Refusal(e.to_string()));
+            }
+        };
+        let mut grant = GpuGrant::from_edits(edits);
+        grant
+            .env
+            .push(format!("CUDA_VISIBLE_DEVICES={}", uuids.join(",")));
+        grant.per_gpu = uuids
+            .iter()
+            .map(|u| vec![format!("CUDA_VISIBLE_DEVICES={u}")])
+            .collect();
+        grant.release = Some(release);
+        Ok(grant)
+    }
+}
+
+/// Devices a matrix names itself (`gpu.cdi`), from the CDI specs installed
+/// or given with `--cdi-spec-dir`; each device leased to one cell at a time.
+pub struct CdiGate {
+    cdi: Registry,
+    leases: Arc<Exclusive>,
+}
+
+impl CdiGate {
+    pub fn new(cdi: Registry) -> CdiGate {
+        CdiGate {
+            cdi,
+            leases: Arc::default(),
+        }
+    }
+
+    /// Checks that every name resolves, before any cell runs.
+    pub fn check(&self, names: &[String]) -> Result<(), crate::gpu::cdi::CdiError> {
+        self.cdi.resolve(names).map(|_| ())
+    }
+
+    fn grant(&self, request: &GpuRequest) -> Result<GpuGrant, Refusal> {
+        let resolved = self.cdi.resolve(&request.cdi).map_err(|e| e.to_string())?;
+        let (names, release) = self.leases.take(&resolved.names, None);
+        let edits = match self.cdi.resolve(&names) {
+            Ok(e) => e,
+            Err(e) => {
+                release();
+                return Err(Refusal(e.to_string()));
+            }
+        };
+        let mut grant = GpuGrant::from_edits(edits);
+        grant.release = Some(release);
+        Ok(grant)
+    }
+}
+
+/// This host's GPUs of every kind: named CDI devices, NVIDIA GPUs for `sm_`
+/// targets, AMD GPUs (KFD) for the rest.
+pub struct HostGate {
+    pub kfd: Option<KfdGate>,
+    pub nvidia: NvidiaGate,
+    pub cdi: CdiGate,
+}
+
+impl GpuGate for HostGate {
+    fn grant(&self, cell: &str, request: &GpuRequest) -> Result<GpuGrant, Refusal> {
+        if !request.cdi.is_empty() {
+            return self.cdi.grant(request);
+        }
+        match request.target.as_deref() {
+            Some(t) if t.starts_with("sm_") => self.nvidia.grant(request, t),
+            _ => match &self.kfd {
+                Some(k) => k.grant(cell, request),
+                None => NoInventory.grant(cell, request),
+            },
         }
     }
 }

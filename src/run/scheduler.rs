@@ -296,7 +296,10 @@ async fn prepare_image(
         reused: img.reused,
         secs: t0.elapsed().as_secs_f64(),
     });
-    let installed = packages::installed(&s.engine, &family, &img.tag, &s.run_id).await?;
+    let (installed, note) = packages::installed(&s.engine, &family, &img.tag, &s.run_id).await?;
+    if let Some(message) = note {
+        s.events.emit(Event::Warning { message });
+    }
     if let Some(locked) = pinned {
         let line = lock_check(short, &locked.packages, &installed);
         s.events.emit(Event::Warning {

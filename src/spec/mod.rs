@@ -161,6 +161,8 @@ pub struct GpuTemplate {
     pub count: GpuCount,
     pub target: Option<Template>,
     pub policy: GpuPolicy,
+    /// CDI device names (templates; an entry may render to several or none).
+    pub cdi: Vec<Template>,
 }
 
 /// The image recipe, before rendering per cell.

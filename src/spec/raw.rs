@@ -83,6 +83,8 @@ pub struct RawGpu {
     pub count: Option<RawCount>,
     pub target: Option<String>,
     pub policy: Option<String>,
+    #[serde(default)]
+    pub cdi: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -554,6 +554,7 @@ fn read_gpu(cx: &Ctx, g: Option<&RawGpu>, axes: &[Axis]) -> Result<GpuTemplate, 
             count: GpuCount::N(1),
             target: default_target(),
             policy: GpuPolicy::Exact,
+            cdi: Vec::new(),
         });
     };
     let need = match &g.need {
@@ -596,5 +597,11 @@ fn read_gpu(cx: &Ctx, g: Option<&RawGpu>, axes: &[Axis]) -> Result<GpuTemplate, 
             None => default_target(),
         },
         policy,
+        cdi: g
+            .cdi
+            .iter()
+            .enumerate()
+            .map(|(i, n)| cx.template(format!("gpu.cdi[{i}]"), n))
+            .collect(),
     })
 }

@@ -2,6 +2,7 @@
 
 mod architecture_tests;
 mod bundle_tests;
+mod cdi_tests;
 mod cli_tests;
 mod expand_props;
 mod family_tests;
