@@ -130,3 +130,68 @@ fn generated_amd_spec_for_the_gfx90a_fixture() {
     o.assert_success();
     insta::assert_snapshot!(o.stdout());
 }
+
+/// The H100 host's own /proc files (captured by scripts/gpu-check), its
+/// device nodes as empty stand-ins, and an `nvidia-smi` on the PATH that
+/// answers the compute-capability query with what the real one printed.
+fn h100(dir: &Path) -> (std::path::PathBuf, String) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nvidia/h100");
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let smi = bin.join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        format!(
+            "#!/bin/sh\ncat '{}'\n",
+            fixture.join("compute_caps.csv").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (fixture, path)
+}
+
+#[test]
+fn generated_nvidia_spec_and_listing_for_the_h100_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fixture, path) = h100(dir.path());
+    let o = Rocmatrix::new()
+        .args([
+            "gpus",
+            "--cdi",
+            "--sysfs-root",
+            "/nonexistent",
+            "--proc-root",
+        ])
+        .arg(fixture.join("proc"))
+        .arg("--dev-root")
+        .arg(fixture.join("dev"))
+        .env("PATH", &path)
+        .run();
+    o.assert_success();
+    // The fake nvidia-smi's path differs from run to run.
+    let spec = o.stdout().replace(dir.path().to_str().unwrap(), "[TMP]");
+    insta::assert_snapshot!(spec);
+    let o = Rocmatrix::new()
+        .args(["gpus", "--sysfs-root", "/nonexistent", "--proc-root"])
+        .arg(fixture.join("proc"))
+        .arg("--dev-root")
+        .arg(fixture.join("dev"))
+        .env("PATH", &path)
+        .run();
+    // No AMD GPU, but an NVIDIA one: the host is usable, exit 0.
+    o.assert_success();
+    let text = o.stdout();
+    assert!(
+        text.contains("sm_90")
+            && text.contains("GPU-6735cc68-9588-6eac-0f54-a6d75575f72b")
+            && text.contains("NVIDIA H100 80GB HBM3"),
+        "{text}"
+    );
+}

@@ -6,6 +6,7 @@ mod cdi_tests;
 mod cli_tests;
 mod expand_props;
 mod family_tests;
+mod gpu_evidence_tests;
 mod gpu_run_tests;
 mod gpu_tests;
 mod harness;

@@ -87,8 +87,11 @@ pub fn nvidia(inv: &NvidiaInventory) -> Spec {
             }
         }
     }
+    // nvidia-smi goes where every image's PATH finds it.
     if let Some(smi) = &inv.smi {
-        common.mounts.push(read_only(&smi.display().to_string()));
+        let mut m = read_only(&smi.display().to_string());
+        m.container_path = "/usr/bin/nvidia-smi".into();
+        common.mounts.push(m);
     }
     if !lib_dirs.is_empty() {
         common
