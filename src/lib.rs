@@ -21,5 +21,6 @@ pub mod source;
 pub mod spec;
 pub mod store;
 pub mod suite;
+pub mod xml;
 
 pub use error::{Error, ExitCode};

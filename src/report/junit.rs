@@ -282,6 +282,7 @@ fn render(suite: TestSuite) -> std::io::Result<String> {
     let xml = report
         .to_string()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let xml = crate::xml::keep_attribute_whitespace(&xml).into_owned();
     let start = xml
         .find("<testsuites")
         .and_then(|i| xml[i..].find('>').map(|j| i + j + 1))

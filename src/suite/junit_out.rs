@@ -31,7 +31,10 @@ pub fn write(path: &Path, name: &str, cases: &[Case]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::write(path, text)
+    std::fs::write(
+        path,
+        crate::xml::keep_attribute_whitespace(&text).as_bytes(),
+    )
 }
 
 fn test_case(case: &Case) -> TestCase {

@@ -809,3 +809,58 @@ fn results_json_follows_its_schema_shape() {
         "regressions",
     );
 }
+
+#[test]
+fn a_multi_line_failure_message_survives_junit_xml_and_reading_it_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Line breaks only: quick-junit drops other control characters (tabs,
+    // carriage returns) from every string it writes.
+    let message =
+        "x.cc:3: Failure\nExpected equality of these values:\n  computed\n    Which is: 6";
+    let escaped = message
+        .replace('\n', "&#10;")
+        .replace('\r', "&#13;")
+        .replace('\t', "&#9;");
+    let cell = tmp.path().join("cell");
+    std::fs::create_dir_all(&cell).unwrap();
+    std::fs::write(
+        cell.join("t.xml"),
+        format!("<testsuites><testsuite name=\"S\"><testcase classname=\"S\" name=\"t\"><failure message=\"{escaped}\">body</failure></testcase></testsuite></testsuites>"),
+    )
+    .unwrap();
+    let first = tmp.path().join("first");
+    Rocmatrix::new()
+        .args([
+            "report",
+            "junit",
+            cell.to_str().unwrap(),
+            "--cell-from-dir",
+            "--out",
+        ])
+        .arg(&first)
+        .run();
+    let merged = std::fs::read_to_string(first.join("junit.xml")).unwrap();
+    assert!(merged.contains("Failure&#10;Expected"), "{merged}");
+    // Read the merged file back: the message is the same, line breaks and all.
+    let again = tmp.path().join("again");
+    std::fs::create_dir_all(&again).unwrap();
+    std::fs::copy(first.join("junit.xml"), again.join("merged.xml")).unwrap();
+    let second = tmp.path().join("second");
+    Rocmatrix::new()
+        .args([
+            "report",
+            "junit",
+            again.to_str().unwrap(),
+            "--cell-from-dir",
+            "--out",
+        ])
+        .arg(&second)
+        .run();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(second.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        results["cells"][0]["tests"][0]["message"], message,
+        "{results:#}"
+    );
+}
