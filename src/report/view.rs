@@ -11,6 +11,7 @@ use crate::results::model::StepResult;
 use crate::results::regress::{CellClass, Class};
 use crate::results::{CellResult, Counts, Regressions, Results, TestResult, TestStatus};
 use crate::store::coverage::VerdictKind;
+use crate::store::record::Status as CellStatus;
 
 /// How much of each list the view shows.
 #[derive(Debug, Clone, Copy)]
@@ -37,6 +38,10 @@ pub struct View {
     pub total_tests: u64,
     pub cells_total: usize,
     pub cells_failing: usize,
+    /// Cells by outcome, in words: `8 passed, 1 expected failure`.
+    pub cell_outcomes: String,
+    /// Whether every cell simply passed.
+    pub all_passed: bool,
     pub cell_statuses: Vec<(String, u64)>,
     pub messages: Vec<String>,
     pub regressions: Option<RegView>,
@@ -298,6 +303,11 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         total_tests: totals.total(),
         cells_total: results.cells.len(),
         cells_failing,
+        cell_outcomes: cell_outcomes(results),
+        all_passed: results
+            .cells
+            .iter()
+            .all(|c| c.status == CellStatus::Passed && !c.is_failure()),
         cell_statuses: results
             .cell_counts()
             .into_iter()
@@ -446,6 +456,48 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
     }
 }
 
+/// Cells counted by what happened to them, most serious first:
+/// `1 failing, 8 passed, 1 expected failure`.
+fn cell_outcomes(results: &Results) -> String {
+    let mut by: Vec<(&str, usize)> = Vec::new();
+    let mut add = |what: &'static str| match by.iter_mut().find(|(w, _)| *w == what) {
+        Some((_, n)) => *n += 1,
+        None => by.push((what, 1)),
+    };
+    for c in &results.cells {
+        add(if c.is_failure() {
+            "failing"
+        } else if c.expected_failure.is_some() || c.counts.xfail > 0 && c.status.is_failure() {
+            "expected failure"
+        } else if c.status.is_failure() && c.counts.classified > 0 {
+            "failed only in classified tests"
+        } else {
+            match c.status {
+                CellStatus::Passed => "passed",
+                CellStatus::Skipped => "skipped",
+                _ => "other",
+            }
+        });
+    }
+    let order = [
+        "failing",
+        "passed",
+        "expected failure",
+        "failed only in classified tests",
+        "skipped",
+        "other",
+    ];
+    by.sort_by_key(|(w, _)| order.iter().position(|o| o == w));
+    let plural = |w: &str, n: usize| match (w, n) {
+        ("expected failure", n) if n > 1 => "expected failures".to_string(),
+        (w, _) => w.to_string(),
+    };
+    by.iter()
+        .map(|(w, n)| format!("{n} {}", plural(w, *n)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A listed test, its message and output clipped.
 fn test_view(t: &TestResult, caps: Caps) -> TestView {
     TestView {
@@ -532,5 +584,37 @@ fn class_view(r: &Regressions, c: Class, caps: Caps) -> ClassView {
         count: r.count(c),
         more: r.count(c).saturating_sub(tests.len() as u64),
         tests,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(id: &str, status: &str, extra: &str) -> String {
+        format!(
+            r#"{{"id": "{id}", "values": {{}}, "status": "{status}", "counts": {{"passed": 1, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}}{extra}}}"#
+        )
+    }
+
+    #[test]
+    fn an_expected_failure_is_not_all_passed() {
+        let cells = [
+            cell("a", "passed", ""),
+            cell("b", "passed", ""),
+            cell(
+                "c",
+                "failed",
+                r#", "expected_failure": "no gfx1100 libraries""#,
+            ),
+        ];
+        let json = format!(
+            r#"{{"version": 1, "name": "m", "runs": [], "keys": [], "report": {{"rows": [], "columns": []}}, "cells": [{}]}}"#,
+            cells.join(",")
+        );
+        let results: Results = serde_json::from_str(&json).unwrap();
+        assert_eq!(cell_outcomes(&results), "2 passed, 1 expected failure");
+        assert!(!results.cells.iter().all(|c| c.status == CellStatus::Passed));
+        assert_eq!(results.failing_cells(), 0);
     }
 }

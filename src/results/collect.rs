@@ -87,7 +87,8 @@ impl<'a> CellRules<'a> {
 struct CellCollector<'a, 'r> {
     rules: &'a CellRules<'r>,
     classifier: &'a Classifier,
-    /// The cell was given no GPU (the built-in no-device rule applies).
+    /// The cell's record says it was given no GPU (the built-in no-device
+    /// rule applies).
     no_gpu: bool,
     limits: Limits,
     counts: Counts,
@@ -388,7 +389,9 @@ fn collect_cell(
     let mut cc = CellCollector {
         rules: &rules,
         classifier,
-        no_gpu: cs.record.as_ref().is_none_or(|r| r.devices.is_empty()),
+        // Only a run's record says whether the cell had a GPU; plain JUnit
+        // directories say nothing, and the built-in rule stays out.
+        no_gpu: cs.record.as_ref().is_some_and(|r| r.devices.is_empty()),
         limits,
         counts: Counts::default(),
         tests: Vec::new(),
