@@ -17,6 +17,7 @@ pub mod plan;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod safe_read;
 pub mod source;
 pub mod spec;
 pub mod store;

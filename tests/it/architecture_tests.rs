@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[(&str, u32)] = &[
     ("digest", 0),
     ("dirs", 0),
+    ("safe_read", 0),
     ("spec", 1),
     ("plan", 2),
     ("store", 3),
