@@ -29,6 +29,11 @@ pub use tree::Pos;
 /// The default upper bound on the number of cells (`--max-cells`).
 pub const DEFAULT_MAX_CELLS: usize = 4096;
 
+/// The largest matrix file read: real ones are a few KiB, and a file of
+/// 80,000 axis values is 600 KiB. Larger is a mistake or an attack (a
+/// symlink to `/dev/zero` is refused before this, as no regular file).
+pub const MAX_MATRIX_BYTES: u64 = 4 << 20;
+
 /// A template string from the matrix file and where it was written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Template {
@@ -207,8 +212,11 @@ pub struct Spec {
 
 impl Spec {
     /// Reads and validates a matrix file.
+    ///
+    /// The file must be a regular file (not a pipe or a device) of at most
+    /// [`MAX_MATRIX_BYTES`].
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
-        let bytes = std::fs::read(path)
+        let bytes = crate::safe_read::read_bounded(path, MAX_MATRIX_BYTES, "matrix files", "")
             .map_err(|e| SpecError::new(path, None, format!("cannot read: {e}")))?;
         let text = String::from_utf8(bytes)
             .map_err(|e| SpecError::new(path, None, format!("not UTF-8: {e}")))?;
@@ -216,8 +224,10 @@ impl Spec {
     }
 
     /// Validates matrix-file text; `path` is used in error messages only.
+    /// A leading UTF-8 byte-order mark (as some Windows editors write) is
+    /// skipped.
     pub fn parse(path: &Path, text: &str) -> Result<Spec, SpecError> {
-        validate::validate(path, text)
+        validate::validate(path, text.strip_prefix('\u{feff}').unwrap_or(text))
     }
 
     /// An error pointing at `pos` in this spec's file.

@@ -9,6 +9,7 @@ mod gpu_run_tests;
 mod gpu_tests;
 mod harness;
 mod harness_tests;
+mod hostile_tests;
 mod report_html;
 mod report_tests;
 mod report_tools;

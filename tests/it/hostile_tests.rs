@@ -1,0 +1,248 @@
+//! Hostile input: every path that reads what others wrote, tried as an
+//! attacker would, each case run as a child process under a memory and time
+//! bound. Each test asserts the documented exit code, a message that names
+//! the file and what was wrong, and that the run took under [`TIME`] within
+//! an address space of [`MEMORY`].
+//!
+//! The memory bound is `RLIMIT_AS` (set in the child before `exec`), with
+//! `MALLOC_ARENA_MAX=2` so that glibc's per-thread arenas do not reserve the
+//! address space by themselves: a case that needs more fails to allocate and
+//! aborts, which the exit-code assertion catches. The time bound is wall-clock;
+//! a child still running after [`KILL_AFTER`] is killed.
+
+use std::ffi::OsStr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The most a hostile case may take (the bound).
+const TIME: Duration = Duration::from_secs(2);
+/// The address space each case runs in (the bound).
+const MEMORY: u64 = 256 << 20;
+/// A case still running after this is killed (a hang fails, not blocks).
+const KILL_AFTER: Duration = Duration::from_secs(20);
+
+pub struct Bounded {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub wall: Duration,
+}
+
+/// Runs `rocmatrix args…` in `dir` under [`MEMORY`] and [`KILL_AFTER`].
+pub fn bounded<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Bounded {
+    let out = dir.join(".bounded.out");
+    let err = dir.join(".bounded.err");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocmatrix"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env("MALLOC_ARENA_MAX", "2")
+        .env("ROCMATRIX_CACHE", dir.join(".cache"))
+        .env_remove("ROCMATRIX_LABEL")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(&err).unwrap());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: MEMORY,
+                rlim_max: MEMORY,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawning rocmatrix");
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > KILL_AFTER {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let wall = start.elapsed();
+    let read =
+        |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
+    Bounded {
+        code: status.and_then(|s| s.code()),
+        stdout: read(&out),
+        stderr: read(&err),
+        wall,
+    }
+}
+
+impl Bounded {
+    /// Asserts the exit code, the time bound and that stderr has every one of `needles`.
+    pub fn expect(&self, what: &str, code: i32, needles: &[&str]) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "{what}: exit code (None: killed or died of a signal, e.g. out of memory)\nstderr: {}",
+            self.stderr
+        );
+        assert!(
+            self.wall < TIME,
+            "{what}: took {:?}, more than {TIME:?}\nstderr: {}",
+            self.wall,
+            self.stderr
+        );
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "{what}: stderr lacks `{n}`:\n{}",
+                self.stderr
+            );
+        }
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+}
+
+const STEPS: &str = "steps:\n  - name: s\n    run: echo\n";
+
+/// Nine levels of nine aliases: 9^9 copies of the first list if expanded.
+pub fn alias_bomb() -> String {
+    let mut doc = String::from(
+        "a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n",
+    );
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+    for w in names.windows(2) {
+        let refs = vec![format!("*{}", w[0]); 9].join(",");
+        doc.push_str(&format!("{}: &{} [{refs}]\n", w[1], w[1]));
+    }
+    doc + "matrix:\n  x: [1]\n" + STEPS
+}
+
+#[test]
+fn hostile_yaml_alias_bomb() {
+    let d = tempfile::tempdir().unwrap();
+    write(d.path(), "bomb.yaml", &alias_bomb());
+    bounded(d.path(), &["plan", "bomb.yaml"]).expect(
+        "alias bomb",
+        2,
+        &[
+            "bomb.yaml:",
+            "more than 500000 nodes once its aliases are expanded",
+        ],
+    );
+}
+
+#[test]
+fn hostile_yaml_deep_nesting() {
+    let d = tempfile::tempdir().unwrap();
+    let deep = format!(
+        "matrix:\n  x: {}{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    write(d.path(), "deep.yaml", &deep);
+    bounded(d.path(), &["plan", "deep.yaml"]).expect(
+        "deep YAML",
+        2,
+        &["deep.yaml:2:", "recursion limit exceeded"],
+    );
+}
+
+#[test]
+fn hostile_matrix_of_ten_billion_cells() {
+    let d = tempfile::tempdir().unwrap();
+    let mut m = String::from("matrix:\n");
+    for i in 0..10 {
+        m.push_str(&format!("  a{i}: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n"));
+    }
+    write(d.path(), "cells.yaml", &(m + STEPS));
+    bounded(d.path(), &["plan", "cells.yaml"]).expect(
+        "10^10 cells",
+        2,
+        &["cells.yaml:2:3:", "10000000000 cells", "--max-cells"],
+    );
+}
+
+#[test]
+fn hostile_matrix_file_that_is_a_fifo_or_dev_zero() {
+    let d = tempfile::tempdir().unwrap();
+    mkfifo(&d.path().join("fifo.yaml"));
+    bounded(d.path(), &["plan", "fifo.yaml"]).expect(
+        "FIFO matrix",
+        2,
+        &["fifo.yaml: cannot read: not a regular file but a named pipe (FIFO)"],
+    );
+    std::os::unix::fs::symlink("/dev/zero", d.path().join("zero.yaml")).unwrap();
+    bounded(d.path(), &["validate", "zero.yaml"]).expect(
+        "symlink to /dev/zero",
+        2,
+        &["zero.yaml: cannot read: not a regular file but a character device"],
+    );
+    std::os::unix::fs::symlink("loop.yaml", d.path().join("loop.yaml")).unwrap();
+    bounded(d.path(), &["plan", "loop.yaml"]).expect(
+        "symlink loop",
+        2,
+        &["loop.yaml: cannot read:", "symbolic links"],
+    );
+    let big = format!("matrix:\n  x: [1]\n{STEPS}#{}\n", "x".repeat(5 << 20));
+    write(d.path(), "big.yaml", &big);
+    bounded(d.path(), &["plan", "big.yaml"]).expect(
+        "5 MiB matrix",
+        2,
+        &[
+            "big.yaml: cannot read:",
+            "larger than the limit for matrix files, 4 MiB",
+        ],
+    );
+}
+
+#[test]
+fn hostile_matrix_with_a_byte_order_mark_is_read() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "bom.yaml",
+        &format!("\u{feff}matrix:\n  x: [1, 2]\n{STEPS}"),
+    );
+    let b = bounded(d.path(), &["plan", "bom.yaml"]);
+    b.expect("BOM", 0, &[]);
+    assert!(b.stdout.contains("2 cells"), "{}", b.stdout);
+}
+
+#[test]
+fn hostile_duplicate_keys_are_errors() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "vars.yaml",
+        &format!("vars:\n  a: \"1\"\n  a: \"2\"\nmatrix:\n  x: [1]\n{STEPS}"),
+    );
+    bounded(d.path(), &["plan", "vars.yaml"]).expect(
+        "duplicate vars",
+        2,
+        &["vars.yaml:3:3:", "duplicate key `a` (first at line 2)"],
+    );
+    for (what, entry) in [
+        ("include", "{x: 1, y: 2, y: 3}"),
+        ("exclude", "{x: 1, x: 2}"),
+    ] {
+        write(
+            d.path(),
+            "e.yaml",
+            &format!("matrix:\n  x: [1, 2]\n  {what}:\n    - {entry}\n{STEPS}"),
+        );
+        bounded(d.path(), &["plan", "e.yaml"]).expect(what, 2, &["e.yaml:4:", "duplicate key"]);
+    }
+}
