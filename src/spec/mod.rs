@@ -12,6 +12,7 @@ mod duration;
 mod error;
 pub mod expand;
 mod raw;
+mod suggest;
 pub mod tree;
 mod validate;
 
@@ -241,14 +242,6 @@ impl Spec {
 
     /// Every key a cell can have: axes, then keys that include entries add.
     pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.axes.iter().map(|a| a.name.clone()).collect();
-        for e in &self.include {
-            for (k, _) in &e.pairs {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
-        }
-        keys
+        validate::spec_keys(&self.axes, &self.include)
     }
 }

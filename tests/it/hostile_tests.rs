@@ -246,3 +246,107 @@ fn hostile_duplicate_keys_are_errors() {
         bounded(d.path(), &["plan", "e.yaml"]).expect(what, 2, &["e.yaml:4:", "duplicate key"]);
     }
 }
+
+#[test]
+fn hostile_axis_of_80000_values() {
+    let d = tempfile::tempdir().unwrap();
+    let values: Vec<String> = (0..80_000).map(|i| format!("v{i}")).collect();
+    write(
+        d.path(),
+        "axis.yaml",
+        &format!("matrix:\n  x: [{}]\n{STEPS}", values.join(",")),
+    );
+    bounded(d.path(), &["validate", "axis.yaml"]).expect(
+        "80,000 axis values",
+        2,
+        &["axis.yaml:2:3:", "80000 cells, more than --max-cells 4096"],
+    );
+    // A value twice among them is found at once, not by comparing all pairs.
+    let mut values = values;
+    values[79_999] = "v0".into();
+    write(
+        d.path(),
+        "axis.yaml",
+        &format!("matrix:\n  x: [{}]\n{STEPS}", values.join(",")),
+    );
+    bounded(d.path(), &["validate", "axis.yaml"]).expect(
+        "80,000 axis values, one twice",
+        2,
+        &["axis.yaml:2:", "axis `x` lists `v0` twice"],
+    );
+}
+
+fn over_64x64(include: impl Fn(usize) -> String) -> String {
+    let a: Vec<String> = (0..64).map(|i| format!("a{i}")).collect();
+    let b: Vec<String> = (0..64).map(|i| format!("b{i}")).collect();
+    let inc: Vec<String> = (0..1000)
+        .map(|i| format!("    - {}\n", include(i)))
+        .collect();
+    format!(
+        "matrix:\n  a: [{}]\n  b: [{}]\n  include:\n{}{STEPS}",
+        a.join(","),
+        b.join(","),
+        inc.concat()
+    )
+}
+
+#[test]
+fn hostile_thousand_includes_over_4096_cells() {
+    let d = tempfile::tempdir().unwrap();
+    // Each entry fits the 64 cells of one `a`, adding a key of its own.
+    write(
+        d.path(),
+        "inc.yaml",
+        &over_64x64(|i| format!("{{a: a{}, extra{i}: y}}", i % 64)),
+    );
+    let b = bounded(d.path(), &["plan", "inc.yaml"]);
+    b.expect("1,000 includes", 0, &[]);
+    assert!(b.stdout.contains("4096 cells"), "{}", b.stdout);
+    assert!(b.stdout.contains("970 more keys not shown"), "{}", b.stdout);
+    // Each entry fits every cell: four million pairs, refused at the limit.
+    write(
+        d.path(),
+        "inc.yaml",
+        &over_64x64(|i| format!("{{extra{i}: y}}")),
+    );
+    bounded(d.path(), &["plan", "inc.yaml"]).expect(
+        "1,000 includes fitting every cell",
+        2,
+        &["inc.yaml:", "more than 262144 key/value pairs"],
+    );
+}
+
+#[test]
+fn hostile_typo_of_exclude_is_named() {
+    let d = tempfile::tempdir().unwrap();
+    write(
+        d.path(),
+        "m.yaml",
+        &format!("matrix:\n  x: [1, 2]\n  exlcude:\n    - x: 1\n{STEPS}"),
+    );
+    bounded(d.path(), &["plan", "m.yaml"]).expect(
+        "exlcude under matrix",
+        2,
+        &["m.yaml:4:", "did you mean `exclude`?"],
+    );
+    write(
+        d.path(),
+        "m.yaml",
+        &format!("matrix:\n  x: [1, 2]\nexlcude:\n  - x: 1\n{STEPS}"),
+    );
+    bounded(d.path(), &["plan", "m.yaml"]).expect(
+        "exlcude at the top",
+        2,
+        &[
+            "m.yaml:3:1:",
+            "unknown field `exlcude`",
+            "did you mean `exclude` (it goes under `matrix:`)?",
+        ],
+    );
+    write(
+        d.path(),
+        "m.yaml",
+        "matrix:\n  x: [1]\nstpes:\n  - {name: s, run: echo}\n",
+    );
+    bounded(d.path(), &["plan", "m.yaml"]).expect("stpes", 2, &["did you mean `steps`?"]);
+}
