@@ -350,3 +350,59 @@ fn hostile_typo_of_exclude_is_named() {
     );
     bounded(d.path(), &["plan", "m.yaml"]).expect("stpes", 2, &["did you mean `steps`?"]);
 }
+
+fn template(run: &str) -> String {
+    format!("matrix:\n  x: [1]\nsteps:\n  - name: s\n    run: '{run}'\n")
+}
+
+#[test]
+fn hostile_template_that_doubles_a_string_30_times() {
+    let d = tempfile::tempdir().unwrap();
+    let mut t = String::from("{% set s0 = \"xxxxxxxx\" %}");
+    for i in 0..30 {
+        t.push_str(&format!("{{% set s{} = s{i} ~ s{i} %}}", i + 1));
+    }
+    t.push_str("{{ s30 }}");
+    write(d.path(), "double.yaml", &template(&t));
+    bounded(d.path(), &["plan", "double.yaml"]).expect(
+        "string doubled 30 times",
+        2,
+        &[
+            "double.yaml:5:10: steps[0].run:",
+            "more than 64 MiB of memory",
+            "rendering cell 1",
+        ],
+    );
+    // The same growth through a filter, without `set`.
+    let t = format!(
+        "{{{{ \"xxxxxxxxxx\"{} }}}}",
+        "|replace(\"\", \"xxxxxxxxxx\")".repeat(9)
+    );
+    write(d.path(), "replace.yaml", &template(&t));
+    bounded(d.path(), &["plan", "replace.yaml"]).expect(
+        "replace chain",
+        2,
+        &["replace.yaml:5:10:", "more than 64 MiB of memory"],
+    );
+}
+
+#[test]
+fn hostile_template_with_nested_loops_or_huge_output() {
+    let d = tempfile::tempdir().unwrap();
+    let t = "{% for a in range(100000) %}{% for b in range(100000) %}x{% endfor %}{% endfor %}";
+    write(d.path(), "loops.yaml", &template(t));
+    bounded(d.path(), &["plan", "loops.yaml"]).expect(
+        "nested loops",
+        2,
+        &[
+            "loops.yaml:5:10: steps[0].run:",
+            "more than 100000 instructions",
+        ],
+    );
+    write(d.path(), "big.yaml", &template("{{ \"x\" * 3000000 }}"));
+    bounded(d.path(), &["plan", "big.yaml"]).expect(
+        "3 MB output",
+        2,
+        &["big.yaml:5:10: steps[0].run:", "renders to more than 1 MiB"],
+    );
+}
