@@ -406,3 +406,266 @@ fn hostile_template_with_nested_loops_or_huge_output() {
         &["big.yaml:5:10: steps[0].run:", "renders to more than 1 MiB"],
     );
 }
+
+/// `report junit DIR/c --cell-from-dir` over one file `r.xml` (written by
+/// `make`), asserting exit 1 (the cell is an error), the bounds, and that
+/// the summary has every one of `needles`.
+fn junit_case(what: &str, make: impl FnOnce(&Path), needles: &[&str]) -> String {
+    let d = tempfile::tempdir().unwrap();
+    let cell = d.path().join("c");
+    std::fs::create_dir(&cell).unwrap();
+    make(&cell.join("r.xml"));
+    let b = bounded(
+        d.path(),
+        &["report", "junit", "c", "--cell-from-dir", "--out", "rep"],
+    );
+    b.expect(what, 1, &[]);
+    let summary = std::fs::read_to_string(d.path().join("rep/summary.md")).unwrap();
+    for n in needles {
+        assert!(
+            summary.contains(n),
+            "{what}: summary.md lacks `{n}`:\n{summary}"
+        );
+    }
+    summary
+}
+
+fn big_file(path: &Path, head: &str, fill: u8, size: usize, foot: &str) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    f.write_all(head.as_bytes()).unwrap();
+    let block = vec![fill; 1 << 20];
+    for _ in 0..size >> 20 {
+        f.write_all(&block).unwrap();
+    }
+    f.write_all(foot.as_bytes()).unwrap();
+}
+
+#[test]
+fn hostile_junit_200000_nested_suites() {
+    junit_case(
+        "nested suites",
+        |p| {
+            let xml = format!(
+                "<testsuites>{}{}</testsuites>",
+                "<testsuite name=\"suite-name\">".repeat(200_000),
+                "</testsuite>".repeat(200_000)
+            );
+            std::fs::write(p, xml).unwrap();
+        },
+        &["r.xml: elements nested more than 256 deep at byte"],
+    );
+}
+
+#[test]
+fn hostile_junit_200_mb_attribute_and_text() {
+    junit_case(
+        "200 MB attribute",
+        |p| {
+            big_file(
+                p,
+                "<testsuite name=\"s\"><testcase name=\"a\"/><testcase name=\"t\"><failure message=\"",
+                b'A',
+                200 << 20,
+                "\"/></testcase></testsuite>",
+            )
+        },
+        &[
+            "r.xml: a tag longer than 8 MiB",
+            "complete test cases before it are kept",
+            "1 passed",
+        ],
+    );
+    // A 200 MB failure text is cut to the kept size, and the file is read to its end.
+    let d = tempfile::tempdir().unwrap();
+    let cell = d.path().join("c");
+    std::fs::create_dir(&cell).unwrap();
+    big_file(
+        &cell.join("r.xml"),
+        "<testsuite name=\"s\"><testcase name=\"t\"><failure message=\"m\"><![CDATA[",
+        b'B',
+        200 << 20,
+        "]]></failure></testcase><testcase name=\"after\"/></testsuite>",
+    );
+    let b = bounded(
+        d.path(),
+        &["report", "junit", "c", "--cell-from-dir", "--out", "rep"],
+    );
+    b.expect("200 MB failure text", 1, &[]);
+    let json = std::fs::read_to_string(d.path().join("rep/results.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let cell = &doc["cells"][0];
+    assert_eq!(cell["counts"]["failed"], 1, "{cell}");
+    assert_eq!(cell["counts"]["passed"], 1, "{cell}");
+    assert!(cell["tests"][0]["output"].as_str().unwrap().len() < 64 << 10);
+}
+
+#[test]
+fn hostile_junit_fifo_dev_zero_and_symlink_loop() {
+    junit_case(
+        "FIFO",
+        mkfifo,
+        &["r.xml: cannot read: not a regular file but a named pipe"],
+    );
+    junit_case(
+        "symlink to /dev/zero",
+        |p| std::os::unix::fs::symlink("/dev/zero", p).unwrap(),
+        &["r.xml: cannot read:", "leads out of c", "/dev/zero"],
+    );
+    junit_case(
+        "symlink loop",
+        |p| std::os::unix::fs::symlink("r.xml", p).unwrap(),
+        &["r.xml: cannot read:", "symbolic links"],
+    );
+}
+
+#[test]
+fn hostile_junit_entities_truncated_and_garbage() {
+    let xxe = "<?xml version=\"1.0\"?><!DOCTYPE t [<!ENTITY x SYSTEM \"file:///etc/passwd\">]>\
+               <testsuite name=\"s\"><testcase name=\"t\"><failure>&x;</failure></testcase></testsuite>";
+    let s = junit_case("XXE", |p| std::fs::write(p, xxe).unwrap(), &["1 failed"]);
+    assert!(!s.contains("root:"), "{s}");
+    let mut bomb = String::from("<?xml version=\"1.0\"?><!DOCTYPE t [<!ENTITY a \"lollollollol\">");
+    for (n, p) in ["b", "c", "d", "e", "f", "g", "h", "i"]
+        .iter()
+        .zip(["a", "b", "c", "d", "e", "f", "g", "h"])
+    {
+        bomb.push_str(&format!(
+            "<!ENTITY {n} \"{}\">",
+            format!("&{p};").repeat(10)
+        ));
+    }
+    bomb.push_str("]><testsuite name=\"s\"><testcase name=\"t\"><failure>&i;</failure></testcase></testsuite>");
+    junit_case(
+        "entity bomb",
+        |p| std::fs::write(p, &bomb).unwrap(),
+        &["1 failed"],
+    );
+    junit_case(
+        "truncated",
+        |p| {
+            std::fs::write(
+                p,
+                "<testsuite name=\"s\"><testcase name=\"a\"/><testcase name=\"b\"><fail",
+            )
+            .unwrap()
+        },
+        &["r.xml: report cut off at byte", "1 passed"],
+    );
+    junit_case(
+        "garbage",
+        |p| {
+            std::fs::write(
+                p,
+                b"<testsuite name=\"s\"><testcase name=\"a\"/></testcase>\x00\xff<<>>",
+            )
+            .unwrap()
+        },
+        &["r.xml: invalid XML at byte"],
+    );
+}
+
+#[test]
+fn hostile_run_store_paths_stay_inside_the_store() {
+    use crate::harness::{make_run, CellSpec};
+    let d = tempfile::tempdir().unwrap();
+    let ok = "<testsuite name=\"s\"><testcase name=\"a\"/></testsuite>";
+    let run = make_run(
+        d.path(),
+        "run1",
+        &"a".repeat(64),
+        &["x"],
+        serde_json::json!([]),
+        (&["x"], &[]),
+        None,
+        &[CellSpec::new("c", &[("x", "1")], "passed").junit("ok.xml", ok)],
+    );
+    // A downloaded artifact's cell.json naming host files.
+    let cdir = run.join("cells/c");
+    std::os::unix::fs::symlink("/etc/passwd", cdir.join("junit/link.xml")).unwrap();
+    let rec_path = cdir.join("cell.json");
+    let mut rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&rec_path).unwrap()).unwrap();
+    rec["junit"] = serde_json::json!([
+        "junit/ok.xml",
+        "/etc/passwd",
+        "../../../../../../etc/passwd",
+        "junit/link.xml"
+    ]);
+    std::fs::write(&rec_path, serde_json::to_vec(&rec).unwrap()).unwrap();
+
+    for args in [
+        vec!["report", "merge", "run1", "--out", "merged"],
+        vec!["report", "run1"],
+        vec![
+            "report",
+            "junit",
+            "run1/cells/c",
+            "--cell-from-dir",
+            "--out",
+            "j",
+            "--baseline",
+            "run1",
+        ],
+    ] {
+        let b = bounded(d.path(), &args);
+        b.expect(&args.join(" "), 1, &[]);
+    }
+    let summary = std::fs::read_to_string(d.path().join("merged/summary.md")).unwrap();
+    for n in [
+        "⚠️ /etc/passwd: cannot read:",
+        "⚠️ ../../../../../../etc/passwd: cannot read:",
+        "is not a relative path inside run1/cells/c",
+        "⚠️ junit/link.xml: cannot read:",
+        "leads out of run1/cells/c (to /etc/passwd) through a symlink",
+    ] {
+        assert!(summary.contains(n), "summary lacks `{n}`:\n{summary}");
+    }
+    for f in [
+        "merged/junit.xml",
+        "merged/results.json",
+        "run1/report/junit.xml",
+    ] {
+        let text = std::fs::read_to_string(d.path().join(f)).unwrap();
+        assert!(!text.contains("root:x:0:0"), "{f} has /etc/passwd in it");
+    }
+}
+
+#[test]
+fn hostile_small_items_out_file_and_missing_baseline() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("c")).unwrap();
+    write(
+        d.path(),
+        "c/r.xml",
+        "<testsuite name=\"s\"><testcase name=\"a\"/></testsuite>",
+    );
+    write(d.path(), "afile", "");
+    bounded(
+        d.path(),
+        &["report", "junit", "c", "--cell-from-dir", "--out", "afile"],
+    )
+    .expect(
+        "--out FILE",
+        2,
+        &["--out afile: is a file, not a directory"],
+    );
+    bounded(
+        d.path(),
+        &[
+            "report",
+            "junit",
+            "c",
+            "--cell-from-dir",
+            "--out",
+            "rep",
+            "--baseline",
+            "nothere",
+        ],
+    )
+    .expect(
+        "--baseline of nothing",
+        2,
+        &["nothere: no such file or directory; --baseline takes a run directory"],
+    );
+}
