@@ -669,3 +669,43 @@ fn hostile_small_items_out_file_and_missing_baseline() {
         &["nothere: no such file or directory; --baseline takes a run directory"],
     );
 }
+
+/// A copy of the gfx900 KFD fixture, whose GPU node's `properties` is `path`.
+fn kfd_copy(dir: &Path) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/gfx900");
+    let st = Command::new("cp")
+        .arg("-r")
+        .arg(&src)
+        .arg(dir.join("sys"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    dir.join("sys/class/kfd/kfd/topology/nodes/1/properties")
+}
+
+#[test]
+fn hostile_kfd_render_minor_overflow_and_fifo() {
+    let d = tempfile::tempdir().unwrap();
+    let props = kfd_copy(d.path());
+    let text = std::fs::read_to_string(&props).unwrap();
+    std::fs::write(
+        &props,
+        text.replace("drm_render_minor 128", "drm_render_minor 4294967424"),
+    )
+    .unwrap();
+    let b = bounded(d.path(), &["gpus", "--sysfs-root", "sys"]);
+    b.expect(
+        "drm_render_minor 2^32+128",
+        3,
+        &["nodes/1/properties:24: `drm_render_minor` 4294967424 does not fit 32 bits"],
+    );
+    assert!(!b.stdout.contains("renderD128"), "{}", b.stdout);
+
+    std::fs::remove_file(&props).unwrap();
+    mkfifo(&props);
+    bounded(d.path(), &["gpus", "--sysfs-root", "sys"]).expect(
+        "properties FIFO",
+        3,
+        &["nodes/1/properties: not a regular file but a named pipe"],
+    );
+}
