@@ -709,3 +709,72 @@ fn hostile_kfd_render_minor_overflow_and_fifo() {
         &["nodes/1/properties: not a regular file but a named pipe"],
     );
 }
+
+/// A CCOB v3 bundle whose zstd frame (RLE blocks, 4 bytes per 128 KiB)
+/// expands to 4 GiB, padded with zeros to a 4 MiB payload: the padding
+/// made 4 GiB look like 1024:1.
+fn ccob_bomb() -> Vec<u8> {
+    let blocks: u32 = 32_768;
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+    for i in 0..blocks {
+        let last = u32::from(i == blocks - 1);
+        let header = last | (1 << 1) | (131_072 << 3);
+        frame.extend_from_slice(&header.to_le_bytes()[..3]);
+        frame.push(0);
+    }
+    frame.resize(4 << 20, 0);
+    let mut out = b"CCOB".to_vec();
+    out.extend_from_slice(&3u16.to_le_bytes());
+    out.extend_from_slice(&1u16.to_le_bytes());
+    out.extend_from_slice(&(32 + frame.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(u64::from(blocks) * 131_072).to_le_bytes());
+    out.extend_from_slice(&0x1234u64.to_le_bytes());
+    out.extend_from_slice(&frame);
+    out
+}
+
+#[test]
+fn hostile_bundles_ccob_bomb_fake_header_and_truncated_elf() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("bomb.ccob"), ccob_bomb()).unwrap();
+    bounded(d.path(), &["bundles", "bomb.ccob"]).expect(
+        "CCOB 4 MiB -> 4 GiB",
+        2,
+        &[
+            "bomb.ccob: at offset 0x20:",
+            "expands more than 1024:1",
+            "decompression bomb",
+        ],
+    );
+    let mut fake = b"CCOB".to_vec();
+    fake.extend_from_slice(&3u16.to_le_bytes());
+    fake.extend_from_slice(&1u16.to_le_bytes());
+    fake.extend_from_slice(&48u64.to_le_bytes());
+    fake.extend_from_slice(&(4u64 << 30).to_le_bytes());
+    fake.extend_from_slice(&[0; 24]);
+    std::fs::write(d.path().join("fake.ccob"), fake).unwrap();
+    bounded(d.path(), &["bundles", "fake.ccob"]).expect(
+        "CCOB header claiming 4 GiB",
+        2,
+        &["fake.ccob: at offset 0x10: uncompressed size 4294967296 implausible"],
+    );
+    // An ELF header alone, its section table claimed at 2^64 - 256 with 65,535
+    // entries: the target comes from e_flags, and no section is read.
+    let mut elf = vec![0u8; 64];
+    elf[..7].copy_from_slice(b"\x7fELF\x02\x01\x01");
+    elf[16..18].copy_from_slice(&1u16.to_le_bytes());
+    elf[18..20].copy_from_slice(&224u16.to_le_bytes());
+    elf[40..48].copy_from_slice(&0xffff_ffff_ffff_ff00u64.to_le_bytes());
+    elf[48..52].copy_from_slice(&0x2cu32.to_le_bytes());
+    elf[58..60].copy_from_slice(&64u16.to_le_bytes());
+    elf[60..62].copy_from_slice(&65_535u16.to_le_bytes());
+    elf[62..64].copy_from_slice(&65_534u16.to_le_bytes());
+    std::fs::write(d.path().join("cut.o"), elf).unwrap();
+    let b = bounded(d.path(), &["bundles", "cut.o"]);
+    b.expect("truncated ELF, absurd section offsets", 0, &[]);
+    assert!(
+        b.stdout.contains("cut.o: gfx900 [code object]"),
+        "{}",
+        b.stdout
+    );
+}
