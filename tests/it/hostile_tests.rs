@@ -778,3 +778,36 @@ fn hostile_bundles_ccob_bomb_fake_header_and_truncated_elf() {
         b.stdout
     );
 }
+
+#[test]
+fn hostile_report_filter_escape_is_caught() {
+    // The page's script decodes `#filter=` from the URL; a malformed escape
+    // (`%E0%A4%A`) throws URIError, which must not stop the script. The
+    // headless-browser test (report_html.rs) loads such a URL where
+    // chromium is installed; this checks the page everywhere.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("c")).unwrap();
+    write(
+        d.path(),
+        "c/r.xml",
+        "<testsuite name=\"s\"><testcase name=\"a\"/></testsuite>",
+    );
+    bounded(
+        d.path(),
+        &["report", "junit", "c", "--cell-from-dir", "--out", "rep"],
+    )
+    .expect("report", 0, &[]);
+    let page = std::fs::read_to_string(d.path().join("rep/index.html")).unwrap();
+    let at = page
+        .find("decodeURIComponent(")
+        .expect("the page decodes the filter");
+    let before = &page[..at];
+    let open = before
+        .rfind("try {")
+        .expect("decodeURIComponent inside try");
+    assert!(
+        !before[open..].contains('}'),
+        "decodeURIComponent is not inside the try block"
+    );
+    assert!(page[at..].contains("catch (e)"));
+}
