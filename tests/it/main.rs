@@ -5,6 +5,7 @@ mod bundle_tests;
 mod cli_tests;
 mod expand_props;
 mod family_tests;
+mod fuzz_props;
 mod gpu_run_tests;
 mod gpu_tests;
 mod harness;
