@@ -42,12 +42,18 @@ impl Combination {
 /// `max_cells`; beyond this even enumerating them would take too long.
 const PRODUCT_SLACK: usize = 100;
 
-/// The most key/value pairs all combinations together may hold. Include
-/// entries add their keys to every combination they fit, so 1,000 entries
-/// over 4,096 cells could make four million; the plan, its JSON and every
-/// cell's template context grow with this number. 64 pairs per cell at the
-/// default `--max-cells` is far beyond any real matrix.
-pub const MAX_VALUES: usize = 64 * super::DEFAULT_MAX_CELLS;
+/// The most key/value pairs all combinations together may hold, per cell
+/// that `--max-cells` allows (at least the default's). Include entries add
+/// their keys to every combination they fit, so 1,000 entries over 4,096
+/// cells could make four million; the plan, its JSON and every cell's
+/// template context grow with this number. 64 pairs per cell is far beyond
+/// any real matrix.
+pub const VALUES_PER_CELL: usize = 64;
+
+/// The pair limit for `max_cells` (see [`VALUES_PER_CELL`]).
+pub fn max_values(max_cells: usize) -> usize {
+    VALUES_PER_CELL.saturating_mul(max_cells.max(super::DEFAULT_MAX_CELLS))
+}
 
 /// Expands `spec` into combinations, refusing more than `max_cells`.
 ///
@@ -62,14 +68,15 @@ pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecErr
             format!("the matrix expands to {n} cells, more than --max-cells {max_cells}; narrow it or raise --max-cells"),
         )
     };
+    let max_values = max_values(max_cells);
     let too_many_values = |pos| {
         SpecError::new(
             &spec.file,
             Some(pos),
             format!(
-                "the matrix's cells would hold more than {MAX_VALUES} key/value pairs in all \
-                 (include entries add their keys to every cell they fit); \
-                 use fewer include keys or fewer cells"
+                "the matrix's cells would hold more than {max_values} key/value pairs in all \
+                 ({VALUES_PER_CELL} per cell --max-cells allows; include entries add their keys \
+                 to every cell they fit); use fewer include keys, or raise --max-cells"
             ),
         )
     };
@@ -138,7 +145,7 @@ pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecErr
                     return Err(too_many(format!("more than {max_cells}")));
                 }
                 values_held += n_axes;
-                if values_held > MAX_VALUES {
+                if values_held > max_values {
                     return Err(too_many_values(spec.axes[0].pos));
                 }
             }
@@ -209,7 +216,7 @@ pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecErr
                         slot.insert(c.values.len() as u32);
                         c.values.push((k.to_string(), v.to_string()));
                         values_held += 1;
-                        if values_held > MAX_VALUES {
+                        if values_held > max_values {
                             return Err(too_many_values(inc.pos));
                         }
                     }
@@ -225,7 +232,7 @@ pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecErr
                 return Err(too_many(format!("more than {max_cells}")));
             }
             values_held += inc.pairs.len();
-            if values_held > MAX_VALUES {
+            if values_held > max_values {
                 return Err(too_many_values(inc.pos));
             }
         }
