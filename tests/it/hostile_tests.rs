@@ -299,10 +299,25 @@ fn hostile_thousand_includes_over_4096_cells() {
         "inc.yaml",
         &over_64x64(|i| format!("{{a: a{}, extra{i}: y}}", i % 64)),
     );
-    let b = bounded(d.path(), &["plan", "inc.yaml"]);
+    let b = bounded(d.path(), &["validate", "inc.yaml"]);
     b.expect("1,000 includes", 0, &[]);
-    assert!(b.stdout.contains("4096 cells"), "{}", b.stdout);
-    assert!(b.stdout.contains("970 more keys not shown"), "{}", b.stdout);
+    assert!(b.stdout.contains("ok, 4096 cells"), "{}", b.stdout);
+    // The plan table shows 32 key columns: here of 102.
+    let inc: Vec<String> = (0..100)
+        .map(|i| format!("    - {{a: a{}, extra{i}: y}}\n", i % 8))
+        .collect();
+    write(
+        d.path(),
+        "table.yaml",
+        &format!(
+            "matrix:\n  a: [a0,a1,a2,a3,a4,a5,a6,a7]\n  b: [b0,b1]\n  include:\n{}{STEPS}",
+            inc.concat()
+        ),
+    );
+    let b = bounded(d.path(), &["plan", "table.yaml"]);
+    b.expect("plan table of 102 keys", 0, &[]);
+    assert!(b.stdout.contains("70 more keys not shown"), "{}", b.stdout);
+    assert!(b.stdout.contains("16 cells"), "{}", b.stdout);
     // Each entry fits every cell: four million pairs, refused at the limit.
     write(
         d.path(),
