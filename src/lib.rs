@@ -5,6 +5,7 @@
 //! [`plan`] renders every cell (environment, steps) and shards the plan.
 //! The binary (`src/main.rs`) is a thin layer over [`cli`].
 
+pub mod budget;
 pub mod bundle;
 pub mod cli;
 pub mod digest;
@@ -17,6 +18,7 @@ pub mod plan;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod safe_read;
 pub mod source;
 pub mod spec;
 pub mod store;

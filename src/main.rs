@@ -4,6 +4,11 @@ use clap::Parser;
 use rocmatrix::cli::Cli;
 use rocmatrix::ExitCode;
 
+/// The system allocator, keeping the memory budget of template rendering
+/// (`src/budget.rs`).
+#[global_allocator]
+static ALLOCATOR: rocmatrix::budget::Budgeted = rocmatrix::budget::Budgeted;
+
 fn main() {
     let cli = Cli::parse();
     let filter = match cli.verbose {

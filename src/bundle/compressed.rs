@@ -127,26 +127,28 @@ pub fn decompress(buf: &[u8], h: &Header) -> Result<(Vec<u8>, u64), FormatError>
             format!("{:?} payload does not decompress: {e}", h.method),
         )
     };
+    // The check above divides by the payload as the header frames it, which
+    // may be mostly padding; while decompressing, the output must also stay
+    // within MAX_RATIO of the input the decoder has actually consumed.
+    let used = std::cell::Cell::new(0usize);
     let consumed = match h.method {
         Method::Zlib => {
-            let mut d = flate2::bufread::ZlibDecoder::new(payload);
-            (&mut d)
-                .take(want + 1)
-                .read_to_end(&mut out)
-                .map_err(decode_err)?;
+            let mut d = flate2::bufread::ZlibDecoder::new(Counting {
+                data: payload,
+                used: &used,
+            });
+            expand(&mut d, want, &used, &mut out, h).map_err(|e| e.or_else(decode_err))?;
             d.total_in()
         }
         Method::Zstd => {
-            let mut d = zstd::stream::read::Decoder::with_buffer(payload)
-                .map_err(decode_err)?
-                .single_frame();
-            (&mut d)
-                .take(want + 1)
-                .read_to_end(&mut out)
-                .map_err(decode_err)?;
-            let mut rest = d.finish();
-            let left = rest.fill_buf().map(|b| b.len()).unwrap_or(0);
-            (payload.len() - left) as u64
+            let mut d = zstd::stream::read::Decoder::with_buffer(Counting {
+                data: payload,
+                used: &used,
+            })
+            .map_err(decode_err)?
+            .single_frame();
+            expand(&mut d, want, &used, &mut out, h).map_err(|e| e.or_else(decode_err))?;
+            used.get() as u64
         }
     };
     if out.len() as u64 != want {
@@ -170,6 +172,84 @@ pub fn decompress(buf: &[u8], h: &Header) -> Result<(Vec<u8>, u64), FormatError>
 }
 
 /// Compresses a plain bundle the way clang does (used by tests and fuzz seeds).
+/// A payload read by a decoder, counting the bytes it consumed.
+struct Counting<'a> {
+    data: &'a [u8],
+    used: &'a std::cell::Cell<usize>,
+}
+
+impl Read for Counting<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.fill_buf()?.len().min(out.len());
+        out[..n].copy_from_slice(&self.data[self.used.get()..self.used.get() + n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for Counting<'_> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        Ok(&self.data[self.used.get()..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.used.set((self.used.get() + n).min(self.data.len()));
+    }
+}
+
+/// A decompression error: from the decoder, or our ratio check.
+enum Expand {
+    Io(std::io::Error),
+    Format(FormatError),
+}
+
+impl Expand {
+    fn or_else(self, f: impl FnOnce(std::io::Error) -> FormatError) -> FormatError {
+        match self {
+            Expand::Io(e) => f(e),
+            Expand::Format(e) => e,
+        }
+    }
+}
+
+/// Reads `d` into `out` up to `want + 1` bytes, refusing output of more
+/// than [`MAX_RATIO`] times the input consumed so far (or 1 MiB).
+fn expand(
+    d: &mut impl Read,
+    want: u64,
+    used: &std::cell::Cell<usize>,
+    out: &mut Vec<u8>,
+    h: &Header,
+) -> Result<(), Expand> {
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let room = (want + 1)
+            .saturating_sub(out.len() as u64)
+            .min(chunk.len() as u64) as usize;
+        if room == 0 {
+            return Ok(());
+        }
+        let n = d.read(&mut chunk[..room]).map_err(Expand::Io)?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.extend_from_slice(&chunk[..n]);
+        let allowed = (used.get() as u64).saturating_mul(MAX_RATIO).max(1 << 20);
+        if out.len() as u64 > allowed {
+            return Err(Expand::Format(FormatError::new(
+                h.header_len,
+                format!(
+                    "{:?} payload expands more than {MAX_RATIO}:1 ({} bytes from the first {} \
+                     compressed bytes; header claims {want}); refused as a decompression bomb",
+                    h.method,
+                    out.len(),
+                    used.get()
+                ),
+            )));
+        }
+    }
+}
+
 pub fn write(plain: &[u8], version: u16, method: Method) -> Vec<u8> {
     use std::io::Write;
     let payload = match method {

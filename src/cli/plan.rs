@@ -71,19 +71,30 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     Ok(ExitCode::Success)
 }
 
+/// The most key columns the table shows; the JSON formats have them all.
+/// Include entries can add a key each, and a table of thousands of columns
+/// over thousands of cells is neither readable nor small.
+const TABLE_MAX_KEYS: usize = 32;
+
 fn table(plan: &Plan) -> String {
+    let shown = &plan.keys[..plan.keys.len().min(TABLE_MAX_KEYS)];
     let mut header: Vec<String> = vec!["cell".into()];
-    header.extend(plan.keys.iter().cloned());
+    header.extend(shown.iter().cloned());
     header.push("env".into());
     let rows: Vec<Vec<String>> = plan
         .cells
         .iter()
         .map(|c| {
             let mut row = vec![c.id.clone()];
+            let values: std::collections::HashMap<&str, &str> = c
+                .values
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
             row.extend(
-                plan.keys
+                shown
                     .iter()
-                    .map(|k| c.value(k).unwrap_or("-").to_string()),
+                    .map(|k| values.get(k.as_str()).copied().unwrap_or("-").to_string()),
             );
             row.push(c.environment_hash[..12].to_string());
             row
@@ -109,6 +120,12 @@ fn table(plan: &Plan) -> String {
     let mut out = line(&header);
     for r in &rows {
         out.push_str(&line(r));
+    }
+    if plan.keys.len() > shown.len() {
+        out.push_str(&format!(
+            "({} more keys not shown; --format json has them all)\n",
+            plan.keys.len() - shown.len()
+        ));
     }
     let envs = plan.environments().len();
     out.push_str(&format!(

@@ -61,9 +61,22 @@ pub enum ReportCommand {
     },
 }
 
+/// `--out DIR` must be a directory, or not exist yet.
+fn out_dir(out: &std::path::Path) -> Result<(), Error> {
+    match std::fs::metadata(out) {
+        Ok(m) if !m.is_dir() => Err(Error::Usage(format!(
+            "--out {}: is a file, not a directory; --out names the directory the reports \
+             are written into (it is created when missing)",
+            out.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let (summary, judge) = match args.command {
         Some(ReportCommand::Merge { runs, out, judge }) => {
+            out_dir(&out)?;
             let src = Source::runs(&runs)?;
             (report::build(&src, &out, judge.baseline.as_deref())?, judge)
         }
@@ -79,6 +92,7 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
                         .into(),
                 ));
             }
+            out_dir(&out)?;
             let src = Source::junit_dirs(&dirs)?;
             (report::build(&src, &out, judge.baseline.as_deref())?, judge)
         }

@@ -63,8 +63,22 @@ pub struct Inventory {
     pub gpus: Vec<Gpu>,
 }
 
+/// The largest sysfs file read: KFD's files are a page (4 KiB) at most.
+const MAX_SYSFS_FILE: u64 = 64 << 10;
+
 /// A KFD `properties` file: one `key value` pair a line.
 pub fn parse_properties(path: &Path, text: &str) -> Result<BTreeMap<String, u64>, GpuError> {
+    Ok(parse_properties_lines(path, text)?
+        .into_iter()
+        .map(|(k, (v, _))| (k, v))
+        .collect())
+}
+
+/// [`parse_properties`], keeping the line of each key for later errors.
+pub fn parse_properties_lines(
+    path: &Path,
+    text: &str,
+) -> Result<BTreeMap<String, (u64, usize)>, GpuError> {
     let mut map = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -83,20 +97,26 @@ pub fn parse_properties(path: &Path, text: &str) -> Result<BTreeMap<String, u64>
             .trim()
             .parse()
             .map_err(|_| bad(&format!("`{key}` is not an unsigned integer")))?;
-        map.insert(key.to_string(), value);
+        map.insert(key.to_string(), (value, i + 1));
     }
     Ok(map)
 }
 
+/// A sysfs file: regular (a FIFO planted in a fake root must not hang us),
+/// at most [`MAX_SYSFS_FILE`] bytes.
+fn read_sysfs(path: &Path) -> io::Result<String> {
+    crate::safe_read::read_bounded_string(path, MAX_SYSFS_FILE, "sysfs files", "")
+}
+
 fn read(path: &Path) -> Result<String, GpuError> {
-    fs::read_to_string(path).map_err(|source| GpuError::Io {
+    read_sysfs(path).map_err(|source| GpuError::Io {
         path: path.to_path_buf(),
         source,
     })
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, GpuError> {
-    match fs::read_to_string(path) {
+    match read_sysfs(path) {
         Ok(s) => Ok(Some(s)),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(GpuError::Io {
@@ -176,8 +196,10 @@ impl Inventory {
 
 fn read_node(node: u32, dir: &Path) -> Result<Option<Gpu>, GpuError> {
     let path = dir.join("properties");
-    let props = parse_properties(&path, &read(&path)?)?;
-    let get = |k: &str| props.get(k).copied().unwrap_or(0);
+    let props = parse_properties_lines(&path, &read(&path)?)?;
+    let get = |k: &str| props.get(k).map_or(0, |(v, _)| *v);
+    // Errors about a key point at its line (the file's first when it is missing).
+    let line = |k: &str| props.get(k).map_or(1, |(_, l)| *l);
     let version = get("gfx_target_version");
     if version == 0 || get("simd_count") == 0 {
         return Ok(None);
@@ -185,15 +207,15 @@ fn read_node(node: u32, dir: &Path) -> Result<Option<Gpu>, GpuError> {
     let small = |k: &str| -> Result<u32, GpuError> {
         u32::try_from(get(k)).map_err(|_| GpuError::Property {
             path: path.clone(),
-            line: 0,
-            message: format!("`{k}` does not fit 32 bits"),
+            line: line(k),
+            message: format!("`{k}` {} does not fit 32 bits", get(k)),
         })
     };
     let gfx_target_version = small("gfx_target_version")?;
     let processor =
         processor_from_version(gfx_target_version).ok_or_else(|| GpuError::Property {
             path: path.clone(),
-            line: 0,
+            line: line("gfx_target_version"),
             message: format!("gfx_target_version {version} does not name a processor"),
         })?;
     let gpu_id_path = dir.join("gpu_id");
@@ -223,10 +245,11 @@ fn read_node(node: u32, dir: &Path) -> Result<Option<Gpu>, GpuError> {
     }
     let simd_count = small("simd_count")?;
     let simd_per_cu = small("simd_per_cu")?;
-    let render_minor = props
-        .get("drm_render_minor")
-        .filter(|m| **m > 0)
-        .map(|m| *m as u32);
+    // Checked, not cast: 2^32 + 128 must not become renderD128.
+    let render_minor = match get("drm_render_minor") {
+        0 => None,
+        _ => Some(small("drm_render_minor")?),
+    };
     Ok(Some(Gpu {
         node,
         gpu_id,
@@ -240,6 +263,7 @@ fn read_node(node: u32, dir: &Path) -> Result<Option<Gpu>, GpuError> {
         render_node: render_minor.map(|m| PathBuf::from(format!("/dev/dri/renderD{m}"))),
         uuid: props
             .get("unique_id")
+            .map(|(u, _)| u)
             .filter(|u| **u != 0)
             .map(|u| format!("GPU-{u:016x}")),
         memory_bytes,

@@ -11,6 +11,20 @@ use minijinja::{Environment, UndefinedBehavior, Value};
 
 use crate::spec::{Pos, SpecError, Template};
 
+/// Instructions one template may run for one cell (minijinja's fuel). A
+/// template that substitutes values and takes a branch or two runs a few
+/// dozen; loops over `range()` nested three deep would run 10^15.
+pub const TEMPLATE_FUEL: u64 = 100_000;
+
+/// The most bytes one rendered template may be: a step's script, a package
+/// list. Real ones are a few KiB.
+pub const TEMPLATE_OUTPUT_MAX: usize = 1 << 20;
+
+/// The most memory rendering one template for one cell may hold (enforced
+/// by the binary's allocator, `src/budget.rs`): strings built with `~` or
+/// `replace` double in one instruction, so fuel alone cannot bound them.
+pub const TEMPLATE_MEMORY: usize = 64 << 20;
+
 pub struct Renderer {
     env: Environment<'static>,
     file: std::path::PathBuf,
@@ -22,6 +36,7 @@ impl Renderer {
         let mut env = Environment::new();
         env.set_undefined_behavior(UndefinedBehavior::Strict);
         env.set_keep_trailing_newline(true);
+        env.set_fuel(Some(TEMPLATE_FUEL));
         Renderer {
             env,
             file: file.to_path_buf(),
@@ -50,7 +65,46 @@ impl Renderer {
             .env
             .get_template(&t.field)
             .map_err(|e| self.error(t, &e, Some(cell)))?;
-        tmpl.render(ctx).map_err(|e| self.error(t, &e, Some(cell)))
+        let _budget = crate::budget::Guard::arm(
+            TEMPLATE_MEMORY,
+            format!(
+                "{}:{}:{}: {}: the template needs more than {} MiB of memory (rendering cell {cell}); \
+                 a template may not build strings that large",
+                self.file.display(),
+                t.pos.line,
+                t.pos.col,
+                t.field,
+                TEMPLATE_MEMORY >> 20
+            ),
+        );
+        let mut out = Capped {
+            text: Vec::new(),
+            over: false,
+        };
+        let result = tmpl.render_captured_to(ctx, &mut out).map(|_| ());
+        if out.over {
+            return Err(SpecError::new(
+                &self.file,
+                Some(t.pos),
+                format!(
+                    "{}: the template renders to more than {} MiB (rendering cell {cell}); \
+                     rendered templates are limited to that",
+                    t.field,
+                    TEMPLATE_OUTPUT_MAX >> 20
+                ),
+            ));
+        }
+        result.map_err(|e| self.error(t, &e, Some(cell)))?;
+        String::from_utf8(out.text).map_err(|_| {
+            SpecError::new(
+                &self.file,
+                Some(t.pos),
+                format!(
+                    "{}: the template renders to text that is not UTF-8",
+                    t.field
+                ),
+            )
+        })
     }
 
     fn error(&self, t: &Template, e: &minijinja::Error, cell: Option<&str>) -> SpecError {
@@ -69,6 +123,9 @@ impl Renderer {
         };
         let what = match e.kind() {
             minijinja::ErrorKind::UndefinedError => "undefined variable".to_string(),
+            minijinja::ErrorKind::OutOfFuel => format!(
+                "the template runs more than {TEMPLATE_FUEL} instructions (loops too long or nested too deep)"
+            ),
             _ => e
                 .detail()
                 .map(str::to_string)
@@ -84,6 +141,27 @@ impl Renderer {
             None => format!("{}: {detail}", t.field),
         };
         SpecError::new(&self.file, Some(pos), msg)
+    }
+}
+
+/// A rendering's output, refusing more than [`TEMPLATE_OUTPUT_MAX`] bytes.
+struct Capped {
+    text: Vec<u8>,
+    over: bool,
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.text.len() + buf.len() > TEMPLATE_OUTPUT_MAX {
+            self.over = true;
+            return Err(std::io::Error::other("rendered template too large"));
+        }
+        self.text.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

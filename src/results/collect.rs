@@ -19,6 +19,11 @@ use super::model::{
 use super::source::{CellSource, Source};
 use crate::plan::glob;
 
+/// Tests other than passes kept with their details per cell; more are
+/// counted but not listed (a cell of a million failures is no list to read,
+/// and each detail keeps up to 24 KiB of output).
+pub const MAX_DETAILED_TESTS: usize = 10_000;
+
 /// Bytes of a step's log tail kept per step.
 pub const LOG_TAIL_LIMIT: usize = 16 * 1024;
 
@@ -95,6 +100,8 @@ struct CellCollector<'a, 'r> {
     tests: Vec<TestResult>,
     passed: Vec<u64>,
     source: String,
+    /// Tests past [`MAX_DETAILED_TESTS`], counted only.
+    undetailed: u64,
     sink: &'a mut dyn Sink,
 }
 
@@ -152,6 +159,10 @@ impl Visitor for CellCollector<'_, '_> {
         if status == TestStatus::Passed {
             self.passed
                 .push(test_hash(suite, &case.classname, &case.name));
+            return;
+        }
+        if self.tests.len() >= MAX_DETAILED_TESTS {
+            self.undetailed += 1;
             return;
         }
         let mut output = case.text.display().into_owned();
@@ -338,7 +349,7 @@ fn read_all(source: &Source, limits: Limits, tx: std::sync::mpsc::SyncSender<Vec
     for cs in &source.cells {
         for rel in &cs.junit {
             b.suite = None;
-            let report = match File::open(cs.dir.join(rel)) {
+            let report = match open_junit(&cs.dir, rel) {
                 Ok(f) => junit::read(BufReader::with_capacity(256 * 1024, f), limits, &mut b),
                 Err(e) => junit::ReadReport {
                     problem: Some(junit::Problem::Io {
@@ -354,6 +365,15 @@ fn read_all(source: &Source, limits: Limits, tx: std::sync::mpsc::SyncSender<Vec
             }
         }
     }
+}
+
+/// Opens the JUnit file `rel` of a cell: a regular file (a FIFO would hang,
+/// `/dev/zero` would never end) inside the cell's directory, also after
+/// symlinks (a run store's `cell.json` may come from a downloaded artifact
+/// and name `/etc/…` or `../../…`).
+fn open_junit(dir: &std::path::Path, rel: &str) -> std::io::Result<File> {
+    let path = crate::safe_read::within(dir, std::path::Path::new(rel))?;
+    crate::safe_read::open_regular(&path)
 }
 
 /// The judging side of the channel.
@@ -397,6 +417,7 @@ fn collect_cell(
         tests: Vec::new(),
         passed: Vec::new(),
         source: String::new(),
+        undetailed: 0,
         sink,
     };
     let mut notes = FileNotes::default();
@@ -409,9 +430,16 @@ fn collect_cell(
         counts,
         tests,
         mut passed,
+        undetailed,
         sink,
         ..
     } = cc;
+    if undetailed > 0 {
+        notes.messages.push(format!(
+            "{undetailed} more tests that did not pass are counted but not listed \
+             (at most {MAX_DETAILED_TESTS} per cell are)"
+        ));
+    }
     passed.sort_unstable();
 
     let FileNotes {

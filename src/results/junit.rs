@@ -20,6 +20,28 @@ use std::io::BufRead;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
+/// Elements nested deeper than this end the file with [`Problem::Invalid`].
+/// Real reports nest suites a few levels; 200,000 nested `<testsuite>`s
+/// would otherwise make a suite path per level.
+pub const MAX_DEPTH: usize = 256;
+
+/// Attributes read per element; more are ignored (and counted as odd).
+pub const MAX_ATTRIBUTES: usize = 64;
+
+/// The longest tag (`<…>`, attributes and all) read: GoogleTest writes a
+/// failure's message into an attribute, and those can be long, but not
+/// this long. A longer one ends the file with [`Problem::TooLarge`].
+pub const MAX_TAG: u64 = 8 << 20;
+
+/// The longest run of text (or of a CDATA section or comment) between two
+/// `<`/`>` handed to the XML parser; the
+/// rest of the run is skipped (texts kept per case are far smaller, see
+/// [`Limits`]), so a 200 MB failure message costs no 200 MB buffer. The
+/// last [`TEXT_TAIL`] bytes of a cut run are kept, so the end of a CDATA
+/// section (`]]>`) survives.
+pub const MAX_TEXT_RUN: u64 = 1 << 20;
+const TEXT_TAIL: usize = 64;
+
 /// Caps on what is kept per test case.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -180,6 +202,8 @@ pub enum Problem {
     NotJunit { root: String },
     /// Reading the file failed.
     Io { message: String },
+    /// A bound of the reader was hit at `offset`: the file is kept up to there.
+    TooLarge { offset: u64, message: String },
 }
 
 impl Problem {
@@ -196,6 +220,9 @@ impl Problem {
                 format!("{file}: not a JUnit report (root element <{root}>)")
             }
             Problem::Io { message } => format!("{file}: cannot read: {message}"),
+            Problem::TooLarge { offset, message } => format!(
+                "{file}: {message} at byte {offset}; complete test cases before it are kept"
+            ),
         }
     }
 }
@@ -221,8 +248,9 @@ struct State<'v> {
     limits: Limits,
     visitor: &'v mut dyn Visitor,
     report: ReadReport,
-    /// Names of the open `<testsuite>` elements.
-    suites: Vec<String>,
+    /// The length of `suite_path` before each open `<testsuite>` was added.
+    suites: Vec<usize>,
+    /// The names of the open suites joined by `/`, extended and cut in place.
     suite_path: String,
     case: Option<Case>,
     /// Depth of open elements inside the current test case.
@@ -237,7 +265,10 @@ struct State<'v> {
 
 /// Reads one JUnit document from `input`, streaming test cases to `visitor`.
 pub fn read<R: BufRead>(input: R, limits: Limits, visitor: &mut dyn Visitor) -> ReadReport {
-    let mut reader = Reader::from_reader(input);
+    let mut reader = Reader::from_reader(std::io::BufReader::with_capacity(
+        64 * 1024,
+        Tokens::new(input),
+    ));
     let cfg = reader.config_mut();
     cfg.allow_dangling_amp = true;
     let mut st = State {
@@ -262,7 +293,12 @@ pub fn read<R: BufRead>(input: R, limits: Limits, visitor: &mut dyn Visitor) -> 
                 // Any syntax error with nothing after it is a file that ends
                 // early (`<![CD` at the very end), not a malformed one.
                 let at_eof = reader.get_mut().fill_buf().is_ok_and(|b| b.is_empty());
-                let problem = classify(&e, reader.error_position());
+                let tokens = reader.get_ref().get_ref();
+                let offset = tokens.original(reader.error_position());
+                let problem = match tokens.too_long.take() {
+                    Some(message) => Problem::TooLarge { offset, message },
+                    None => classify(&e, offset),
+                };
                 st.report.problem = Some(match problem {
                     Problem::Invalid { offset, .. } if at_eof => Problem::Truncated { offset },
                     p => p,
@@ -271,6 +307,16 @@ pub fn read<R: BufRead>(input: R, limits: Limits, visitor: &mut dyn Visitor) -> 
             }
         };
         match ev {
+            Event::Start(_) if st.depth >= MAX_DEPTH => {
+                st.report.problem = Some(Problem::TooLarge {
+                    offset: reader
+                        .get_ref()
+                        .get_ref()
+                        .original(reader.buffer_position()),
+                    message: format!("elements nested more than {MAX_DEPTH} deep"),
+                });
+                break;
+            }
             Event::Start(e) => {
                 if !st.start(&e, false) {
                     break;
@@ -315,7 +361,10 @@ pub fn read<R: BufRead>(input: R, limits: Limits, visitor: &mut dyn Visitor) -> 
                 // writer did not finish.
                 if st.depth > 0 || !st.seen_root {
                     st.report.problem = Some(Problem::Truncated {
-                        offset: reader.buffer_position(),
+                        offset: reader
+                            .get_ref()
+                            .get_ref()
+                            .original(reader.buffer_position()),
                     });
                 }
                 break;
@@ -324,6 +373,16 @@ pub fn read<R: BufRead>(input: R, limits: Limits, visitor: &mut dyn Visitor) -> 
         }
     }
     st.report
+}
+
+/// An element's attributes, at most [`MAX_ATTRIBUTES`] of them, unchecked
+/// for duplicates (checking is quadratic in their number).
+fn attributes<'a>(
+    e: &'a BytesStart<'a>,
+) -> impl Iterator<Item = quick_xml::events::attributes::Attribute<'a>> + 'a {
+    let mut attrs = e.attributes();
+    attrs.with_checks(false);
+    attrs.flatten().take(MAX_ATTRIBUTES)
 }
 
 fn classify(e: &quick_xml::Error, offset: u64) -> Problem {
@@ -399,7 +458,7 @@ impl State<'_> {
             b"testsuite" => {
                 let mut suite_name = String::new();
                 let mut timestamp = None;
-                for a in e.attributes().with_checks(false).flatten() {
+                for a in attributes(e) {
                     match a.key.local_name().as_ref() {
                         b"name" => suite_name = self.value(&a.value),
                         b"timestamp" => timestamp = Some(self.value(&a.value)),
@@ -409,8 +468,11 @@ impl State<'_> {
                 if suite_name.is_empty() {
                     self.odd("testsuite without a name");
                 }
-                self.suites.push(suite_name);
-                self.suite_path = self.suites.join("/");
+                self.suites.push(self.suite_path.len());
+                if self.suites.len() > 1 {
+                    self.suite_path.push('/');
+                }
+                self.suite_path.push_str(&suite_name);
                 self.visitor
                     .suite_start(&self.suite_path, timestamp.as_deref());
                 if empty {
@@ -421,7 +483,7 @@ impl State<'_> {
                 let mut case = Case::new();
                 let mut have_time = false;
                 let mut notrun = false;
-                for a in e.attributes().with_checks(false).flatten() {
+                for a in attributes(e) {
                     match a.key.local_name().as_ref() {
                         b"name" => case.name = self.value(&a.value),
                         b"classname" | b"class" => case.classname = self.value(&a.value),
@@ -474,7 +536,7 @@ impl State<'_> {
                 | b"rerunError"
         );
         if want_attrs {
-            for a in e.attributes().with_checks(false).flatten() {
+            for a in attributes(e) {
                 match a.key.local_name().as_ref() {
                     b"message" => {
                         message = self.value(&a.value);
@@ -575,8 +637,9 @@ impl State<'_> {
 
     fn pop_suite(&mut self) {
         self.visitor.suite_end(&self.suite_path);
-        self.suites.pop();
-        self.suite_path = self.suites.join("/");
+        if let Some(len) = self.suites.pop() {
+            self.suite_path.truncate(len);
+        }
     }
 
     /// An attribute value: lossily decoded, entities resolved.
@@ -623,6 +686,152 @@ impl State<'_> {
                 self.odd("unparseable time");
                 None
             }
+        }
+    }
+}
+
+/// The bytes of a JUnit file as the XML parser gets them: a tag longer than
+/// [`MAX_TAG`] ends the input with an error, and of a text run longer than
+/// [`MAX_TEXT_RUN`] only its start and its last [`TEXT_TAIL`] bytes are
+/// passed on. The parser buffers one token at a time, so this bounds its
+/// memory whatever the file holds.
+struct Tokens<R> {
+    inner: R,
+    /// Bytes since the last `<` or `>`.
+    run: u64,
+    /// Whether the last delimiter was `>` (or none yet): text, not a tag.
+    in_text: bool,
+    /// Skipping the rest of a long text run.
+    skipping: bool,
+    /// The last byte handed out was `<`.
+    after_lt: bool,
+    /// The last bytes skipped, passed on before the next `<`.
+    tail: std::collections::VecDeque<u8>,
+    /// Bytes to hand out before reading more.
+    pending: Vec<u8>,
+    /// Bytes handed out, and (handed out, skipped so far) at each cut.
+    out: u64,
+    cuts: Vec<(u64, u64)>,
+    skipped: u64,
+    /// Why the input was ended early, for [`Problem::TooLarge`].
+    too_long: std::cell::Cell<Option<String>>,
+}
+
+impl<R: BufRead> Tokens<R> {
+    fn new(inner: R) -> Self {
+        Tokens {
+            inner,
+            run: 0,
+            in_text: true,
+            skipping: false,
+            after_lt: false,
+            tail: std::collections::VecDeque::with_capacity(TEXT_TAIL),
+            pending: Vec::new(),
+            out: 0,
+            cuts: Vec::new(),
+            skipped: 0,
+            too_long: std::cell::Cell::new(None),
+        }
+    }
+
+    /// The offset in the file of byte `pos` of what was handed out.
+    fn original(&self, pos: u64) -> u64 {
+        let i = self.cuts.partition_point(|(at, _)| *at <= pos);
+        pos + if i == 0 { 0 } else { self.cuts[i - 1].1 }
+    }
+
+    fn give(&mut self, out: &mut [u8], bytes: &[u8]) -> usize {
+        let n = bytes.len().min(out.len());
+        out[..n].copy_from_slice(&bytes[..n]);
+        self.out += n as u64;
+        n
+    }
+}
+
+impl<R: BufRead> std::io::Read for Tokens<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            let n = self.give(out, &pending);
+            self.pending = pending[n..].to_vec();
+            return Ok(n);
+        }
+        loop {
+            let chunk = self.inner.fill_buf()?;
+            if chunk.is_empty() {
+                if self.skipping {
+                    self.skipping = false;
+                    let tail: Vec<u8> = self.tail.drain(..).collect();
+                    self.cuts.push((self.out, self.skipped));
+                    let n = self.give(out, &tail);
+                    self.pending = tail[n..].to_vec();
+                    return Ok(n);
+                }
+                return Ok(0);
+            }
+            let delim = memchr::memchr2(b'<', b'>', chunk);
+            let seg_len = delim.unwrap_or(chunk.len());
+            if self.skipping {
+                let seg = &chunk[..seg_len];
+                for &b in &seg[seg.len().saturating_sub(TEXT_TAIL)..] {
+                    if self.tail.len() == TEXT_TAIL {
+                        self.skipped += 1;
+                        self.tail.pop_front();
+                    }
+                    self.tail.push_back(b);
+                }
+                self.skipped += seg.len().saturating_sub(TEXT_TAIL) as u64;
+                self.inner.consume(seg_len);
+                if delim.is_some() {
+                    // The `<` ends the run: pass on its tail, then go on.
+                    self.skipping = false;
+                    self.cuts.push((self.out, self.skipped));
+                    let tail: Vec<u8> = self.tail.drain(..).collect();
+                    let n = self.give(out, &tail);
+                    self.pending = tail[n..].to_vec();
+                    return Ok(n);
+                }
+                continue;
+            }
+            if std::mem::take(&mut self.after_lt) && chunk[0] == b'!' {
+                // `<![CDATA[`, `<!--`: text to the parser's reader, bounded as text.
+                self.in_text = true;
+            }
+            let limit = if self.in_text { MAX_TEXT_RUN } else { MAX_TAG };
+            let room = (limit - self.run) as usize;
+            if seg_len == 0 {
+                // A delimiter: starts a new run.
+                let b = chunk[0];
+                self.in_text = b == b'>';
+                self.after_lt = b == b'<';
+                self.run = 0;
+                self.inner.consume(1);
+                return Ok(self.give(out, &[b]));
+            }
+            if room == 0 {
+                if self.in_text {
+                    self.skipping = true;
+                    continue;
+                }
+                let message = format!(
+                    "a tag longer than {} MiB (the limit for one element and its attributes)",
+                    MAX_TAG >> 20
+                );
+                self.too_long.set(Some(message.clone()));
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    message,
+                ));
+            }
+            let take = seg_len.min(room).min(out.len());
+            out[..take].copy_from_slice(&chunk[..take]);
+            self.inner.consume(take);
+            self.run += take as u64;
+            self.out += take as u64;
+            return Ok(take);
         }
     }
 }
@@ -734,6 +943,26 @@ mod tests {
             doc.extend(bytes);
             let mut c = Collect::default();
             let _ = read(&doc[..], Limits::default(), &mut c);
+        }
+    }
+
+    #[test]
+    fn long_text_runs_are_cut_keeping_their_tail() {
+        let big = "y".repeat(3 << 20);
+        let xml = format!(
+            "<testsuite><testcase name=\"a\"><failure><![CDATA[{big}]]></failure></testcase>\
+             <testcase name=\"b\"/></testsuite>"
+        );
+        let (cases, r) = parse(&xml);
+        assert_eq!(r.problem, None);
+        assert_eq!(cases.len(), 2);
+        assert_eq!(cases[0].1.outcome, Outcome::Failed);
+        // An error after the cut is reported at its offset in the file.
+        let xml = format!("<testsuite>{big}</testcase></testsuite>");
+        let (_, r) = parse(&xml);
+        match r.problem {
+            Some(Problem::Invalid { offset, .. }) => assert_eq!(offset, 11 + (3 << 20)),
+            other => panic!("{other:?}"),
         }
     }
 

@@ -168,10 +168,23 @@ impl Regressions {
     }
 }
 
+/// The largest baseline `results.json` read. Its size is bounded by what
+/// collecting keeps (details of at most 10,000 tests per cell), and a
+/// baseline may be a downloaded artifact.
+pub const MAX_RESULTS_JSON: u64 = 256 << 20;
+
 /// Loads a baseline: a run directory (its `report/results.json` when present,
 /// else its cells are read again), a report directory holding `results.json`,
 /// or a `results.json` file.
 pub fn load_baseline(path: &Path) -> Result<Results, ResultsError> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Err(ResultsError::Store {
+            path: path.to_path_buf(),
+            message: "no such file or directory; --baseline takes a run directory, \
+                      a report directory or a results.json"
+                .into(),
+        });
+    }
     let json = if path.is_dir() {
         // A run directory, or the --out directory of `report merge`/`report junit`.
         let p = [
@@ -192,7 +205,9 @@ pub fn load_baseline(path: &Path) -> Result<Results, ResultsError> {
     } else {
         path.to_path_buf()
     };
-    let bytes = std::fs::read(&json).map_err(|e| ResultsError::io(&json, e))?;
+    let bytes =
+        crate::safe_read::read_bounded(&json, MAX_RESULTS_JSON, "a baseline's results.json", "")
+            .map_err(|e| ResultsError::io(&json, e))?;
     let r: Results = serde_json::from_slice(&bytes).map_err(|e| ResultsError::Json {
         path: json.clone(),
         source: e,

@@ -44,8 +44,14 @@ pub struct Source {
     pub coverage: Vec<EnvironmentCoverage>,
 }
 
+/// The largest run-store JSON file read (`plan.json`, `cell.json`): a plan
+/// of 4,096 cells with long scripts is a few MiB, a cell's record with its
+/// log tails well under one. A run store may be a downloaded CI artifact.
+pub const MAX_STORE_JSON: u64 = 64 << 20;
+
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ResultsError> {
-    let bytes = std::fs::read(path).map_err(|e| ResultsError::io(path, e))?;
+    let bytes = crate::safe_read::read_bounded(path, MAX_STORE_JSON, "run-store JSON files", "")
+        .map_err(|e| ResultsError::io(path, e))?;
     serde_json::from_slice(&bytes).map_err(|e| ResultsError::Json {
         path: path.to_path_buf(),
         source: e,

@@ -12,6 +12,7 @@ mod duration;
 mod error;
 pub mod expand;
 mod raw;
+mod suggest;
 pub mod suite;
 pub mod tree;
 mod validate;
@@ -32,6 +33,11 @@ pub use tree::Pos;
 
 /// The default upper bound on the number of cells (`--max-cells`).
 pub const DEFAULT_MAX_CELLS: usize = 4096;
+
+/// The largest matrix file read: real ones are a few KiB, and a file of
+/// 80,000 axis values is 600 KiB. Larger is a mistake or an attack (a
+/// symlink to `/dev/zero` is refused before this, as no regular file).
+pub const MAX_MATRIX_BYTES: u64 = 4 << 20;
 
 /// A template string from the matrix file and where it was written.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -265,8 +271,11 @@ pub struct Spec {
 
 impl Spec {
     /// Reads and validates a matrix file.
+    ///
+    /// The file must be a regular file (not a pipe or a device) of at most
+    /// [`MAX_MATRIX_BYTES`].
     pub fn load(path: &Path) -> Result<Spec, SpecError> {
-        let bytes = std::fs::read(path)
+        let bytes = crate::safe_read::read_bounded(path, MAX_MATRIX_BYTES, "matrix files", "")
             .map_err(|e| SpecError::new(path, None, format!("cannot read: {e}")))?;
         let text = String::from_utf8(bytes)
             .map_err(|e| SpecError::new(path, None, format!("not UTF-8: {e}")))?;
@@ -274,8 +283,10 @@ impl Spec {
     }
 
     /// Validates matrix-file text; `path` is used in error messages only.
+    /// A leading UTF-8 byte-order mark (as some Windows editors write) is
+    /// skipped.
     pub fn parse(path: &Path, text: &str) -> Result<Spec, SpecError> {
-        validate::validate(path, text)
+        validate::validate(path, text.strip_prefix('\u{feff}').unwrap_or(text))
     }
 
     /// An error pointing at `pos` in this spec's file.
@@ -289,14 +300,6 @@ impl Spec {
 
     /// Every key a cell can have: axes, then keys that include entries add.
     pub fn keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self.axes.iter().map(|a| a.name.clone()).collect();
-        for e in &self.include {
-            for (k, _) in &e.pairs {
-                if !keys.contains(k) {
-                    keys.push(k.clone());
-                }
-            }
-        }
-        keys
+        validate::spec_keys(&self.axes, &self.include)
     }
 }

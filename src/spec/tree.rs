@@ -103,7 +103,18 @@ pub struct TreeError {
     pub pos: Pos,
 }
 
+/// The most nodes a matrix file's tree may have, counting every node an
+/// alias (`*a`) repeats as often as it is repeated. A file of 80,000 axis
+/// values has 80,000; nine levels of nine aliases (a "billion laughs"
+/// file of 700 bytes) would have 387 million. Aliases are not expanded past
+/// this, so neither time nor memory can grow beyond it.
+pub const MAX_NODES: usize = 500_000;
+
 /// Parses the first document of `text`. An empty document is a `Null` node.
+///
+/// Refuses a mapping that has a key twice (YAML says keys are unique; a
+/// parser that lets the later one win hides a mistake) and a tree of more
+/// than [`MAX_NODES`] nodes once aliases are expanded.
 pub fn parse(text: &str) -> Result<Node, TreeError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
@@ -114,32 +125,42 @@ pub fn parse(text: &str) -> Result<Node, TreeError> {
             col: e.marker().col() + 1,
         },
     })?;
+    if let Some(e) = builder.error {
+        return Err(e);
+    }
     Ok(builder.root.unwrap_or(Node {
         kind: NodeKind::Null,
         pos: Pos { line: 1, col: 1 },
     }))
 }
 
+/// An open sequence or mapping: its items, where it started, its anchor,
+/// and how many nodes had been made when it started.
 enum Frame {
-    Seq(Vec<Node>, Pos, usize),
-    Map(Vec<(Node, Node)>, Option<Node>, Pos, usize),
+    Seq(Vec<Node>, Pos, usize, usize),
+    Map(Vec<(Node, Node)>, Option<Node>, Pos, usize, usize),
 }
 
 #[derive(Default)]
 struct Builder {
     stack: Vec<Frame>,
-    anchors: HashMap<usize, Node>,
+    /// Anchored nodes with the number of nodes each one holds.
+    anchors: HashMap<usize, (Node, usize)>,
     root: Option<Node>,
+    /// Nodes made so far, aliases counted as the nodes they repeat.
+    nodes: usize,
+    /// The first problem; events after it are ignored.
+    error: Option<TreeError>,
 }
 
 impl Builder {
-    fn push_value(&mut self, node: Node, anchor: usize) {
+    fn push_value(&mut self, node: Node, anchor: usize, size: usize) {
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size));
         }
         match self.stack.last_mut() {
-            Some(Frame::Seq(items, _, _)) => items.push(node),
-            Some(Frame::Map(pairs, key, _, _)) => match key.take() {
+            Some(Frame::Seq(items, _, _, _)) => items.push(node),
+            Some(Frame::Map(pairs, key, _, _, _)) => match key.take() {
                 Some(k) => pairs.push((k, node)),
                 None => *key = Some(node),
             },
@@ -150,16 +171,57 @@ impl Builder {
             }
         }
     }
+
+    /// Counts `n` more nodes; false (and an error) past [`MAX_NODES`].
+    fn count(&mut self, n: usize, pos: Pos) -> bool {
+        self.nodes = self.nodes.saturating_add(n);
+        if self.nodes > MAX_NODES {
+            self.error = Some(TreeError {
+                message: format!(
+                    "the document has more than {MAX_NODES} nodes once its aliases are \
+                     expanded (this alias or value is where the limit was hit); \
+                     write the values out, or use fewer aliases of large nodes"
+                ),
+                pos,
+            });
+            return false;
+        }
+        true
+    }
+}
+
+/// The first key that a mapping has twice, as an error at its second place.
+fn duplicate_key(pairs: &[(Node, Node)]) -> Option<TreeError> {
+    let mut seen: HashMap<&str, Pos> = HashMap::with_capacity(pairs.len());
+    for (k, _) in pairs {
+        let Some(name) = k.as_scalar() else { continue };
+        if let Some(first) = seen.insert(name, k.pos) {
+            return Some(TreeError {
+                message: format!(
+                    "duplicate key `{name}` (first at line {}); a key may appear once in a mapping",
+                    first.line
+                ),
+                pos: k.pos,
+            });
+        }
+    }
+    None
 }
 
 impl MarkedEventReceiver for Builder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
+        if self.error.is_some() {
+            return;
+        }
         let pos = Pos {
             line: mark.line(),
             col: mark.col() + 1,
         };
         match ev {
             Event::Scalar(value, style, anchor, tag) => {
+                if !self.count(1, pos) {
+                    return;
+                }
                 let is_null = matches!(style, yaml_rust2::scanner::TScalarStyle::Plain)
                     && tag.is_none()
                     && matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL");
@@ -168,40 +230,62 @@ impl MarkedEventReceiver for Builder {
                 } else {
                     NodeKind::Scalar(value)
                 };
-                self.push_value(Node { kind, pos }, anchor);
+                self.push_value(Node { kind, pos }, anchor, 1);
             }
-            Event::SequenceStart(anchor, _) => self.stack.push(Frame::Seq(Vec::new(), pos, anchor)),
-            Event::MappingStart(anchor, _) => {
-                self.stack.push(Frame::Map(Vec::new(), None, pos, anchor))
+            Event::SequenceStart(anchor, _) if self.count(1, pos) => {
+                let at = self.nodes;
+                self.stack.push(Frame::Seq(Vec::new(), pos, anchor, at));
+            }
+            Event::MappingStart(anchor, _) if self.count(1, pos) => {
+                let at = self.nodes;
+                self.stack
+                    .push(Frame::Map(Vec::new(), None, pos, anchor, at));
             }
             Event::SequenceEnd => {
-                if let Some(Frame::Seq(items, start, anchor)) = self.stack.pop() {
+                if let Some(Frame::Seq(items, start, anchor, at)) = self.stack.pop() {
+                    let size = self.nodes - at + 1;
                     self.push_value(
                         Node {
                             kind: NodeKind::Seq(items),
                             pos: start,
                         },
                         anchor,
+                        size,
                     );
                 }
             }
             Event::MappingEnd => {
-                if let Some(Frame::Map(pairs, _, start, anchor)) = self.stack.pop() {
+                if let Some(Frame::Map(pairs, _, start, anchor, at)) = self.stack.pop() {
+                    if let Some(e) = duplicate_key(&pairs) {
+                        self.error = Some(e);
+                        return;
+                    }
+                    let size = self.nodes - at + 1;
                     self.push_value(
                         Node {
                             kind: NodeKind::Map(pairs),
                             pos: start,
                         },
                         anchor,
+                        size,
                     );
                 }
             }
             Event::Alias(id) => {
-                let node = self.anchors.get(&id).cloned().unwrap_or(Node {
-                    kind: NodeKind::Null,
-                    pos,
-                });
-                self.push_value(node, 0);
+                // Count before copying: the copy is what must stay bounded.
+                let size = self.anchors.get(&id).map_or(1, |(_, n)| *n);
+                if !self.count(size, pos) {
+                    return;
+                }
+                let node = self
+                    .anchors
+                    .get(&id)
+                    .map(|(n, _)| n.clone())
+                    .unwrap_or(Node {
+                        kind: NodeKind::Null,
+                        pos,
+                    });
+                self.push_value(node, 0, size);
             }
             _ => {}
         }
@@ -233,6 +317,33 @@ mod tests {
         let t = parse("a:\n  run: |\n    one\n    two\n  c: >\n    z\n").unwrap();
         assert_eq!(t.at("a.run").unwrap().pos, Pos { line: 3, col: 5 });
         assert_eq!(t.at("a.c").unwrap().pos.line, 6);
+    }
+
+    #[test]
+    fn alias_bombs_are_not_expanded() {
+        let mut doc = String::from("a: &a [x, x, x, x, x, x, x, x, x]\n");
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+        for w in names.windows(2) {
+            let refs = vec![format!("*{}", w[0]); 9].join(", ");
+            doc.push_str(&format!("{}: &{} [{refs}]\n", w[1], w[1]));
+        }
+        let e = parse(&doc).unwrap_err();
+        assert!(e.message.contains("more than 500000 nodes"), "{e:?}");
+        // A few aliases are fine.
+        let t = parse("a: &a {k: v}\nb: *a\nc: [*a, *a]\n").unwrap();
+        assert_eq!(t.at("c[1].k").unwrap().as_scalar(), Some("v"));
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors() {
+        let e = parse("vars:\n  a: 1\n  b: 2\n  a: 3\n").unwrap_err();
+        assert_eq!(e.pos.line, 4);
+        assert!(
+            e.message.contains("duplicate key `a` (first at line 2)"),
+            "{e:?}"
+        );
+        let e = parse("x:\n  - {k: 1, k: 2}\n").unwrap_err();
+        assert_eq!(e.pos.line, 2);
     }
 
     #[test]

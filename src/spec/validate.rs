@@ -1,12 +1,13 @@
 //! Turns the raw model and the positioned tree into a validated [`Spec`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
 use super::raw::{
     RawCount, RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep,
 };
+use super::suggest;
 use super::tree::{self, Node, NodeKind};
 use super::{
     parse_duration, suite, Axis, Entry, EnvironmentTemplate, Expectation, GpuCount, GpuPolicy,
@@ -239,11 +240,12 @@ fn read_sources(cx: &Ctx, raw: &[RawSource]) -> Result<Vec<SourceTemplate>, Spec
 }
 
 /// The keys a cell can have: the axes in order, then keys only includes add.
-fn spec_keys(axes: &[Axis], include: &[Entry]) -> Vec<String> {
+pub(super) fn spec_keys(axes: &[Axis], include: &[Entry]) -> Vec<String> {
     let mut keys: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
+    let mut seen: HashSet<&str> = axes.iter().map(|a| a.name.as_str()).collect();
     for e in include {
         for (k, _) in &e.pairs {
-            if !keys.contains(k) {
+            if seen.insert(k) {
                 keys.push(k.clone());
             }
         }
@@ -344,11 +346,31 @@ fn serde_error(path: &Path, e: &serde_yaml::Error) -> SpecError {
         Some(i) if e.location().is_some() => text[..i].to_string(),
         _ => text,
     };
+    let message = with_suggestion(message);
     let pos = e.location().map(|l| tree::Pos {
         line: l.line(),
         col: l.column(),
     });
     SpecError::new(path, pos, message)
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" with "did you mean
+/// `a`?" when `x` looks like a typo of one of them, or of a `matrix:` key.
+fn with_suggestion(message: String) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message;
+    };
+    let Some((field, expected)) = rest.split_once('`') else {
+        return message;
+    };
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    if let Some(word) = suggest::closest(field, known.iter().copied()) {
+        return format!("{message}; did you mean `{word}`?");
+    }
+    match suggest::closest(field, ["include", "exclude"]) {
+        Some(word) => format!("{message}; did you mean `{word}` (it goes under `matrix:`)?"),
+        None => message,
+    }
 }
 
 type MatrixParts = (Vec<Axis>, Vec<Entry>, Vec<Entry>);
@@ -367,6 +389,7 @@ fn read_matrix(cx: &Ctx, m: &Node) -> Result<MatrixParts, SpecError> {
         }
     };
     let mut axes: Vec<Axis> = Vec::new();
+    let mut axis_names: HashSet<&str> = HashSet::new();
     let mut include = Vec::new();
     let mut exclude = Vec::new();
     for (k, v) in pairs {
@@ -396,24 +419,29 @@ fn read_matrix(cx: &Ctx, m: &Node) -> Result<MatrixParts, SpecError> {
                     ));
                 }
                 let mut values: Vec<String> = Vec::with_capacity(items.len());
+                let mut seen: HashSet<&str> = HashSet::with_capacity(items.len());
                 for item in items {
                     let value = item.as_scalar().ok_or_else(|| {
+                        let hint = match suggest::closest(key, ["include", "exclude"]) {
+                            Some(word) => format!("; did you mean `{word}`?"),
+                            None => String::new(),
+                        };
                         cx.node_err(
                             item,
                             format!(
-                                "values of axis `{key}` must be scalars, found {}",
+                                "values of axis `{key}` must be scalars, found {}{hint}",
                                 item.kind_name()
                             ),
                         )
                     })?;
-                    if values.iter().any(|x| x == value) {
+                    if !seen.insert(value) {
                         return Err(
                             cx.node_err(item, format!("axis `{key}` lists `{value}` twice"))
                         );
                     }
                     values.push(value.to_string());
                 }
-                if axes.iter().any(|a| a.name == key) {
+                if !axis_names.insert(key) {
                     return Err(cx.node_err(k, format!("axis `{key}` is declared twice")));
                 }
                 axes.push(Axis {
@@ -426,7 +454,7 @@ fn read_matrix(cx: &Ctx, m: &Node) -> Result<MatrixParts, SpecError> {
     }
     for e in &exclude {
         for (k, _) in &e.pairs {
-            if !axes.iter().any(|a| &a.name == k) {
+            if !axis_names.contains(k.as_str()) {
                 let names: Vec<&str> = axes.iter().map(|a| a.name.as_str()).collect();
                 return Err(SpecError::new(
                     cx.path,

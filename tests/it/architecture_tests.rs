@@ -21,8 +21,10 @@ use std::path::{Path, PathBuf};
 /// Floors, bottom (0) to top: a module may import from its own floor and
 /// the floors below it. `docs/architecture.md` has the same table.
 const FLOORS: &[(&str, u32)] = &[
+    ("budget", 0),
     ("digest", 0),
     ("dirs", 0),
+    ("safe_read", 0),
     ("xml", 0),
     ("spec", 1),
     ("plan", 2),

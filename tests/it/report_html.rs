@@ -224,6 +224,19 @@ fn html_report_in_headless_chromium() {
     assert!(dom.contains("2 cells match"), "{dom}");
     assert!(dom.contains("class=\"cell fail filterable hidden\" id=\"cell-sid.gfx1030\""));
 
+    // A malformed escape in the link's filter does not stop the script.
+    let (dom, log) = headless(
+        browser,
+        &profile,
+        &["--dump-dom"],
+        &format!("{url}#filter=%E0%A4%A"),
+    );
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    assert!(
+        dom.contains("data-filter-ready=\"1\""),
+        "the script stopped:\n{log}"
+    );
+
     // A screenshot, kept for people to look at.
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
     let _ = std::fs::remove_file(&shot);
