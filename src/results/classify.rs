@@ -56,12 +56,16 @@ impl Classifier {
         }
     }
 
-    /// The first rule that reclassifies a failing test (status `was`, text
-    /// `text`) in a cell that had (`no_gpu` = false) or lacked a GPU: the
-    /// matrix's rules in order, then the built-in one.
+    /// The first rule that reclassifies a failing test (status `was`) in a
+    /// cell that had (`no_gpu` = false) or lacked a GPU: the matrix's rules
+    /// in order over `text` (message, failure text and output), then the
+    /// built-in one over `failure` (message and failure text only: a test's
+    /// output can carry what other threads printed while it ran — MIOpen's
+    /// background "No device" lines landed in an unrelated test's output).
     pub fn classify(
         &self,
         was: TestStatus,
+        failure: &str,
         text: &str,
         no_gpu: bool,
     ) -> Option<(TestStatus, Classified)> {
@@ -90,7 +94,7 @@ impl Classifier {
                 return Some((status, c));
             }
         }
-        if no_gpu && self.builtin.is_match(text) {
+        if no_gpu && self.builtin.is_match(failure) {
             let c = Classified {
                 rule: NO_GPU_RULE.into(),
                 reason: NO_GPU_REASON.into(),
@@ -110,17 +114,32 @@ mod tests {
     fn builtin_rule_needs_a_cell_without_gpu() {
         let c = Classifier::new(&[]);
         let miopen = "src/hip/handlehip.cpp:150: No device";
-        let (s, why) = c.classify(TestStatus::Failed, miopen, true).unwrap();
+        let (s, why) = c
+            .classify(TestStatus::Failed, miopen, miopen, true)
+            .unwrap();
         assert_eq!(s, TestStatus::Skipped);
         assert_eq!(why.reason, NO_GPU_REASON);
         assert_eq!(why.was, TestStatus::Failed);
-        assert!(c.classify(TestStatus::Failed, miopen, false).is_none());
+        assert!(c
+            .classify(TestStatus::Failed, miopen, miopen, false)
+            .is_none());
         let gtest = "Expected equality of these values:\n  hipMalloc(&ptr, 64)\n    Which is: 100\n  hipSuccess\n    Which is: 0";
-        assert!(c.classify(TestStatus::Failed, gtest, true).is_some());
+        assert!(c.classify(TestStatus::Failed, gtest, gtest, true).is_some());
         // Another code, or the words in another sense, is a real failure.
         let other = gtest.replace("Which is: 100", "Which is: 2");
-        assert!(c.classify(TestStatus::Failed, &other, true).is_none());
-        assert!(c.classify(TestStatus::Passed, miopen, true).is_none());
+        assert!(c
+            .classify(TestStatus::Failed, &other, &other, true)
+            .is_none());
+        assert!(c
+            .classify(TestStatus::Passed, miopen, miopen, true)
+            .is_none());
+        // Another thread's "No device" in the output does not classify a
+        // failure that says something else.
+        let inliner = "include_inliner.cpp:58\n  Child(valid_src)\n    Which is: 127";
+        let output = format!("{inliner}\nMIOpen Error: src/hip/handlehip.cpp:150: No device");
+        assert!(c
+            .classify(TestStatus::Failed, inliner, &output, true)
+            .is_none());
     }
 
     #[test]
@@ -133,11 +152,11 @@ mod tests {
         };
         let c = Classifier::new(&[rule]);
         let text = "miopenCreate() failed: Handle wasn't obtained";
-        let (s, why) = c.classify(TestStatus::Error, text, true).unwrap();
+        let (s, why) = c.classify(TestStatus::Error, "", text, true).unwrap();
         assert_eq!(
             (s, why.rule.as_str()),
             (TestStatus::Xfail, "Handle wasn't obtained")
         );
-        assert!(c.classify(TestStatus::Error, text, false).is_none());
+        assert!(c.classify(TestStatus::Error, "", text, false).is_none());
     }
 }

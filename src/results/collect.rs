@@ -140,9 +140,10 @@ impl Visitor for CellCollector<'_, '_> {
         }
         let mut classified = None;
         if status.is_failure() {
-            if let Some((new, why)) =
-                self.classifier
-                    .classify(status, &case_text(&case), self.no_gpu)
+            let (failure, text) = case_text(&case);
+            if let Some((new, why)) = self
+                .classifier
+                .classify(status, &failure, &text, self.no_gpu)
             {
                 status = new;
                 classified = Some(why);
@@ -202,16 +203,22 @@ impl Visitor for CellCollector<'_, '_> {
     }
 }
 
-/// Everything a rule may match: the message, the failure text, the output.
-fn case_text(case: &Case) -> String {
-    let mut t = case.message.clone();
-    for b in [&case.text, &case.system_out, &case.system_err] {
+/// What rules match: the failure (message and failure text), and all of
+/// it (the failure and the test's output).
+fn case_text(case: &Case) -> (String, String) {
+    let mut failure = case.message.clone();
+    if !case.text.is_empty() {
+        failure.push('\n');
+        failure.push_str(&case.text.display());
+    }
+    let mut all = failure.clone();
+    for b in [&case.system_out, &case.system_err] {
         if !b.is_empty() {
-            t.push('\n');
-            t.push_str(&b.display());
+            all.push('\n');
+            all.push_str(&b.display());
         }
     }
-    t
+    (failure, all)
 }
 
 /// The case as the merged JUnit shows a classified test: its message says
