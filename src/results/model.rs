@@ -282,6 +282,10 @@ pub struct Results {
     /// gfx coverage of the environment images (`run --coverage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<crate::store::coverage::EnvironmentCoverage>,
+    /// Why cells fail: failures grouped by normalised text, with the axis
+    /// values that separate their cells ([`super::signature`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<super::signature::Signature>,
 }
 
 impl Results {

@@ -808,6 +808,14 @@ fn results_json_follows_its_schema_shape() {
         &schema["$defs"]["regressions"],
         "regressions",
     );
+    for s in doc["signatures"].as_array().into_iter().flatten() {
+        check(s, &schema["$defs"]["signature"], "signature");
+        check(
+            &s["attribution"],
+            &schema["$defs"]["attribution"],
+            "attribution",
+        );
+    }
 }
 
 #[test]
