@@ -26,6 +26,10 @@ pub struct Caps {
     pub log_tail: usize,
     /// Libraries listed per environment's gfx coverage table.
     pub libraries: usize,
+    /// Failure signatures listed.
+    pub signatures: usize,
+    /// Bytes of a signature's example.
+    pub example: usize,
 }
 
 #[derive(Serialize)]
@@ -51,6 +55,10 @@ pub struct View {
     pub rows: Vec<Row>,
     pub cells: Vec<CellView>,
     pub coverage: Vec<CoverageView>,
+    /// Why cells fail, most cells first, capped.
+    pub signatures: Vec<super::why::SignatureView>,
+    /// All signatures, listed or not.
+    pub signature_count: usize,
 }
 
 /// One environment image's gfx coverage table.
@@ -320,6 +328,8 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         col_axes: grid.col_axes,
         rows: grid.rows,
         coverage: coverage_views(results, caps.libraries),
+        signatures: super::why::views(&results.signatures, caps.signatures, caps.example),
+        signature_count: results.signatures.len(),
         cells,
     }
 }

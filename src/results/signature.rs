@@ -21,7 +21,7 @@ use super::attribution::{attribute, Attribution, Point};
 use super::model::{test_hash, CellResult, Results, TestResult};
 
 /// Lines of a test's failure text that make its signature.
-const TEXT_LINES: usize = 4;
+const TEXT_LINES: usize = 6;
 /// Bytes kept of a signature's full example.
 const EXAMPLE_BYTES: usize = 4096;
 
