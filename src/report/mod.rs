@@ -8,6 +8,7 @@
 //! Markdown and HTML are rendered with minijinja from the templates in
 //! `reports/` (embedded at build time) out of one view model ([`view`]).
 
+pub mod envs;
 pub mod junit;
 pub mod view;
 pub mod why;

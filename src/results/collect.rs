@@ -249,6 +249,7 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
         messages: source.messages.clone(),
         coverage: source.coverage.clone(),
         signatures: Vec::new(),
+        environments: source.environments.clone(),
     };
     results.signatures = super::signature::find(&results);
     results

@@ -9,6 +9,7 @@
 pub mod attribution;
 pub mod classify;
 pub mod collect;
+pub mod facts;
 pub mod junit;
 pub mod model;
 pub mod regress;

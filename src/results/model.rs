@@ -286,6 +286,9 @@ pub struct Results {
     /// values that separate their cells ([`super::signature`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signatures: Vec<super::signature::Signature>,
+    /// The versions that matter per environment (`lock.json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<super::facts::EnvironmentFacts>,
 }
 
 impl Results {
