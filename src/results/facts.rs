@@ -85,15 +85,21 @@ pub fn from_lock(lock: &Lock, globs: &[&str]) -> Vec<EnvironmentFacts> {
         .collect()
 }
 
-/// The facts of a run directory's `lock.json`; a problem reading it is a
-/// message, not an error (a run killed early has no lock).
-pub fn load(run_dir: &Path) -> (Vec<EnvironmentFacts>, Option<String>) {
+/// The facts of a run directory's `lock.json`, packages selected by the
+/// matrix file's `report.packages` globs (or [`DEFAULT_PACKAGES`]); a
+/// problem reading it is a message, not an error (a run killed early has no
+/// lock).
+pub fn load(run_dir: &Path, packages: &[String]) -> (Vec<EnvironmentFacts>, Option<String>) {
     let path = run_dir.join("lock.json");
     if !path.is_file() {
         return (Vec::new(), None);
     }
     match Lock::load(&path) {
-        Ok(lock) => (from_lock(&lock, DEFAULT_PACKAGES), None),
+        Ok(lock) if packages.is_empty() => (from_lock(&lock, DEFAULT_PACKAGES), None),
+        Ok(lock) => {
+            let globs: Vec<&str> = packages.iter().map(String::as_str).collect();
+            (from_lock(&lock, &globs), None)
+        }
         Err(e) => (Vec::new(), Some(format!("environment facts: {e}"))),
     }
 }

@@ -152,7 +152,7 @@ impl Source {
                 }
             }
             src.messages.extend(problems);
-            let (facts, problem) = super::facts::load(dir);
+            let (facts, problem) = super::facts::load(dir, &m.report.packages);
             for f in facts {
                 match src
                     .environments
@@ -239,6 +239,7 @@ impl Source {
             report: ReportLayout {
                 rows: vec!["cell".into()],
                 columns: Vec::new(),
+                packages: Vec::new(),
             },
             cells,
             messages: Vec::new(),

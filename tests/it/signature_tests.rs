@@ -14,6 +14,8 @@ matrix:
 environment:
   base: debian:bookworm
 retries: 0
+report:
+  packages: [bash, "libc6*"]
 steps:
   - name: assemble
     run: |
@@ -56,18 +58,18 @@ fn run_and_explain(name: &str, yaml: &str) -> Option<(serde_json::Value, String)
     let doc = read_json(&run.join("report/results.json"));
     let explained = Rocmatrix::new().arg("explain").arg(&run).run();
     explained.assert_success();
-    Some((doc["signatures"].clone(), explained.stdout()))
+    Some((doc, explained.stdout()))
 }
 
 #[test]
 fn signature_of_two_interacting_axes_is_attributed_exactly_for_real() {
-    let Some((sigs, text)) = run_and_explain(
+    let Some((doc, text)) = run_and_explain(
         "signature_of_two_interacting_axes_is_attributed_exactly_for_real",
         INTERACTING,
     ) else {
         return;
     };
-    let sigs = sigs.as_array().unwrap();
+    let sigs = doc["signatures"].as_array().unwrap();
     assert_eq!(sigs.len(), 1, "{sigs:#?}");
     let s = &sigs[0];
     assert_eq!(
@@ -81,16 +83,25 @@ fn signature_of_two_interacting_axes_is_attributed_exactly_for_real() {
     assert_eq!(s["attribution"]["exact"], true);
     assert!(text.contains(rule), "{text}");
     assert!(text.contains("3 failures in 3 cells"), "{text}");
+    // `report.packages` picks what the environment facts show, from the lock.
+    let envs = doc["environments"].as_array().unwrap();
+    assert_eq!(envs.len(), 1, "{envs:#?}");
+    assert_eq!(envs[0]["base"], "debian:bookworm");
+    assert_eq!(envs[0]["cells"].as_array().unwrap().len(), 8);
+    let packages = envs[0]["packages"].as_object().unwrap();
+    assert!(packages.contains_key("bash"), "{packages:?}");
+    assert!(packages.contains_key("libc6"), "{packages:?}");
+    assert!(!packages.contains_key("coreutils"), "{packages:?}");
 }
 
 #[test]
 fn failures_without_an_axis_pattern_say_so_for_real() {
-    let Some((sigs, text)) =
+    let Some((doc, text)) =
         run_and_explain("failures_without_an_axis_pattern_say_so_for_real", DIAGONAL)
     else {
         return;
     };
-    let sigs = sigs.as_array().unwrap();
+    let sigs = doc["signatures"].as_array().unwrap();
     assert_eq!(sigs.len(), 1, "{sigs:#?}");
     let s = &sigs[0];
     assert_eq!(s["text"], "Segmentation fault (core dumped) in worker <n>");
