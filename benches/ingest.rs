@@ -5,6 +5,8 @@
 //!   that only counts `<testcase>` elements;
 //! - `merge`: rocmatrix collecting the files and writing the merged junit.xml;
 //! - `report`: the full report (junit.xml, results.json, summary.md, index.html);
+//! - `signatures`: collecting, then grouping the failures into signatures
+//!   and attributing them once more on their own, to show their share;
 //! - `junitparser`: `junitparser merge` from PyPI on the same files.
 //!
 //! Each runs in its own process under `/usr/bin/time -v` for wall time and
@@ -128,6 +130,26 @@ fn child(mode: &str, dir: &Path, out: &Path) {
             let bytes = w.finish().expect("finish");
             println!("testcases {} junit.xml {bytes} bytes", r.totals().total());
         }
+        "signatures" => {
+            let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
+            let r = rocmatrix::results::collect(
+                &src,
+                Default::default(),
+                &mut rocmatrix::results::NoSink,
+            );
+            let t = Instant::now();
+            let sigs = rocmatrix::results::signature::find(&r);
+            let find = t.elapsed().as_secs_f64();
+            // `collect` finds the signatures too: take them out once to
+            // compare with collecting alone.
+            let without = t0.elapsed().as_secs_f64() - 2.0 * find;
+            println!(
+                "signatures {} over {} failures: {find:.3}s, collecting alone about {without:.3}s (+{:.1}%)",
+                sigs.len(),
+                r.totals().failures(),
+                100.0 * find / without
+            );
+        }
         "report" => {
             let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
             let s = rocmatrix::report::build(&src, out, None).expect("report");
@@ -198,7 +220,7 @@ fn main() {
     let me = std::env::current_exe().expect("current exe");
     let out = std::env::temp_dir().join("rocmatrix-bench-out");
     let mut rows: Vec<(String, Measure)> = Vec::new();
-    for mode in ["tokenize", "merge", "report"] {
+    for mode in ["tokenize", "merge", "signatures", "report"] {
         let mut cmd = Command::new("/usr/bin/time");
         cmd.arg("-v")
             .arg(&me)

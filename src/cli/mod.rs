@@ -5,6 +5,7 @@
 
 mod bundles;
 mod coverage;
+mod explain;
 mod export;
 mod gpus;
 mod images;
@@ -74,6 +75,8 @@ pub enum Command {
     Coverage(coverage::CoverageArgs),
     /// Build reports: of a run, of merged shard runs, or of JUnit directories.
     Report(report::ReportArgs),
+    /// Why cells fail: failure signatures and the axis values behind them.
+    Explain(explain::ExplainArgs),
 }
 
 /// What every command gets from `main`: the process's one tokio runtime and
@@ -113,6 +116,7 @@ impl Cli {
             Command::Bundles(a) => bundles::run(a, out),
             Command::Coverage(a) => coverage::run(a, &cx, out),
             Command::Report(a) => report::run(a, out),
+            Command::Explain(a) => explain::run(a, out),
         }
     }
 }

@@ -8,8 +8,10 @@
 //! Markdown and HTML are rendered with minijinja from the templates in
 //! `reports/` (embedded at build time) out of one view model ([`view`]).
 
+pub mod envs;
 pub mod junit;
 pub mod view;
+pub mod why;
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -314,6 +316,8 @@ pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<St
         output: 0,
         log_tail: 3000,
         libraries: 0,
+        signatures: 50,
+        example: 1500,
     };
     loop {
         let v = view::build(results, reg, caps);
@@ -321,7 +325,11 @@ pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<St
         if text.len() <= SUMMARY_LIMIT {
             return Ok(text);
         }
-        if caps.tests_per_cell == 0 && caps.per_class == 0 && caps.log_tail == 0 {
+        if caps.tests_per_cell == 0
+            && caps.per_class == 0
+            && caps.log_tail == 0
+            && caps.signatures == 0
+        {
             // Even the bare grid is too large: cut it, at a line end.
             let note = "\n\n… summary cut at 1 MiB; see index.html and results.json.\n";
             let cut = crate::results::junit::floor_char_boundary(&text, SUMMARY_LIMIT - note.len());
@@ -331,6 +339,8 @@ pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<St
         caps.tests_per_cell /= 4;
         caps.per_class /= 4;
         caps.log_tail /= 4;
+        caps.signatures /= 4;
+        caps.example /= 4;
     }
 }
 
@@ -342,6 +352,8 @@ pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<Strin
         output: 4096,
         log_tail: 16 * 1024,
         libraries: 500,
+        signatures: 500,
+        example: 4096,
     };
     render(
         "index.html",

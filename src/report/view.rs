@@ -26,6 +26,10 @@ pub struct Caps {
     pub log_tail: usize,
     /// Libraries listed per environment's gfx coverage table.
     pub libraries: usize,
+    /// Failure signatures listed.
+    pub signatures: usize,
+    /// Bytes of a signature's example.
+    pub example: usize,
 }
 
 #[derive(Serialize)]
@@ -51,6 +55,12 @@ pub struct View {
     pub rows: Vec<Row>,
     pub cells: Vec<CellView>,
     pub coverage: Vec<CoverageView>,
+    /// Why cells fail, most cells first, capped.
+    pub signatures: Vec<super::why::SignatureView>,
+    /// All signatures, listed or not.
+    pub signature_count: usize,
+    /// The versions that matter per environment image.
+    pub environments: Vec<super::envs::EnvView>,
 }
 
 /// One environment image's gfx coverage table.
@@ -155,6 +165,8 @@ pub struct CellView {
     pub messages: Vec<String>,
     pub oddities: Vec<(String, u64)>,
     pub steps: Vec<StepView>,
+    /// Its environment's base and versions that matter; empty when unknown.
+    pub environment: String,
 }
 
 #[derive(Serialize)]
@@ -281,10 +293,15 @@ fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
 pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
     let regressed = regressed_cells(reg);
     let grid = Grid::new(results, &regressed);
+    let envs = super::envs::by_cell(&results.environments);
     let cells = results
         .cells
         .iter()
-        .map(|c| cell_view(c, &results.keys, &regressed, caps))
+        .map(|c| {
+            let mut v = cell_view(c, &results.keys, &regressed, caps);
+            v.environment = envs.get(c.id.as_str()).cloned().unwrap_or_default();
+            v
+        })
         .collect();
     let regressions = reg.map(|r| reg_view(r, caps));
 
@@ -323,6 +340,9 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         col_axes: grid.col_axes,
         rows: grid.rows,
         coverage: coverage_views(results, caps.libraries),
+        signatures: super::why::views(&results.signatures, caps.signatures, caps.example),
+        signature_count: results.signatures.len(),
+        environments: super::envs::views(&results.environments),
         cells,
     }
 }
@@ -456,6 +476,7 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         messages: c.messages.iter().take(50).cloned().collect(),
         oddities: c.oddities.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         steps: c.steps.iter().map(|s| step_view(s, caps)).collect(),
+        environment: String::new(),
     }
 }
 

@@ -256,7 +256,7 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
             .map(|cs| collect_cell(source, cs, (limits, &classifier), sink, &mut events))
             .collect::<Vec<_>>()
     });
-    Results {
+    let mut results = Results {
         version: RESULTS_VERSION,
         name: source.name.clone(),
         runs: source.runs.clone(),
@@ -266,7 +266,11 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
         cells,
         messages: source.messages.clone(),
         coverage: source.coverage.clone(),
-    }
+        signatures: Vec::new(),
+        environments: source.environments.clone(),
+    };
+    results.signatures = super::signature::find(&results);
+    results
 }
 
 /// Batches in flight between the reading and the judging thread.

@@ -6,11 +6,14 @@
 //! streaming pass over every JUnit file, with an optional [`collect::Sink`]
 //! that sees every test) → [`model::Results`] → [`regress::compare`].
 
+pub mod attribution;
 pub mod classify;
 pub mod collect;
+pub mod facts;
 pub mod junit;
 pub mod model;
 pub mod regress;
+pub mod signature;
 pub mod source;
 
 use std::path::{Path, PathBuf};

@@ -282,6 +282,13 @@ pub struct Results {
     /// gfx coverage of the environment images (`run --coverage`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<crate::store::coverage::EnvironmentCoverage>,
+    /// Why cells fail: failures grouped by normalised text, with the axis
+    /// values that separate their cells ([`super::signature`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signatures: Vec<super::signature::Signature>,
+    /// The versions that matter per environment (`lock.json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<super::facts::EnvironmentFacts>,
 }
 
 impl Results {

@@ -42,6 +42,8 @@ pub struct Source {
     pub messages: Vec<String>,
     /// Environment images' gfx coverage (`run --coverage`), one per environment.
     pub coverage: Vec<EnvironmentCoverage>,
+    /// Versions that matter per environment, from each run's `lock.json`.
+    pub environments: Vec<super::facts::EnvironmentFacts>,
 }
 
 /// The largest run-store JSON file read (`plan.json`, `cell.json`): a plan
@@ -103,6 +105,7 @@ impl Source {
                 cells: Vec::new(),
                 messages: Vec::new(),
                 coverage: Vec::new(),
+                environments: Vec::new(),
             });
             if m.matrix_hash != src.matrix_hash {
                 return Err(ResultsError::Merge(format!(
@@ -155,6 +158,24 @@ impl Source {
                 }
             }
             src.messages.extend(problems);
+            let (facts, problem) = super::facts::load(dir, &m.report.packages);
+            for f in facts {
+                match src
+                    .environments
+                    .iter_mut()
+                    .find(|o| o.environment == f.environment)
+                {
+                    Some(o) => {
+                        for c in f.cells {
+                            if !o.cells.contains(&c) {
+                                o.cells.push(c);
+                            }
+                        }
+                    }
+                    None => src.environments.push(f),
+                }
+            }
+            src.messages.extend(problem);
         }
         let mut src = out.ok_or_else(|| ResultsError::Merge("no run given".into()))?;
         // Which shards of K/N are missing?
@@ -224,10 +245,12 @@ impl Source {
             report: ReportLayout {
                 rows: vec!["cell".into()],
                 columns: Vec::new(),
+                packages: Vec::new(),
             },
             cells,
             messages: Vec::new(),
             coverage: Vec::new(),
+            environments: Vec::new(),
         })
     }
 }

@@ -240,6 +240,10 @@ impl Expectation {
 pub struct ReportLayout {
     pub rows: Vec<String>,
     pub columns: Vec<String>,
+    /// Globs of the packages whose versions the reports show per
+    /// environment; empty: the HIP runtime, LLVM/clang and ROCm libraries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<String>,
 }
 
 /// A validated matrix file.

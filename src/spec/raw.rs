@@ -104,6 +104,8 @@ pub struct RawReport {
     pub rows: Vec<String>,
     #[serde(default)]
     pub columns: Vec<String>,
+    #[serde(default)]
+    pub packages: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -309,9 +309,18 @@ fn read_report(
             }
         }
     }
+    for (i, g) in r.packages.iter().enumerate() {
+        if g.trim().is_empty() {
+            return Err(cx.err(
+                &format!("report.packages[{i}]"),
+                "report packages must be package-name globs, not empty".to_string(),
+            ));
+        }
+    }
     Ok(ReportLayout {
         rows: r.rows.clone(),
         columns: r.columns.clone(),
+        packages: r.packages.clone(),
     })
 }
 

@@ -18,6 +18,7 @@ mod report_tests;
 mod report_tools;
 mod repro_tests;
 mod run_tests;
+mod signature_tests;
 mod source_tests;
 mod spec_tests;
 mod suite_tests;

@@ -808,6 +808,14 @@ fn results_json_follows_its_schema_shape() {
         &schema["$defs"]["regressions"],
         "regressions",
     );
+    for s in doc["signatures"].as_array().into_iter().flatten() {
+        check(s, &schema["$defs"]["signature"], "signature");
+        check(
+            &s["attribution"],
+            &schema["$defs"]["attribution"],
+            "attribution",
+        );
+    }
 }
 
 #[test]
@@ -863,4 +871,55 @@ fn a_multi_line_failure_message_survives_junit_xml_and_reading_it_back() {
         results["cells"][0]["tests"][0]["message"], message,
         "{results:#}"
     );
+}
+
+#[test]
+fn signatures_come_first_and_hostile_text_is_escaped() {
+    // Two cells with one failure that differs only in its temp path and
+    // address, and one cell where the test passes: one signature, escaped
+    // in both reports and shown before the grid.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for (c, fails) in [
+        ("a", Some("0x7ffd10")),
+        ("b", Some("0x55aa20")),
+        ("c", None),
+    ] {
+        let body = match fails {
+            Some(addr) => format!(
+                "<failure message=\"&lt;script&gt;alert(1)&lt;/script&gt; at /tmp/x{c}9/k.cc:3 ptr {addr}\"/>"
+            ),
+            None => String::new(),
+        };
+        let xml = format!(
+            "<testsuite name=\"s\"><testcase classname=\"S\" name=\"t\">{body}</testcase></testsuite>"
+        );
+        dirs.push(one_file_cell(tmp.path(), c, "t.xml", xml.as_bytes()));
+    }
+    let out = tmp.path().join("out");
+    rocmatrix::report::build(&Source::junit_dirs(&dirs).unwrap(), &out, None).unwrap();
+    let doc = read_json(&out.join("results.json"));
+    let sigs = doc["signatures"].as_array().unwrap();
+    assert_eq!(sigs.len(), 1, "{sigs:?}");
+    assert_eq!(
+        sigs[0]["text"],
+        "<script>alert(1)</script> at k.cc:3 ptr <hex>"
+    );
+    assert_eq!(sigs[0]["count"], 2);
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(!html.contains("<script>alert"));
+    let why = html.find("id=\"why\"").expect("a Why cells fail section");
+    assert!(why < html.find("id=\"matrix\"").unwrap());
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    // Raw text only inside fenced code blocks, where Markdown shows it as is.
+    let mut fenced = false;
+    for line in md.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            assert!(!line.contains("<script>"), "{line}");
+        }
+    }
+    assert!(md.contains("&lt;script&gt;alert(1)&lt;/script&gt; at k.cc:3 ptr &lt;hex&gt;"));
+    assert!(md.find("## Why cells fail").unwrap() < md.find("## Matrix").unwrap());
 }

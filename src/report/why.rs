@@ -1,0 +1,108 @@
+//! "Why cells fail": the failure signatures of a run as the reports and
+//! `rocmatrix explain` show them — the normalised text, how many failures
+//! and which cells it covers, the axis rule, and one example.
+
+use serde::Serialize;
+
+use crate::results::junit::clip;
+use crate::results::signature::Signature;
+
+/// Cell ids and places listed per signature before "and N more".
+const LISTED: usize = 24;
+/// Lines of an example on the terminal.
+const EXAMPLE_LINES: usize = 12;
+
+/// One signature, capped for display.
+#[derive(Debug, Serialize)]
+pub struct SignatureView {
+    pub text: String,
+    pub message: String,
+    pub count: u64,
+    pub cell_count: usize,
+    /// Cell ids, capped, comma-separated.
+    pub cells: String,
+    /// Test names or `step <name>`, capped, comma-separated.
+    pub places: String,
+    /// The attribution in one sentence.
+    pub rule: String,
+    pub exact: bool,
+    pub example: String,
+}
+
+/// The first `max` signatures, each example cut to `example` bytes.
+pub fn views(signatures: &[Signature], max: usize, example: usize) -> Vec<SignatureView> {
+    signatures
+        .iter()
+        .take(max)
+        .map(|s| SignatureView {
+            text: s.text.clone(),
+            message: s.message.clone(),
+            count: s.count,
+            cell_count: s.cells.len(),
+            cells: listed(&s.cells),
+            places: listed(&s.places),
+            rule: s.attribution.text.clone(),
+            exact: s.attribution.exact,
+            example: clip(&s.example, example),
+        })
+        .collect()
+}
+
+fn listed(items: &[String]) -> String {
+    let mut s = items
+        .iter()
+        .take(LISTED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > LISTED {
+        s.push_str(&format!(" and {} more", items.len() - LISTED));
+    }
+    s
+}
+
+/// The signatures as plain text for a terminal.
+pub fn text(signatures: &[Signature]) -> String {
+    if signatures.is_empty() {
+        return "No cell fails.\n".into();
+    }
+    let mut out = format!(
+        "Why cells fail: {} signature{}\n",
+        signatures.len(),
+        if signatures.len() == 1 { "" } else { "s" }
+    );
+    for (i, v) in views(signatures, usize::MAX, 1024).iter().enumerate() {
+        let failures = if v.count == 1 { "failure" } else { "failures" };
+        let cells = if v.cell_count == 1 { "cell" } else { "cells" };
+        out.push_str(&format!(
+            "\n{}. {}\n   {} {failures} in {} {cells}: {}\n   where: {}\n   rule: {}\n",
+            i + 1,
+            indent(&v.text),
+            v.count,
+            v.cell_count,
+            v.cells,
+            v.places,
+            v.rule
+        ));
+        if v.example.trim() != v.text.trim() {
+            let lines: Vec<&str> = v.example.lines().take(EXAMPLE_LINES).collect();
+            let more = v.example.lines().count().saturating_sub(EXAMPLE_LINES);
+            out.push_str(&format!(
+                "   example:\n     {}\n",
+                indent_by(&lines.join("\n"), "     ")
+            ));
+            if more > 0 {
+                out.push_str(&format!("     … {more} more lines\n"));
+            }
+        }
+    }
+    out
+}
+
+fn indent(s: &str) -> String {
+    indent_by(s, "   ")
+}
+
+fn indent_by(s: &str, pad: &str) -> String {
+    s.trim_end().replace('\n', &format!("\n{pad}"))
+}

@@ -1,0 +1,137 @@
+//! Environment facts: per environment image, the versions that decide what a
+//! cell ran — the HIP runtime, LLVM/clang and the ROCm libraries — taken
+//! from the run's `lock.json`, so a report can say "ROCm 6.4.3, LLVM 21.1.8"
+//! where the matrix only says `suite=sid`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::glob::matches;
+use crate::store::lock::Lock;
+
+/// Packages shown by default: the HIP runtime and compiler, LLVM/clang, the
+/// HSA runtime and the ROCm libraries as Debian and Ubuntu name them.
+pub const DEFAULT_PACKAGES: &[&str] = &[
+    "libamdhip64*",
+    "hipcc",
+    "clang-?",
+    "clang-??",
+    "llvm-?",
+    "llvm-??",
+    "libllvm*",
+    "libhsa-runtime64*",
+    "rocm*",
+    "libroc*",
+    "libhip*",
+    "libmiopen*",
+    "librccl*",
+];
+
+/// Packages listed per environment at most.
+const MAX_PACKAGES: usize = 60;
+
+/// One environment image and the versions that matter in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvironmentFacts {
+    /// The environment hash, short form.
+    pub environment: String,
+    /// The base image reference (`debian:sid`).
+    pub base: String,
+    /// The cells that ran in it.
+    pub cells: Vec<String>,
+    /// Package → version, for the packages the globs select (without the
+    /// `:arch` suffix).
+    pub packages: BTreeMap<String, String>,
+}
+
+impl EnvironmentFacts {
+    /// `libamdhip64-6 6.4.3-5, libllvm21 1:21.1.8-14, …`.
+    pub fn summary(&self) -> String {
+        self.packages
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The facts of every environment in `lock`, packages selected by `globs`.
+pub fn from_lock(lock: &Lock, globs: &[&str]) -> Vec<EnvironmentFacts> {
+    lock.environments
+        .iter()
+        .map(|(hash, env)| {
+            let packages = env
+                .packages
+                .iter()
+                .map(|(k, v)| (k.split(':').next().unwrap_or(k), v))
+                .filter(|(k, _)| globs.iter().any(|g| matches(g, k)))
+                .take(MAX_PACKAGES)
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect();
+            EnvironmentFacts {
+                environment: crate::digest::short(hash).to_string(),
+                base: env.base.reference.clone(),
+                cells: lock
+                    .cells
+                    .iter()
+                    .filter(|(_, c)| &c.environment == hash)
+                    .map(|(id, _)| id.clone())
+                    .collect(),
+                packages,
+            }
+        })
+        .collect()
+}
+
+/// The facts of a run directory's `lock.json`, packages selected by the
+/// matrix file's `report.packages` globs (or [`DEFAULT_PACKAGES`]); a
+/// problem reading it is a message, not an error (a run killed early has no
+/// lock).
+pub fn load(run_dir: &Path, packages: &[String]) -> (Vec<EnvironmentFacts>, Option<String>) {
+    let path = run_dir.join("lock.json");
+    if !path.is_file() {
+        return (Vec::new(), None);
+    }
+    match Lock::load(&path) {
+        Ok(lock) if packages.is_empty() => (from_lock(&lock, DEFAULT_PACKAGES), None),
+        Ok(lock) => {
+            let globs: Vec<&str> = packages.iter().map(String::as_str).collect();
+            (from_lock(&lock, &globs), None)
+        }
+        Err(e) => (Vec::new(), Some(format!("environment facts: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_versions_that_matter_are_picked_from_the_lock() {
+        let lock: Lock = serde_json::from_value(serde_json::json!({
+            "lock_version": 1, "rocmatrix_version": "0", "matrix_file": "m.yaml", "matrix_hash": "h",
+            "environments": {"61d5432b2ba0ffff": {
+                "family": "debian",
+                "base": {"reference": "debian:sid", "id": "sha256:x", "origin": {"how": "pulled"}},
+                "image": {"tag": "t", "id": "i", "reused": false},
+                "packages": {
+                    "libamdhip64-6:amd64": "6.4.3-5", "libllvm21:amd64": "1:21.1.8-14",
+                    "clang-21": "1:21.1.8-14", "clang-format": "1", "librocblas4": "6.4.4-4",
+                    "bash": "5.3-4", "coreutils": "9.10-1"
+                }
+            }},
+            "cells": {"sid.gfx1030": {"environment": "61d5432b2ba0ffff"}, "other": {"environment": "x"}}
+        }))
+        .unwrap();
+        let f = from_lock(&lock, DEFAULT_PACKAGES);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].base, "debian:sid");
+        assert_eq!(f[0].cells, ["sid.gfx1030"]);
+        assert_eq!(
+            f[0].summary(),
+            "clang-21 1:21.1.8-14, libamdhip64-6 6.4.3-5, libllvm21 1:21.1.8-14, librocblas4 6.4.4-4"
+        );
+    }
+}
