@@ -118,16 +118,7 @@ pub async fn run_cell(
         attempt,
     });
 
-    let (grant, gpu_refusal): (Option<GpuGrant>, Option<String>) = if cell.wants_gpu() {
-        // Waiting for a busy GPU blocks.
-        let (gpus, id, request) = (cx.gpus.clone(), cell.id.clone(), cell.gpu.clone());
-        match blocking("waiting for a GPU", move || gpus.grant(&id, &request)).await? {
-            Ok(g) => (Some(g), None),
-            Err(refusal) => (None, Some(refusal.to_string())),
-        }
-    } else {
-        (None, None)
-    };
+    let (grant, gpu_refusal) = lease_gpus(cx, cell).await?;
 
     let name = container_name(cx.run_id, &cell.id, attempt);
     let spec = container_spec(cx.run_id, cell, image, grant.as_ref(), name);
@@ -139,23 +130,11 @@ pub async fn run_cell(
         prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
     }
     let container = cx.engine.start_container(&spec).await?;
-    let mut gpu_messages: Vec<String> = grant.iter().flat_map(|g| g.notes.clone()).collect();
-    let after_start: Vec<String> = grant.iter().flat_map(|g| g.after_start.clone()).collect();
-    for cmd in &after_start {
-        // The CDI hooks rocmatrix stands in for (ldconfig, symlinks).
-        match cx
-            .engine
-            .exec_capture(&container, &["sh", "-c", cmd.as_str()])
-            .await
-        {
-            Ok((0, _)) => {}
-            Ok((code, out)) => gpu_messages.push(format!(
-                "CDI hook stand-in `{cmd}` exited {code}: {}",
-                out.trim()
-            )),
-            Err(e) => gpu_messages.push(format!("CDI hook stand-in `{cmd}`: {e}")),
-        }
-    }
+    let (notes, hooks) = grant
+        .as_ref()
+        .map(|g| (g.notes.clone(), g.after_start.clone()))
+        .unwrap_or_default();
+    let gpu_messages = cdi_after_start(cx.engine, &container, notes, hooks).await;
     for p in &prepared {
         if let Err(e) = cx.engine.upload(&container, "/", p.tar.clone()).await {
             let _ = cx.engine.remove_container(&container).await;
@@ -213,7 +192,33 @@ pub async fn run_cell(
         sources: prepared.iter().map(|p| p.locked.clone()).collect(),
         devices,
     };
-    let (store, rel) = (cx.store.clone(), format!("cells/{}/cell.json", cell.id));
+    write_record(cx, dir, record).await
+}
+
+/// The cell's GPUs, or why it has none; waiting for a busy GPU blocks.
+async fn lease_gpus(
+    cx: &CellEnv<'_>,
+    cell: &Cell,
+) -> Result<(Option<GpuGrant>, Option<String>), CellError> {
+    if !cell.wants_gpu() {
+        return Ok((None, None));
+    }
+    let (gpus, id, request) = (cx.gpus.clone(), cell.id.clone(), cell.gpu.clone());
+    Ok(
+        match blocking("waiting for a GPU", move || gpus.grant(&id, &request)).await? {
+            Ok(g) => (Some(g), None),
+            Err(refusal) => (None, Some(refusal.to_string())),
+        },
+    )
+}
+
+/// Writes `cells/<id>/cell.json` and returns the record.
+async fn write_record(
+    cx: &CellEnv<'_>,
+    dir: PathBuf,
+    record: CellRecord,
+) -> Result<CellRecord, CellError> {
+    let (store, rel) = (cx.store.clone(), format!("cells/{}/cell.json", record.id));
     blocking("writing cell.json", move || {
         store
             .write_json(&rel, &record)
@@ -224,6 +229,30 @@ pub async fn run_cell(
             })
     })
     .await?
+}
+
+/// Runs a grant's stand-ins for CDI hooks (ldconfig, symlinks) in the
+/// started container; returns the grant's notes and what went wrong.
+async fn cdi_after_start(
+    engine: &Engine,
+    container: &str,
+    mut messages: Vec<String>,
+    hooks: Vec<String>,
+) -> Vec<String> {
+    for cmd in hooks {
+        match engine
+            .exec_capture(container, &["sh", "-c", cmd.as_str()])
+            .await
+        {
+            Ok((0, _)) => {}
+            Ok((code, out)) => messages.push(format!(
+                "CDI hook stand-in `{cmd}` exited {code}: {}",
+                out.trim()
+            )),
+            Err(e) => messages.push(format!("CDI hook stand-in `{cmd}`: {e}")),
+        }
+    }
+    messages
 }
 
 struct StepsOutcome {

@@ -61,25 +61,38 @@ pub fn max_values(max_cells: usize) -> usize {
 /// hash (grouped by the axes they name), include entries compare axis
 /// values by position, and the keys an include adds are found by hash.
 pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecError> {
-    let too_many = |n: String| {
-        SpecError::new(
-            &spec.file,
-            spec.axes.first().map(|a| a.pos),
-            format!("the matrix expands to {n} cells, more than --max-cells {max_cells}; narrow it or raise --max-cells"),
-        )
-    };
-    let max_values = max_values(max_cells);
-    let too_many_values = |pos| {
-        SpecError::new(
-            &spec.file,
-            Some(pos),
-            format!(
-                "the matrix's cells would hold more than {max_values} key/value pairs in all \
-                 ({VALUES_PER_CELL} per cell --max-cells allows; include entries add their keys \
-                 to every cell they fit); use fewer include keys, or raise --max-cells"
-            ),
-        )
-    };
+    check_product(spec, max_cells)?;
+    let mut e = Expansion::new(spec, max_cells);
+    e.product()?;
+    let mut added = Added::default();
+    for (n, inc) in spec.include.iter().enumerate() {
+        e.include(n, inc, &mut added)?;
+    }
+    Ok(e.combos)
+}
+
+fn too_many(spec: &Spec, max_cells: usize, n: String) -> SpecError {
+    SpecError::new(
+        &spec.file,
+        spec.axes.first().map(|a| a.pos),
+        format!("the matrix expands to {n} cells, more than --max-cells {max_cells}; narrow it or raise --max-cells"),
+    )
+}
+
+fn too_many_values(spec: &Spec, max_values: usize, pos: super::Pos) -> SpecError {
+    SpecError::new(
+        &spec.file,
+        Some(pos),
+        format!(
+            "the matrix's cells would hold more than {max_values} key/value pairs in all \
+             ({VALUES_PER_CELL} per cell --max-cells allows; include entries add their keys \
+             to every cell they fit); use fewer include keys, or raise --max-cells"
+        ),
+    )
+}
+
+/// Refuses a product of the axes that is too large before building it.
+fn check_product(spec: &Spec, max_cells: usize) -> Result<(), SpecError> {
     let product = spec
         .axes
         .iter()
@@ -90,39 +103,76 @@ pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecErr
         max_cells.saturating_mul(PRODUCT_SLACK)
     };
     match product {
-        Some(n) if n <= limit => {}
-        Some(n) if spec.exclude.is_empty() => return Err(too_many(n.to_string())),
-        Some(n) => return Err(too_many(format!("{n} (before exclude)"))),
-        None => return Err(too_many("more than 2^64".into())),
+        Some(n) if n <= limit => Ok(()),
+        Some(n) if spec.exclude.is_empty() => Err(too_many(spec, max_cells, n.to_string())),
+        Some(n) => Err(too_many(spec, max_cells, format!("{n} (before exclude)"))),
+        None => Err(too_many(spec, max_cells, "more than 2^64".into())),
     }
+}
 
-    let axis_index: HashMap<&str, usize> = spec
-        .axes
-        .iter()
-        .enumerate()
-        .map(|(i, a)| (a.name.as_str(), i))
-        .collect();
-    let value_index: Vec<HashMap<&str, usize>> = spec
-        .axes
-        .iter()
-        .map(|a| {
-            a.values
+/// Where original combinations hold include-added keys.
+#[derive(Default)]
+struct Added<'s> {
+    key_ids: HashMap<&'s str, u32>,
+    /// (combination, key id) → index in the combination's values.
+    at: HashMap<(u32, u32), u32>,
+}
+
+/// The expansion in progress.
+struct Expansion<'s> {
+    spec: &'s Spec,
+    max_cells: usize,
+    max_values: usize,
+    values_held: usize,
+    axis_index: HashMap<&'s str, usize>,
+    value_index: Vec<HashMap<&'s str, usize>>,
+    combos: Vec<Combination>,
+    /// The original combinations' value indices, one per axis each.
+    held: Vec<u32>,
+    /// Per axis and value index, the original combinations that have it.
+    having: Vec<HashMap<usize, Vec<u32>>>,
+    originals: usize,
+}
+
+impl<'s> Expansion<'s> {
+    fn new(spec: &'s Spec, max_cells: usize) -> Self {
+        Expansion {
+            spec,
+            max_cells,
+            max_values: max_values(max_cells),
+            values_held: 0,
+            axis_index: spec
+                .axes
                 .iter()
                 .enumerate()
-                .map(|(i, v)| (v.as_str(), i))
-                .collect()
-        })
-        .collect();
-    let excludes = Excludes::new(spec, &axis_index, &value_index);
-    let n_axes = spec.axes.len();
-    let mut values_held = 0usize;
+                .map(|(i, a)| (a.name.as_str(), i))
+                .collect(),
+            value_index: spec
+                .axes
+                .iter()
+                .map(|a| {
+                    a.values
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| (v.as_str(), i))
+                        .collect()
+                })
+                .collect(),
+            combos: Vec::new(),
+            held: Vec::new(),
+            having: vec![HashMap::new(); spec.axes.len()],
+            originals: 0,
+        }
+    }
 
-    let mut combos: Vec<Combination> = Vec::new();
-    // The original combinations' value indices, n_axes per combination, and
-    // per axis and value the combinations that have it.
-    let mut held: Vec<u32> = Vec::new();
-    let mut having: Vec<HashMap<usize, Vec<u32>>> = vec![HashMap::new(); n_axes];
-    if !spec.axes.is_empty() {
+    /// The axes' product, in order, without the excluded combinations.
+    fn product(&mut self) -> Result<(), SpecError> {
+        let spec = self.spec;
+        let n_axes = spec.axes.len();
+        if n_axes == 0 {
+            return Ok(());
+        }
+        let excludes = Excludes::new(spec, &self.axis_index, &self.value_index);
         let mut idx = vec![0usize; n_axes];
         let mut key = Vec::with_capacity(n_axes);
         'product: loop {
@@ -134,20 +184,11 @@ pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecErr
                     .map(|(a, &i)| (a.name.clone(), a.values[i].clone()))
                     .collect();
                 for (a, &i) in idx.iter().enumerate() {
-                    having[a].entry(i).or_default().push(combos.len() as u32);
-                    held.push(i as u32);
+                    let n = self.combos.len() as u32;
+                    self.having[a].entry(i).or_default().push(n);
+                    self.held.push(i as u32);
                 }
-                combos.push(Combination {
-                    values,
-                    origin: Origin::Product,
-                });
-                if combos.len() > max_cells {
-                    return Err(too_many(format!("more than {max_cells}")));
-                }
-                values_held += n_axes;
-                if values_held > max_values {
-                    return Err(too_many_values(spec.axes[0].pos));
-                }
+                self.push(values, Origin::Product, spec.axes[0].pos)?;
             }
             // Odometer: the last axis turns fastest.
             for pos in (0..idx.len()).rev() {
@@ -159,85 +200,99 @@ pub fn expand(spec: &Spec, max_cells: usize) -> Result<Vec<Combination>, SpecErr
             }
             break;
         }
+        self.originals = self.combos.len();
+        Ok(())
     }
 
-    let originals = combos.len();
-    // Where an original combination holds an include-added key: (combination, key) → index.
-    let mut key_ids: HashMap<&str, u32> = HashMap::new();
-    let mut added: HashMap<(u32, u32), u32> = HashMap::new();
-    for (n, inc) in spec.include.iter().enumerate() {
+    /// Adds a combination, counting it and its values against the limits.
+    fn push(
+        &mut self,
+        values: Vec<(String, String)>,
+        origin: Origin,
+        pos: super::Pos,
+    ) -> Result<(), SpecError> {
+        self.values_held += values.len();
+        self.combos.push(Combination { values, origin });
+        if self.combos.len() > self.max_cells {
+            let n = format!("more than {}", self.max_cells);
+            return Err(too_many(self.spec, self.max_cells, n));
+        }
+        if self.values_held > self.max_values {
+            return Err(too_many_values(self.spec, self.max_values, pos));
+        }
+        Ok(())
+    }
+
+    /// Include entry `n`: merged into every original combination it fits,
+    /// or a new combination when it fits none.
+    fn include(
+        &mut self,
+        n: usize,
+        inc: &'s super::Entry,
+        added: &mut Added<'s>,
+    ) -> Result<(), SpecError> {
+        let n_axes = self.spec.axes.len();
         // (axis, value index) of each axis pair; a value the axis lacks fits nothing.
         let mut axis_pairs: Vec<(usize, usize)> = Vec::new();
         let mut fits_none = false;
         let mut extra: Vec<(u32, &str, &str)> = Vec::new();
         for (k, v) in &inc.pairs {
-            match axis_index.get(k.as_str()) {
-                Some(&a) => match value_index[a].get(v.as_str()) {
+            match self.axis_index.get(k.as_str()) {
+                Some(&a) => match self.value_index[a].get(v.as_str()) {
                     Some(&i) => axis_pairs.push((a, i)),
                     None => fits_none = true,
                 },
                 None => {
-                    let next = key_ids.len() as u32;
-                    let id = *key_ids.entry(k.as_str()).or_insert(next);
+                    let next = added.key_ids.len() as u32;
+                    let id = *added.key_ids.entry(k.as_str()).or_insert(next);
                     extra.push((id, k, v));
                 }
             }
         }
         // The originals to look at: those having the rarest of the entry's
         // axis values (all of them when it names no axis).
-        let all: Vec<u32>;
-        let candidates: &[u32] = if fits_none {
-            &[]
+        let candidates: Vec<u32> = if fits_none {
+            Vec::new()
         } else {
             match axis_pairs
                 .iter()
-                .map(|(a, i)| having[*a].get(i).map_or(&[][..], Vec::as_slice))
+                .map(|(a, i)| self.having[*a].get(i).map_or(&[][..], Vec::as_slice))
                 .min_by_key(|l| l.len())
             {
-                Some(list) => list,
-                None => {
-                    all = (0..originals as u32).collect();
-                    &all
-                }
+                Some(list) => list.to_vec(),
+                None => (0..self.originals as u32).collect(),
             }
         };
         let mut matched = false;
-        for &ci in candidates {
+        for ci in candidates {
             let at = ci as usize * n_axes;
-            if !axis_pairs.iter().all(|(a, i)| held[at + a] as usize == *i) {
+            if !axis_pairs
+                .iter()
+                .all(|(a, i)| self.held[at + a] as usize == *i)
+            {
                 continue;
             }
-            let c = &mut combos[ci as usize];
             matched = true;
             for &(id, k, v) in &extra {
-                match added.entry((ci, id)) {
+                let c = &mut self.combos[ci as usize];
+                match added.at.entry((ci, id)) {
                     Entry::Occupied(at) => c.values[*at.get() as usize].1 = v.to_string(),
                     Entry::Vacant(slot) => {
                         slot.insert(c.values.len() as u32);
                         c.values.push((k.to_string(), v.to_string()));
-                        values_held += 1;
-                        if values_held > max_values {
-                            return Err(too_many_values(inc.pos));
+                        self.values_held += 1;
+                        if self.values_held > self.max_values {
+                            return Err(too_many_values(self.spec, self.max_values, inc.pos));
                         }
                     }
                 }
             }
         }
         if !matched {
-            combos.push(Combination {
-                values: inc.pairs.clone(),
-                origin: Origin::Include(n),
-            });
-            if combos.len() > max_cells {
-                return Err(too_many(format!("more than {max_cells}")));
-            }
-            values_held += inc.pairs.len();
-            if values_held > max_values {
-                return Err(too_many_values(inc.pos));
-            }
+            self.push(inc.pairs.clone(), Origin::Include(n), inc.pos)?;
         }
+        Ok(())
     }
-    Ok(combos)
 }
 
 /// The exclude entries as sets of value indices, grouped by the axes they
