@@ -38,7 +38,10 @@ pub async fn run_watched<K: Clone>(
     let mut cmd = vec![
         "sh".to_string(),
         "-c".into(),
-        format!("echo $$ > '{pidfile}' && exec \"$@\""),
+        // One pipe for both streams: a test's stderr lands between its
+        // progress lines in the order the process wrote it (two pipes give
+        // no order, and a message printed before a crash could be lost).
+        format!("echo $$ > '{pidfile}' && exec \"$@\" 2>&1"),
         "sh".into(),
     ];
     cmd.extend(argv.iter().cloned());
