@@ -4,14 +4,11 @@
 //! report. CTest runs each test in its own process and enforces its own
 //! timeouts, so crash isolation is CTest's.
 
-use std::time::Duration;
-
-use super::{gtest_output, note, Case, SuiteContext, SuiteError, SuiteOutcome};
+use super::{
+    gtest_output, junit_out, note, on_disk, read_file, Case, SuiteContext, SuiteError, SuiteOutcome,
+};
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Ctest;
-
-/// Largest JUnit file read back from the container.
-const MAX_READ: usize = 64 * 1024 * 1024;
 
 /// The `ctest` command line for `c`, writing JUnit to `junit`.
 pub fn command(c: &Ctest, junit: &str) -> Vec<String> {
@@ -51,7 +48,7 @@ pub async fn run(
     // `cd` rather than `--test-dir`, which CTest learnt only in 3.20.
     let script = format!(
         "mkdir -p /tmp/rocmatrix-ctest && cd {} && exec \"$@\"",
-        shell_quote(&c.dir)
+        crate::plan::ci::shell_quote(&c.dir)
     );
     let mut cmd = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
     cmd.extend(argv);
@@ -78,27 +75,9 @@ pub async fn run(
             problem: None,
         });
     }
-    let mut out = Vec::new();
-    let read = cx
-        .engine
-        .exec(
-            cx.container,
-            vec!["cat".into(), junit.clone()],
-            Vec::new(),
-            &mut |b: &[u8]| {
-                if out.len() < MAX_READ {
-                    out.extend_from_slice(b);
-                }
-            },
-            Some(Duration::from_secs(120)),
-        )
-        .await?;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let cases: Option<Vec<Case>> = match read {
-        ExecOutcome::Exited(0) => gtest_output::parse_xml(&text),
-        _ => None,
-    };
-    let Some(cases) = cases else {
+    let text = read_file(cx, &junit).await?;
+    let cases: Option<Vec<Case>> = text.as_deref().and_then(gtest_output::parse_xml);
+    let (Some(cases), Some(text)) = (cases, text) else {
         let code = match outcome {
             ExecOutcome::Exited(c) => c,
             ExecOutcome::TimedOut => -1,
@@ -114,22 +93,7 @@ pub async fn run(
         });
     };
     let path = cx.junit_dir.join("ctest.xml");
-    let (at, body) = (path.clone(), text);
-    tokio::task::spawn_blocking(move || {
-        if let Some(d) = at.parent() {
-            std::fs::create_dir_all(d)?;
-        }
-        std::fs::write(&at, body)
-    })
-    .await
-    .map_err(|e| SuiteError::Io {
-        path: path.clone(),
-        source: std::io::Error::other(e.to_string()),
-    })?
-    .map_err(|source| SuiteError::Io {
-        path: path.clone(),
-        source,
-    })?;
+    on_disk(path.clone(), move |p| junit_out::save(p, text.as_bytes())).await?;
     Ok(SuiteOutcome {
         cases,
         junit: Some(path),
@@ -138,13 +102,10 @@ pub async fn run(
     })
 }
 
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn command_line() {

@@ -22,15 +22,16 @@ use std::time::{Duration, Instant};
 
 use super::gtest_output::{self, LineEnd, Listed, Progress};
 use super::process::{self, Ended};
-use super::{note, signal_name, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict};
+use super::{
+    note, read_file, signal_name, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict,
+    MAX_READ,
+};
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Gtest;
 
 /// Bytes of `--gtest_filter` per process: one argument may not exceed
 /// Linux's MAX_ARG_STRLEN (128 KiB), so a large suite runs in several batches.
 const FILTER_BYTES: usize = 64 * 1024;
-/// Largest listing or XML report read back from the container.
-const MAX_READ: usize = 64 * 1024 * 1024;
 /// How long listing the tests may take at most.
 const LIST_TIMEOUT: Duration = Duration::from_secs(600);
 /// Where the adapter's files live in the container.
@@ -609,28 +610,5 @@ async fn list(
             "{bin} --gtest_list_tests did not finish in {} s",
             LIST_TIMEOUT.min(cx.step_timeout).as_secs()
         )),
-    })
-}
-
-/// A file of the container as text, if it exists (bounded).
-async fn read_file(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, SuiteError> {
-    let mut out = Vec::new();
-    let outcome = cx
-        .engine
-        .exec(
-            cx.container,
-            vec!["cat".into(), path.into()],
-            Vec::new(),
-            &mut |b: &[u8]| {
-                if out.len() < MAX_READ {
-                    out.extend_from_slice(b);
-                }
-            },
-            Some(Duration::from_secs(120)),
-        )
-        .await?;
-    Ok(match outcome {
-        ExecOutcome::Exited(0) => Some(String::from_utf8_lossy(&out).into_owned()),
-        _ => None,
     })
 }

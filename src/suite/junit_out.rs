@@ -28,13 +28,18 @@ pub fn write(path: &Path, name: &str, cases: &[Case]) -> std::io::Result<()> {
     let text = report
         .to_string()
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(
+    save(
         path,
         crate::xml::keep_attribute_whitespace(&text).as_bytes(),
     )
+}
+
+/// Writes `bytes` to `path`, making its directory.
+pub fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, bytes)
 }
 
 fn test_case(case: &Case) -> TestCase {

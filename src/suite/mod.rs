@@ -153,20 +153,55 @@ pub async fn run(
     Ok(outcome)
 }
 
-/// Writes the adapter's JUnit file off the async threads.
-async fn write_junit(
-    path: PathBuf,
-    name: &'static str,
-    cases: Vec<Case>,
-) -> Result<(), SuiteError> {
+/// Largest listing or report read back from the container.
+const MAX_READ: usize = 64 * 1024 * 1024;
+
+/// A file of the container as text, if it exists (bounded by [`MAX_READ`]).
+async fn read_file(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, SuiteError> {
+    let mut out = Vec::new();
+    let outcome = cx
+        .engine
+        .exec(
+            cx.container,
+            vec!["cat".into(), path.into()],
+            Vec::new(),
+            &mut |b: &[u8]| {
+                if out.len() < MAX_READ {
+                    out.extend_from_slice(b);
+                }
+            },
+            Some(Duration::from_secs(120)),
+        )
+        .await?;
+    Ok(match outcome {
+        crate::engine::ExecOutcome::Exited(0) => Some(String::from_utf8_lossy(&out).into_owned()),
+        _ => None,
+    })
+}
+
+/// Runs `work` on the host file `path` off the async threads.
+async fn on_disk<T, F>(path: PathBuf, work: F) -> Result<T, SuiteError>
+where
+    T: Send + 'static,
+    F: FnOnce(&std::path::Path) -> std::io::Result<T> + Send + 'static,
+{
     let at = path.clone();
-    tokio::task::spawn_blocking(move || junit_out::write(&at, name, &cases))
+    tokio::task::spawn_blocking(move || work(&at))
         .await
         .map_err(|e| SuiteError::Io {
             path: path.clone(),
             source: std::io::Error::other(e.to_string()),
         })?
         .map_err(|source| SuiteError::Io { path, source })
+}
+
+/// Writes the adapter's JUnit file.
+async fn write_junit(
+    path: PathBuf,
+    name: &'static str,
+    cases: Vec<Case>,
+) -> Result<(), SuiteError> {
+    on_disk(path, move |p| junit_out::write(p, name, &cases)).await
 }
 
 /// At most `max` bytes of `text`'s first lines, cut at a line end.
