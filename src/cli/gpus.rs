@@ -70,13 +70,9 @@ fn cdi_text(
     dev_root: &Path,
     json: bool,
 ) -> String {
-    let gid = |p: &Path| {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(p).ok().map(|m| m.gid())
-    };
     let mut specs = Vec::new();
     if !inventory.gpus.is_empty() {
-        specs.push(generate::amd(inventory, dev_root, &gid));
+        specs.push(generate::amd(inventory, dev_root, &generate::host_gid));
     }
     if !nvidia.gpus.is_empty() {
         specs.push(generate::nvidia(nvidia));

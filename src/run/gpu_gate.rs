@@ -106,25 +106,12 @@ impl KfdGate {
     /// (normally `/dev`); `installed` specs of kind `amd.com/gpu` replace the
     /// generated one.
     pub fn new(inventory: &Inventory, dev_root: &std::path::Path, installed: &Registry) -> KfdGate {
-        let gid = |p: &std::path::Path| {
-            use std::os::unix::fs::MetadataExt;
-            std::fs::metadata(p).ok().map(|m| m.gid())
-        };
-        let generated = generate::amd(inventory, dev_root, &gid);
-        let cdi = if installed
-            .names()
-            .iter()
-            .any(|n| n.starts_with("amd.com/gpu="))
-        {
-            installed.clone()
-        } else {
-            Registry::from_specs(vec![(
-                0,
-                generated,
-                "(generated for the KFD topology)".into(),
-            )])
-            .unwrap_or_default()
-        };
+        let cdi = installed_or(
+            installed,
+            "amd.com/gpu",
+            "(generated for the KFD topology)",
+            || generate::amd(inventory, dev_root, &generate::host_gid),
+        );
         KfdGate {
             leaser: Leaser::new(inventory, dev_root),
             kfd_present: inventory.kfd_present,
@@ -276,21 +263,12 @@ pub struct NvidiaGate {
 
 impl NvidiaGate {
     pub fn new(inventory: NvidiaInventory, installed: &Registry) -> NvidiaGate {
-        let cdi = if installed
-            .names()
-            .iter()
-            .any(|n| n.starts_with("nvidia.com/gpu="))
-        {
-            installed.clone()
-        } else {
-            let spec = generate::nvidia(&inventory);
-            Registry::from_specs(vec![(
-                0,
-                spec,
-                "(generated from /proc/driver/nvidia)".into(),
-            )])
-            .unwrap_or_default()
-        };
+        let cdi = installed_or(
+            installed,
+            "nvidia.com/gpu",
+            "(generated from /proc/driver/nvidia)",
+            || generate::nvidia(&inventory),
+        );
         NvidiaGate {
             inventory,
             cdi,
@@ -336,14 +314,7 @@ impl NvidiaGate {
             .iter()
             .map(|u| format!("nvidia.com/gpu={u}"))
             .collect();
-        let edits = match self.cdi.resolve(&names) {
-            Ok(e) => e,
-            Err(e) => {
-                release();
-                return Err(Refusal(e.to_string()));
-            }
-        };
-        let mut grant = GpuGrant::from_edits(edits);
+        let mut grant = leased_grant(&self.cdi, &names, release)?;
         grant
             .env
             .push(format!("CUDA_VISIBLE_DEVICES={}", uuids.join(",")));
@@ -351,7 +322,6 @@ impl NvidiaGate {
             .iter()
             .map(|u| vec![format!("CUDA_VISIBLE_DEVICES={u}")])
             .collect();
-        grant.release = Some(release);
         Ok(grant)
     }
 }
@@ -379,17 +349,43 @@ impl CdiGate {
     fn grant(&self, request: &GpuRequest) -> Result<GpuGrant, Refusal> {
         let resolved = self.cdi.resolve(&request.cdi).map_err(|e| e.to_string())?;
         let (names, release) = self.leases.take(&resolved.names, None);
-        let edits = match self.cdi.resolve(&names) {
-            Ok(e) => e,
-            Err(e) => {
-                release();
-                return Err(Refusal(e.to_string()));
-            }
-        };
-        let mut grant = GpuGrant::from_edits(edits);
-        grant.release = Some(release);
-        Ok(grant)
+        leased_grant(&self.cdi, &names, release)
     }
+}
+
+/// The grant for devices just leased: their CDI edits, released with the
+/// grant, or at once when they do not resolve.
+fn leased_grant(
+    cdi: &Registry,
+    names: &[String],
+    release: Box<dyn FnOnce() + Send>,
+) -> Result<GpuGrant, Refusal> {
+    match cdi.resolve(names) {
+        Ok(edits) => {
+            let mut grant = GpuGrant::from_edits(edits);
+            grant.release = Some(release);
+            Ok(grant)
+        }
+        Err(e) => {
+            release();
+            Err(Refusal(e.to_string()))
+        }
+    }
+}
+
+/// The installed specs when one of them is of `kind`, else a registry of
+/// the spec `generate` makes (named `label` in messages).
+fn installed_or(
+    installed: &Registry,
+    kind: &str,
+    label: &str,
+    generate: impl FnOnce() -> crate::gpu::cdi::Spec,
+) -> Registry {
+    let prefix = format!("{kind}=");
+    if installed.names().iter().any(|n| n.starts_with(&prefix)) {
+        return installed.clone();
+    }
+    Registry::from_specs(vec![(0, generate(), label.into())]).unwrap_or_default()
 }
 
 /// This host's GPUs of every kind: named CDI devices, NVIDIA GPUs for `sm_`

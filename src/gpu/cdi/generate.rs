@@ -141,6 +141,13 @@ pub fn nvidia(inv: &NvidiaInventory) -> Spec {
     }
 }
 
+/// The group owning a host device node, for `additionalGids` (None where
+/// it cannot be read).
+pub fn host_gid(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.gid())
+}
+
 fn node(path: &str) -> DeviceNode {
     DeviceNode {
         path: path.to_string(),
