@@ -10,15 +10,7 @@ use std::process::Command;
 use crate::harness::*;
 
 fn stand_in_devices(dev: &Path) -> bool {
-    std::fs::create_dir_all(dev.join("dri")).unwrap();
-    let ok = |p: &Path| {
-        Command::new("mknod")
-            .arg(p)
-            .args(["c", "1", "3"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    let made = ok(&dev.join("kfd")) && ok(&dev.join("dri/renderD128"));
+    let made = stand_in_nodes(dev, &["kfd", "dri/renderD128"]);
     // The render node belongs to a group of its own, as on real hosts.
     made && Command::new("chown")
         .args([":44"])

@@ -5,7 +5,6 @@
 //! want of a GPU; and a suite sharded over two stand-in GPUs.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Mutex;
 
 use serde_json::Value;
@@ -174,14 +173,7 @@ fn gtest_shards_over_two_gpus_each_process_seeing_only_its_own() {
     };
     let dir = tempfile::tempdir().unwrap();
     let dev = dir.path().join("dev");
-    std::fs::create_dir_all(dev.join("dri")).unwrap();
-    let made = ["kfd", "dri/renderD128", "dri/renderD129"].iter().all(|n| {
-        Command::new("mknod")
-            .arg(dev.join(n))
-            .args(["c", "1", "3"])
-            .status()
-            .is_ok_and(|s| s.success())
-    });
+    let made = stand_in_nodes(&dev, &["kfd", "dri/renderD128", "dri/renderD129"]);
     if !made && unavailable(test, "mknod needs root") {
         return;
     }

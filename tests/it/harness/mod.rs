@@ -27,6 +27,22 @@ pub use store::*;
 
 use std::process::Output;
 
+/// Stand-in device nodes under `dev` (character devices numbered like
+/// /dev/null, made with mknod: root only), e.g. `kfd`, `dri/renderD128`.
+/// Whether all of them were made.
+pub fn stand_in_nodes(dev: &std::path::Path, names: &[&str]) -> bool {
+    names.iter().all(|n| {
+        let node = dev.join(n);
+        node.parent()
+            .is_some_and(|d| std::fs::create_dir_all(d).is_ok())
+            && std::process::Command::new("mknod")
+                .arg(&node)
+                .args(["c", "1", "3"])
+                .status()
+                .is_ok_and(|s| s.success())
+    })
+}
+
 /// The standard output of any finished command, as text.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
