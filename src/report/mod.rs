@@ -148,7 +148,7 @@ pub fn build(
     let mut jw = junit::JunitWriter::create(&junit_path, &format!("rocmatrix: {}", source.name))
         .map_err(io(&junit_path))?;
     let mut names = base.as_ref().map(NameCatcher::new);
-    let results = match names.as_mut() {
+    let mut results = match names.as_mut() {
         Some(n) => collect(source, Limits::default(), &mut Both(&mut jw, n)),
         None => collect(source, Limits::default(), &mut jw),
     };
@@ -159,6 +159,9 @@ pub fn build(
             .unwrap_or_default();
         regress::compare(&results, b, &label, names.as_ref())
     });
+    if let (Some(reg), Some(b)) = (regressions.as_mut(), base.as_ref()) {
+        reg.signatures = regress::compare_signatures(&mut results, b);
+    }
     // Tests that passed in a baseline run and are gone are known by hash
     // only; when the baseline is a run whose JUnit files are still there,
     // read it once more to name them.

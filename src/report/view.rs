@@ -102,6 +102,8 @@ pub struct RegView {
     pub counts: Vec<(String, u64)>,
     pub classes: Vec<ClassView>,
     pub cells: Vec<CellChangeView>,
+    /// Failure signatures new, known and gone against the baseline.
+    pub signatures: crate::results::regress::SignatureChanges,
 }
 
 #[derive(Serialize)]
@@ -586,6 +588,7 @@ fn reg_view(r: &Regressions, caps: Caps) -> RegView {
                 to: c.to.clone().unwrap_or_else(|| "–".into()),
             })
             .collect(),
+        signatures: r.signatures,
     }
 }
 

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::results::junit::clip;
-use crate::results::signature::Signature;
+use crate::results::signature::{Seen, Signature};
 
 /// Cell ids and places listed per signature before "and N more".
 const LISTED: usize = 24;
@@ -27,6 +27,8 @@ pub struct SignatureView {
     pub rule: String,
     pub exact: bool,
     pub example: String,
+    /// Against a baseline: "new" or "known"; empty without one.
+    pub baseline: &'static str,
 }
 
 /// The first `max` signatures, each example cut to `example` bytes.
@@ -44,6 +46,11 @@ pub fn views(signatures: &[Signature], max: usize, example: usize) -> Vec<Signat
             rule: s.attribution.text.clone(),
             exact: s.attribution.exact,
             example: clip(&s.example, example),
+            baseline: match s.baseline {
+                Some(Seen::New) => "new",
+                Some(Seen::Known) => "known",
+                None => "",
+            },
         })
         .collect()
 }
@@ -74,8 +81,12 @@ pub fn text(signatures: &[Signature]) -> String {
     for (i, v) in views(signatures, usize::MAX, 1024).iter().enumerate() {
         let failures = if v.count == 1 { "failure" } else { "failures" };
         let cells = if v.cell_count == 1 { "cell" } else { "cells" };
+        let seen = match v.baseline {
+            "" => String::new(),
+            b => format!(" [{b}]"),
+        };
         out.push_str(&format!(
-            "\n{}. {}\n   {} {failures} in {} {cells}: {}\n   where: {}\n   rule: {}\n",
+            "\n{}.{seen} {}\n   {} {failures} in {} {cells}: {}\n   where: {}\n   rule: {}\n",
             i + 1,
             indent(&v.text),
             v.count,

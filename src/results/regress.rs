@@ -129,6 +129,45 @@ pub struct Regressions {
     /// Classified tests (capped per class by [`MAX_LISTED`]; `counts` has all).
     pub changes: Vec<Change>,
     pub cells: Vec<CellChange>,
+    /// Failure signatures new, known and gone against the baseline.
+    #[serde(default)]
+    pub signatures: SignatureChanges,
+}
+
+/// How a run's failure signatures compare with the baseline's
+/// ([`super::signature::mark_against`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SignatureChanges {
+    /// Signatures the baseline did not fail with.
+    pub new: u64,
+    /// Signatures the baseline failed with too.
+    pub known: u64,
+    /// The baseline's signatures that no longer occur.
+    pub gone: u64,
+}
+
+/// Marks the run's signatures new or known against the baseline's. A
+/// baseline written before signatures existed has none recorded: they are
+/// found from its failures first.
+pub fn compare_signatures(results: &mut Results, baseline: &Results) -> SignatureChanges {
+    let found;
+    let before = if baseline.signatures.is_empty() && baseline.failing_cells() > 0 {
+        found = super::signature::find(baseline);
+        &found
+    } else {
+        &baseline.signatures
+    };
+    let gone = super::signature::mark_against(&mut results.signatures, before);
+    let new = results
+        .signatures
+        .iter()
+        .filter(|s| s.baseline == Some(super::signature::Seen::New))
+        .count() as u64;
+    SignatureChanges {
+        new,
+        known: results.signatures.len() as u64 - new,
+        gone: gone as u64,
+    }
 }
 
 /// At most this many tests of one class are listed by name.

@@ -42,6 +42,41 @@ pub struct Signature {
     pub example: String,
     /// Which axis values separate its cells from the cells that ran without it.
     pub attribution: Attribution,
+    /// Against a baseline (`--baseline`): whether the baseline had it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Seen>,
+}
+
+/// Whether a baseline run failed with a signature too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Seen {
+    /// The baseline had no failure with this text.
+    New,
+    /// The baseline failed with it too.
+    Known,
+}
+
+/// Marks each signature new or known against the baseline's, and returns
+/// how many of the baseline's signatures no longer occur.
+///
+/// Signatures are compared by skeleton (every number as `<n>`), the key
+/// failures are grouped by: which numbers a signature keeps depends on the
+/// failures grouped with it (one failure keeps `line 150`, two at lines 150
+/// and 157 make `line <n>`), so numbers alone do not make a cause new.
+pub fn mark_against(signatures: &mut [Signature], baseline: &[Signature]) -> usize {
+    let before: HashSet<String> = baseline.iter().map(|s| skeleton(&s.text)).collect();
+    let mut now = HashSet::new();
+    for s in signatures.iter_mut() {
+        let key = skeleton(&s.text);
+        s.baseline = Some(if before.contains(&key) {
+            Seen::Known
+        } else {
+            Seen::New
+        });
+        now.insert(key);
+    }
+    before.difference(&now).count()
 }
 
 /// What failed where: a test or a step.
@@ -157,6 +192,7 @@ fn signature(
         cells: cells.iter().map(|i| results.cells[*i].id.clone()).collect(),
         example: members[0].example.clone(),
         attribution: attribute(&results.keys, &points),
+        baseline: None,
     }
 }
 
@@ -374,6 +410,37 @@ mod tests {
             .into_values()
             .map(|m| (merge_numbers(&m), m.len()))
             .collect()
+    }
+
+    fn sig(text: &str) -> Signature {
+        Signature {
+            text: text.into(),
+            message: text.into(),
+            count: 1,
+            places: vec![],
+            cells: vec![],
+            example: text.into(),
+            attribution: attribute(&[], &[]),
+            baseline: None,
+        }
+    }
+
+    #[test]
+    fn signatures_are_new_known_or_gone_against_a_baseline() {
+        let baseline = [
+            sig("handlehip.cpp:150: No device"),
+            sig("include_inliner.cpp:58 Which is: 127"),
+        ];
+        let mut now = [
+            // The same cause, grouped with a second line number this time.
+            sig("handlehip.cpp:<n>: No device"),
+            // Different words: a different cause.
+            sig("handlehip.cpp:150: Device lost"),
+        ];
+        let gone = mark_against(&mut now, &baseline);
+        assert_eq!(now[0].baseline, Some(Seen::Known));
+        assert_eq!(now[1].baseline, Some(Seen::New));
+        assert_eq!(gone, 1, "the inliner failure no longer occurs");
     }
 
     #[test]
