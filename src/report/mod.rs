@@ -3,11 +3,13 @@
 //! - `junit.xml`: merged JUnit via quick-junit, streamed while collecting ([`junit`]);
 //! - `results.json`: the documented, versioned model (`reports/results.schema.json`);
 //! - `summary.md`: for a GitHub job summary or PR comment, at most 1 MiB;
-//! - `index.html`: one self-contained page for release managers.
+//! - `index.html`: one self-contained page for release managers, with a
+//!   page per cell under `cells/` ([`cell_pages`]).
 //!
 //! Markdown and HTML are rendered with minijinja from the templates in
 //! `reports/` (embedded at build time) out of one view model ([`view`]).
 
+pub mod cell_pages;
 pub mod envs;
 pub mod junit;
 pub mod view;
@@ -30,8 +32,17 @@ use crate::results::{
 /// `summary.md` is cut to fit this (GitHub's job-summary limit).
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
 
-const SUMMARY_TEMPLATE: &str = include_str!("../../reports/summary.md.j2");
-const HTML_TEMPLATE: &str = include_str!("../../reports/index.html.j2");
+/// The templates, by the names they include each other by.
+const TEMPLATES: [(&str, &str); 5] = [
+    ("summary.md", include_str!("../../reports/summary.md.j2")),
+    ("index.html", include_str!("../../reports/index.html.j2")),
+    ("cell.html", include_str!("../../reports/cell.html.j2")),
+    (
+        "cell_details.html",
+        include_str!("../../reports/cell_details.html.j2"),
+    ),
+    ("report.css", include_str!("../../reports/report.css")),
+];
 /// The JSON schema of `results.json`, also embedded for tests and docs.
 pub const RESULTS_SCHEMA: &str = include_str!("../../reports/results.schema.json");
 
@@ -53,7 +64,7 @@ pub enum ReportError {
     },
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
     move |source| ReportError::Io {
         path: path.to_path_buf(),
         source,
@@ -208,6 +219,16 @@ pub fn write_outputs(
         &out.join("index.html"),
         render_html(results, reg)?.as_bytes(),
     )?;
+    let page_caps = view::Caps {
+        tests_per_cell: 2000,
+        log_tail: 64 * 1024,
+        ..HTML_CAPS
+    };
+    cell_pages::write(
+        &results.name,
+        &view::cell_views(results, reg, page_caps),
+        out,
+    )?;
     Ok(())
 }
 
@@ -244,7 +265,7 @@ fn write_json(
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io(path))
@@ -288,7 +309,7 @@ fn fence(s: &str) -> String {
     format!("{f}text\n{}\n{f}", s.trim_end())
 }
 
-fn env() -> Environment<'static> {
+pub(crate) fn env() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.add_filter("md", |s: String| md_escape(&s));
@@ -296,14 +317,18 @@ fn env() -> Environment<'static> {
     env
 }
 
-fn render(
-    name: &'static str,
-    source: &'static str,
-    view: &view::View,
-) -> Result<String, ReportError> {
+/// Adds the report templates to `env`.
+pub(crate) fn add_templates(env: &mut Environment<'static>) -> Result<(), ReportError> {
+    for (name, source) in TEMPLATES {
+        env.add_template(name, source)
+            .map_err(|e| ReportError::Template { name, source: e })?;
+    }
+    Ok(())
+}
+
+fn render(name: &'static str, view: &view::View) -> Result<String, ReportError> {
     let mut env = env();
-    env.add_template(name, source)
-        .map_err(|e| ReportError::Template { name, source: e })?;
+    add_templates(&mut env)?;
     let t = env
         .get_template(name)
         .map_err(|e| ReportError::Template { name, source: e })?;
@@ -324,7 +349,7 @@ pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<St
     };
     loop {
         let v = view::build(results, reg, caps);
-        let text = render("summary.md", SUMMARY_TEMPLATE, &v)?;
+        let text = render("summary.md", &v)?;
         if text.len() <= SUMMARY_LIMIT {
             return Ok(text);
         }
@@ -347,22 +372,23 @@ pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<St
     }
 }
 
-/// `index.html`.
+/// What index.html shows of each list.
+const HTML_CAPS: view::Caps = view::Caps {
+    tests_per_cell: 200,
+    per_class: 500,
+    output: 4096,
+    log_tail: 16 * 1024,
+    libraries: 500,
+    signatures: 500,
+    example: 4096,
+};
+
+/// `index.html`: the cells' tests inline while they fit
+/// [`cell_pages::INLINE_BYTES`], else links to the cells' pages.
 pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<String, ReportError> {
-    let caps = view::Caps {
-        tests_per_cell: 200,
-        per_class: 500,
-        output: 4096,
-        log_tail: 16 * 1024,
-        libraries: 500,
-        signatures: 500,
-        example: 4096,
-    };
-    render(
-        "index.html",
-        HTML_TEMPLATE,
-        &view::build(results, reg, caps),
-    )
+    let mut v = view::build(results, reg, HTML_CAPS);
+    v.inline_tests = cell_pages::details_bytes(&v) <= cell_pages::INLINE_BYTES;
+    render("index.html", &v)
 }
 
 #[cfg(test)]

@@ -61,6 +61,9 @@ pub struct View {
     pub signature_count: usize,
     /// The versions that matter per environment image.
     pub environments: Vec<super::envs::EnvView>,
+    /// Whether index.html lists each cell's tests and log tails itself, or
+    /// only links to the cell's page ([`super::cell_pages`]).
+    pub inline_tests: bool,
 }
 
 /// One environment image's gfx coverage table.
@@ -169,6 +172,9 @@ pub struct CellView {
     pub steps: Vec<StepView>,
     /// Its environment's base and versions that matter; empty when unknown.
     pub environment: String,
+    /// Its own page, relative to index.html: `cells/<file>.html`; only
+    /// characters that need no escaping (the templates write it as it is).
+    pub page: String,
 }
 
 #[derive(Serialize)]
@@ -295,16 +301,7 @@ fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
 pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
     let regressed = regressed_cells(reg);
     let grid = Grid::new(results, &regressed);
-    let envs = super::envs::by_cell(&results.environments);
-    let cells = results
-        .cells
-        .iter()
-        .map(|c| {
-            let mut v = cell_view(c, &results.keys, &regressed, caps);
-            v.environment = envs.get(c.id.as_str()).cloned().unwrap_or_default();
-            v
-        })
-        .collect();
+    let cells = cell_views(results, reg, caps);
     let regressions = reg.map(|r| reg_view(r, caps));
 
     let totals = results.totals();
@@ -346,7 +343,23 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         signature_count: results.signatures.len(),
         environments: super::envs::views(&results.environments),
         cells,
+        inline_tests: true,
     }
+}
+
+/// Every cell's details, as index.html and the cell pages show them.
+pub fn cell_views(results: &Results, reg: Option<&Regressions>, caps: Caps) -> Vec<CellView> {
+    let regressed = regressed_cells(reg);
+    let envs = super::envs::by_cell(&results.environments);
+    results
+        .cells
+        .iter()
+        .map(|c| {
+            let mut v = cell_view(c, &results.keys, &regressed, caps);
+            v.environment = envs.get(c.id.as_str()).cloned().unwrap_or_default();
+            v
+        })
+        .collect()
 }
 
 /// Cells that regressed: new test failures, or broken against the baseline.
@@ -479,6 +492,7 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         oddities: c.oddities.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         steps: c.steps.iter().map(|s| step_view(s, caps)).collect(),
         environment: String::new(),
+        page: format!("cells/{}", super::cell_pages::file_name(&c.id)),
     }
 }
 

@@ -186,6 +186,28 @@ fn html_report_in_headless_chromium() {
         1,
         "only the report's own script"
     );
+    // Why cells fail comes first, marked against the baseline.
+    let why = dom.find("id=\"why\"").expect("a Why cells fail section");
+    assert!(
+        why < dom.find("id=\"matrix\"").unwrap(),
+        "signatures before the grid"
+    );
+    assert!(dom.contains("Against the baseline: "), "{dom}");
+    // Each cell's page opens on its own, hostile text still text.
+    let page = html.with_file_name("cells").join("sid.gfx1030.html");
+    let (cell_dom, log) = headless(
+        browser,
+        &profile,
+        &["--dump-dom"],
+        &format!("file://{}", page.display()),
+    );
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    assert!(
+        cell_dom.contains("&lt;img src=x onerror=alert(1)&gt;"),
+        "{cell_dom}"
+    );
+    assert!(!cell_dom.contains("<img"), "an <img> element was injected");
+    assert!(cell_dom.contains("href=\"../index.html#cell-sid.gfx1030\""));
     // Grid, regressions, expected failures.
     assert!(dom.contains("Regressions against"));
     assert!(dom.contains("▲ regression"));

@@ -923,3 +923,74 @@ fn signatures_come_first_and_hostile_text_is_escaped() {
     assert!(md.contains("&lt;script&gt;alert(1)&lt;/script&gt; at k.cc:3 ptr &lt;hex&gt;"));
     assert!(md.find("## Why cells fail").unwrap() < md.find("## Matrix").unwrap());
 }
+
+#[test]
+fn index_links_cell_pages_once_the_tests_are_large_and_inlines_them_while_small() {
+    // 40 cells with 300 failing tests each and 200-byte messages: about
+    // 2.4 MB of test text, far more than index.html lists itself.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut dirs = Vec::new();
+    for c in 0..40 {
+        let mut cases = String::new();
+        for t in 0..300 {
+            cases.push_str(&format!(
+                "<testcase classname=\"Suite{c}\" name=\"test_{t}\"><failure message=\"kernel.cpp:{t}: {}\"/></testcase>",
+                "m".repeat(200)
+            ));
+        }
+        dirs.push(one_file_cell(
+            tmp.path(),
+            &format!("cell{c:02}"),
+            "t.xml",
+            format!("<testsuite name=\"s\">{cases}</testsuite>").as_bytes(),
+        ));
+    }
+    // A cell whose directory name is markup and a path: its page still
+    // gets a safe file name and the link finds it.
+    let odd = tmp.path().join("odd").join("<b>x");
+    std::fs::create_dir_all(&odd).unwrap();
+    std::fs::write(odd.join("t.xml"), gtest_xml(&[("K", "Bad", "fail")])).unwrap();
+    dirs.push(odd);
+    let out = tmp.path().join("out");
+    rocmatrix::report::build(&Source::junit_dirs(&dirs).unwrap(), &out, None).unwrap();
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(index.len() < 400_000, "index.html is {} bytes", index.len());
+    assert!(
+        !index.contains("test_150</b>"),
+        "tests are on the cells' pages"
+    );
+    assert!(index.contains(r#"<a href="cells/cell07.html">300 non-passing tests (200 listed) and log tails on the cell's page →</a>"#), "{index}");
+    let page = std::fs::read_to_string(out.join("cells/cell07.html")).unwrap();
+    assert_eq!(page.matches("<details class=\"test\"").count(), 300);
+    assert!(page.contains("Suite7.test_299"));
+    assert!(page.contains("href=\"../index.html#cell-cell07\""));
+    // Every link to a cell page names a file that exists.
+    let links: Vec<&str> = index
+        .split("href=\"cells/")
+        .skip(1)
+        .map(|s| &s[..s.find('"').unwrap()])
+        .collect();
+    assert_eq!(
+        links.len(),
+        41 * 2,
+        "a page link per cell heading and one per details line"
+    );
+    for l in &links {
+        let file = l.replace("&lt;", "<").replace("&gt;", ">");
+        assert!(out.join("cells").join(&file).is_file(), "{l}");
+        assert!(!file.contains('/') && !file.contains('<'), "{file}");
+    }
+
+    // A small report lists the tests in index.html too; pages of cells it
+    // no longer has are removed.
+    let small = Source::junit_dirs(&dirs[..2]).unwrap();
+    rocmatrix::report::build(&small, &out, None).unwrap();
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(index.contains("Suite1.test_199</b>"), "inline while small");
+    let mut pages: Vec<String> = std::fs::read_dir(out.join("cells"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    assert_eq!(pages, ["cell00.html", "cell01.html"]);
+}
