@@ -7,7 +7,10 @@
 //! - `report`: the full report (junit.xml, results.json, summary.md, index.html);
 //! - `signatures`: collecting, then grouping the failures into signatures
 //!   and attributing them once more on their own, to show their share;
-//! - `junitparser`: `junitparser merge` from PyPI on the same files.
+//! - `junitparser`: `junitparser merge` from PyPI on the same files;
+//! - then the sizes of what `report` wrote, and the time until headless
+//!   Chromium answers with index.html's DOM (`--dump-dom`), against an empty
+//!   page opened the same way (the browser's own start), median of 5 each.
 //!
 //! Each runs in its own process under `/usr/bin/time -v` for wall time and
 //! peak memory. Run with `cargo bench --bench ingest`; set
@@ -160,6 +163,81 @@ fn child(mode: &str, dir: &Path, out: &Path) {
     eprintln!("inner wall {:.3}s", t0.elapsed().as_secs_f64());
 }
 
+/// The sizes of what `report` wrote.
+fn report_sizes(report: &Path) {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let pages: Vec<u64> = std::fs::read_dir(report.join("cells"))
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| size(&e.path())).collect())
+        .unwrap_or_default();
+    println!(
+        "report sizes: index.html {} B, summary.md {} B, results.json {} B, junit.xml {} B, \
+         cells/ {} pages, {} B in all, largest {} B",
+        size(&report.join("index.html")),
+        size(&report.join("summary.md")),
+        size(&report.join("results.json")),
+        size(&report.join("junit.xml")),
+        pages.len(),
+        pages.iter().sum::<u64>(),
+        pages.iter().max().copied().unwrap_or(0)
+    );
+}
+
+/// Seconds until headless Chromium prints the DOM of `url`.
+fn dump_dom(browser: &str, profile: &Path, url: &str) -> Option<f64> {
+    let t = Instant::now();
+    let o = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-dev-shm-usage",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .output()
+        .ok()?;
+    o.status.success().then(|| t.elapsed().as_secs_f64())
+}
+
+/// index.html in headless Chromium against an empty page, median of 5.
+fn browser_open(report: &Path) {
+    let Some(browser) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| Command::new(b).arg("--version").output().is_ok())
+    else {
+        println!("browser: no chromium here (.ci/install-reports.sh installs it); skipped");
+        return;
+    };
+    let profile = std::env::temp_dir().join("rocmatrix-bench-chromium");
+    let empty = std::env::temp_dir().join("rocmatrix-bench-empty.html");
+    let _ = std::fs::write(&empty, "<!DOCTYPE html><html><body>x</body></html>");
+    let pages = [
+        ("empty page", empty),
+        ("index.html", report.join("index.html")),
+    ];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); pages.len()];
+    for _ in 0..5 {
+        for (i, (_, p)) in pages.iter().enumerate() {
+            if let Some(t) = dump_dom(browser, &profile, &format!("file://{}", p.display())) {
+                times[i].push(t);
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    let (e, i) = (median(&mut times[0]), median(&mut times[1]));
+    println!(
+        "headless Chromium --dump-dom, median of 5: {} {e:.2}s, {} {i:.2}s: index.html answers {:.2}s after the browser's own start",
+        pages[0].0,
+        pages[1].0,
+        i - e
+    );
+}
+
 struct Measure {
     wall: String,
     rss_kib: u64,
@@ -241,6 +319,8 @@ fn main() {
             rows.push(("junitparser merge".to_string(), m));
         }
     }
+    report_sizes(&out.join("report"));
+    browser_open(&out.join("report"));
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "\n{:<20} {:>12} {:>14}", "what", "wall", "peak RSS");
     for (name, m) in &rows {
