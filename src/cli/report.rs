@@ -9,6 +9,7 @@ use clap::{Args, Subcommand};
 use crate::error::{Error, ExitCode, FailOn};
 use crate::report;
 use crate::results::Source;
+use crate::spec::JunitFiles;
 
 #[derive(Debug, Args)]
 pub struct Judge {
@@ -18,6 +19,10 @@ pub struct Judge {
     /// What makes the exit code 1.
     #[arg(long, value_enum, default_value_t = FailOn::Failure)]
     pub fail_on: FailOn,
+    /// One merged junit.xml, or junit/<cell>.xml per cell (default: the
+    /// matrix file's `report.junit`, else merged).
+    #[arg(long, value_enum, value_name = "FILES")]
+    pub junit: Option<JunitFiles>,
 }
 
 #[derive(Debug, Args)]
@@ -77,7 +82,8 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let (summary, judge) = match args.command {
         Some(ReportCommand::Merge { runs, out, judge }) => {
             out_dir(&out)?;
-            let src = Source::runs(&runs)?;
+            let mut src = Source::runs(&runs)?;
+            src.report.junit = judge.junit.unwrap_or(src.report.junit);
             (report::build(&src, &out, judge.baseline.as_deref())?, judge)
         }
         Some(ReportCommand::Junit {
@@ -93,7 +99,8 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
                 ));
             }
             out_dir(&out)?;
-            let src = Source::junit_dirs(&dirs)?;
+            let mut src = Source::junit_dirs(&dirs)?;
+            src.report.junit = judge.junit.unwrap_or_default();
             (report::build(&src, &out, judge.baseline.as_deref())?, judge)
         }
         None => {
@@ -101,7 +108,7 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
                 return Err(Error::Usage("report needs a run directory".into()));
             };
             (
-                report::write_reports(&run, args.judge.baseline.as_deref())?,
+                report::write_reports(&run, args.judge.baseline.as_deref(), args.judge.junit)?,
                 args.judge,
             )
         }

@@ -174,7 +174,11 @@ fn options(args: &RunArgs, settings: Settings) -> Result<RunOptions, Error> {
 /// about interruptions and infrastructure errors.
 fn judge(report: &RunReport, judge: &super::report::Judge) -> (String, ExitCode) {
     let mut text = summary(report);
-    let code = match crate::report::write_reports(&report.store.dir, judge.baseline.as_deref()) {
+    let code = match crate::report::write_reports(
+        &report.store.dir,
+        judge.baseline.as_deref(),
+        judge.junit,
+    ) {
         Ok(r) => {
             text.push_str(&format!(
                 "{}\nreport: {}\n",

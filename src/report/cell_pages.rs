@@ -23,13 +23,18 @@ pub const INLINE_BYTES: usize = 512 * 1024;
 /// The directory of the pages, under the report directory.
 pub const DIR: &str = "cells";
 
-/// A page's file name for a cell id: the id itself where it is a safe file
-/// name, else the id with other characters as `_` and a hash of the id, so
-/// that two ids never share a page.
+/// A page's file name for a cell id: see [`file_stem`].
 pub fn file_name(id: &str) -> String {
+    format!("{}.html", file_stem(id))
+}
+
+/// A file name (without extension) for a cell id: the id itself where it is
+/// a safe file name, else the id with other characters as `_` and a hash of
+/// the id, so that two ids never share a file. Only `[A-Za-z0-9._-]`.
+pub fn file_stem(id: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     if !id.is_empty() && id.len() <= 120 && !id.starts_with('.') && id.chars().all(safe) {
-        return format!("{id}.html");
+        return id.to_string();
     }
     let stem: String = id
         .chars()
@@ -37,7 +42,7 @@ pub fn file_name(id: &str) -> String {
         .map(|c| if safe(c) { c } else { '_' })
         .collect();
     let hash = crate::results::model::test_hash("cell", "", id);
-    format!("{}-{hash:016x}.html", stem.trim_start_matches('.'))
+    format!("{}-{hash:016x}", stem.trim_start_matches('.'))
 }
 
 /// Bytes of the tests and log tails the cells of `view` list.
@@ -85,16 +90,17 @@ pub fn write(name: &str, cells: &[CellView], out: &Path) -> Result<usize, Report
         super::write_atomic(&dir.join(&file), html.as_bytes())?;
         written.insert(file);
     }
-    remove_stale(&dir, &written)?;
+    remove_stale(&dir, ".html", &written)?;
     Ok(written.len())
 }
 
-/// Removes the `.html` pages of cells this report does not have.
-fn remove_stale(dir: &Path, keep: &HashSet<String>) -> Result<(), ReportError> {
+/// Removes the files ending in `ext` in `dir` (of cells an earlier report
+/// had) that are not in `keep`.
+pub fn remove_stale(dir: &Path, ext: &str, keep: &HashSet<String>) -> Result<(), ReportError> {
     for entry in std::fs::read_dir(dir).map_err(super::io(dir))? {
         let entry = entry.map_err(super::io(dir))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".html") && !keep.contains(&name) {
+        if name.ends_with(ext) && !keep.contains(&name) {
             let path = entry.path();
             std::fs::remove_file(&path).map_err(super::io(&path))?;
         }

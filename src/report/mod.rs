@@ -1,6 +1,7 @@
 //! Report writers: everything under a run's `report/`.
 //!
-//! - `junit.xml`: merged JUnit via quick-junit, streamed while collecting ([`junit`]);
+//! - `junit.xml`: merged JUnit via quick-junit, streamed while collecting
+//!   ([`junit`]); or `junit/<cell>.xml` per cell ([`junit_files`]);
 //! - `results.json`: the documented, versioned model (`reports/results.schema.json`);
 //! - `summary.md`: for a GitHub job summary or PR comment, at most 1 MiB;
 //! - `index.html`: one self-contained page for release managers, with a
@@ -12,6 +13,7 @@
 pub mod cell_pages;
 pub mod envs;
 pub mod junit;
+pub mod junit_files;
 pub mod view;
 pub mod why;
 
@@ -111,11 +113,16 @@ impl ReportSummary {
 
 /// (Re)builds the reports of one run under `run_dir/report/`. This is what
 /// `rocmatrix run` calls when it finishes.
+/// `junit` overrides the matrix file's `report.junit`.
 pub fn write_reports(
     run_dir: &Path,
     baseline: Option<&Path>,
+    junit: Option<crate::spec::JunitFiles>,
 ) -> Result<ReportSummary, ReportError> {
-    let source = Source::run(run_dir)?;
+    let mut source = Source::run(run_dir)?;
+    if let Some(j) = junit {
+        source.report.junit = j;
+    }
     build(&source, &run_dir.join("report"), baseline)
 }
 
@@ -155,15 +162,15 @@ pub fn build(
         Some(p) => Some(regress::load_baseline(p)?),
         None => None,
     };
-    let junit_path = out.join("junit.xml");
-    let mut jw = junit::JunitWriter::create(&junit_path, &format!("rocmatrix: {}", source.name))
-        .map_err(io(&junit_path))?;
+    let title = format!("rocmatrix: {}", source.name);
+    let mut junit = junit_files::JunitOut::create(source.report.junit, out, &title)?;
     let mut names = base.as_ref().map(NameCatcher::new);
     let mut results = match names.as_mut() {
-        Some(n) => collect(source, Limits::default(), &mut Both(&mut jw, n)),
-        None => collect(source, Limits::default(), &mut jw),
+        Some(n) => collect(source, Limits::default(), &mut Both(junit.sink(), n)),
+        None => collect(source, Limits::default(), junit.sink()),
     };
-    let junit_bytes = jw.finish().map_err(io(&junit_path))?;
+    let junit_written = junit.finish(out)?;
+    let junit_bytes = junit_written.bytes;
     let mut regressions = base.as_ref().map(|b| {
         let label = baseline
             .map(|p| p.display().to_string())
@@ -185,11 +192,19 @@ pub fn build(
         }
     }
     let mut warnings = Vec::new();
-    if junit_bytes > junit::GITLAB_LIMIT {
+    if junit_written.largest > junit::GITLAB_LIMIT {
         warnings.push(format!(
-            "junit.xml is {:.1} MB, above GitLab's 30 MB limit even with all output trimmed ({} test cases)",
-            junit_bytes as f64 / 1e6,
-            results.totals().total()
+            "{} is {:.1} MB, above GitLab's 30 MB limit even with all output trimmed ({} test cases){}",
+            match source.report.junit {
+                crate::spec::JunitFiles::Merged => "junit.xml",
+                crate::spec::JunitFiles::PerCell => "the largest file in junit/",
+            },
+            junit_written.largest as f64 / 1e6,
+            results.totals().total(),
+            match source.report.junit {
+                crate::spec::JunitFiles::Merged => "; `--junit per-cell` writes a file per cell",
+                crate::spec::JunitFiles::PerCell => "",
+            }
         ));
     }
     write_outputs(&results, regressions.as_ref(), out)?;

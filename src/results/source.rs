@@ -246,6 +246,7 @@ impl Source {
                 rows: vec!["cell".into()],
                 columns: Vec::new(),
                 packages: Vec::new(),
+                junit: Default::default(),
             },
             cells,
             messages: Vec::new(),

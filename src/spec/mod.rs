@@ -244,6 +244,29 @@ pub struct ReportLayout {
     /// environment; empty: the HIP runtime, LLVM/clang and ROCm libraries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub packages: Vec<String>,
+    /// One merged junit.xml, or one file per cell.
+    #[serde(default, skip_serializing_if = "JunitFiles::is_merged")]
+    pub junit: JunitFiles,
+}
+
+/// How a report writes JUnit: `report.junit` in the matrix file, or
+/// `--junit` on the report commands.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum JunitFiles {
+    /// `junit.xml`, every cell in one file.
+    #[default]
+    Merged,
+    /// `junit/<cell>.xml`, one file per cell (each under GitLab's 30 MB).
+    PerCell,
+}
+
+impl JunitFiles {
+    pub fn is_merged(&self) -> bool {
+        *self == JunitFiles::Merged
+    }
 }
 
 /// A validated matrix file.

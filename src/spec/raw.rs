@@ -106,6 +106,8 @@ pub struct RawReport {
     pub columns: Vec<String>,
     #[serde(default)]
     pub packages: Vec<String>,
+    #[serde(default)]
+    pub junit: super::JunitFiles,
 }
 
 #[derive(Debug, Deserialize)]

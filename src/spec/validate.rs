@@ -321,6 +321,7 @@ fn read_report(
         rows: r.rows.clone(),
         columns: r.columns.clone(),
         packages: r.packages.clone(),
+        junit: r.junit,
     })
 }
 

@@ -148,7 +148,7 @@ fn hostile_run(tmp: &Path) -> PathBuf {
         .unwrap(),
     )
     .unwrap();
-    rocmatrix::report::write_reports(&cur, Some(&base)).unwrap();
+    rocmatrix::report::write_reports(&cur, Some(&base), None).unwrap();
     cur.join("report/index.html")
 }
 

@@ -513,7 +513,7 @@ fn regression_classes_on_two_crafted_runs() {
 fn library_entry_point_for_the_runner() {
     let tmp = tempfile::tempdir().unwrap();
     let (base, cur) = regression_runs(tmp.path());
-    let s = rocmatrix::report::write_reports(&cur, Some(&base)).unwrap();
+    let s = rocmatrix::report::write_reports(&cur, Some(&base), None).unwrap();
     assert_eq!(s.cells, 3);
     assert_eq!(s.failing_cells, 2);
     assert_eq!(s.regressions, Some(2), "K.A and the timed-out cell");
@@ -782,7 +782,7 @@ fn results_json_follows_its_schema_shape() {
     // the schema itself is JSON and names the version).
     let tmp = tempfile::tempdir().unwrap();
     let (base, cur) = regression_runs(tmp.path());
-    rocmatrix::report::write_reports(&cur, Some(&base)).unwrap();
+    rocmatrix::report::write_reports(&cur, Some(&base), None).unwrap();
     let doc = read_json(&cur.join("report/results.json"));
     let schema: Value = serde_json::from_str(rocmatrix::report::RESULTS_SCHEMA).unwrap();
     assert_eq!(schema["properties"]["version"]["const"], doc["version"]);
@@ -993,4 +993,59 @@ fn index_links_cell_pages_once_the_tests_are_large_and_inlines_them_while_small(
         .collect();
     pages.sort();
     assert_eq!(pages, ["cell00.html", "cell01.html"]);
+}
+
+#[test]
+fn junit_per_cell_writes_one_valid_file_per_cell() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = one_file_cell(
+        tmp.path(),
+        "gfx1030",
+        "a.xml",
+        gtest_xml(&[("K", "A", "pass"), ("K", "B", "fail")]).as_bytes(),
+    );
+    let b = one_file_cell(
+        tmp.path(),
+        "gfx 1100",
+        "b.xml",
+        gtest_xml(&[("K", "A", "pass")]).as_bytes(),
+    );
+    let out = tmp.path().join("out");
+    let report = |extra: &[&str]| {
+        Rocmatrix::new()
+            .args(["report", "junit"])
+            .arg(&a)
+            .arg(&b)
+            .args(["--cell-from-dir", "--out"])
+            .arg(&out)
+            .args(extra)
+            .run()
+    };
+    report(&[]).assert_code(1);
+    assert!(out.join("junit.xml").is_file());
+    report(&["--junit", "per-cell"]).assert_code(1);
+    assert!(
+        !out.join("junit.xml").exists(),
+        "per-cell replaces the merged file"
+    );
+    let mut files: Vec<String> = std::fs::read_dir(out.join("junit"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files[0], "gfx1030.xml");
+    assert!(files[1].starts_with("gfx_1100-"), "{files:?}");
+    for f in &files {
+        assert_valid_junit(&out.join("junit").join(f));
+    }
+    let one = std::fs::read_to_string(out.join("junit/gfx1030.xml")).unwrap();
+    assert!(one.contains(r#"tests="2" failures="1""#), "{one}");
+    assert!(!one.contains("gfx 1100"), "only its own cell");
+    // Back to one merged file: the per-cell files go.
+    report(&["--junit", "merged"]).assert_code(1);
+    assert!(out.join("junit.xml").is_file());
+    assert_eq!(std::fs::read_dir(out.join("junit")).unwrap().count(), 0);
+    // A value it does not know is a usage error.
+    report(&["--junit", "per-suite"]).assert_code(2);
 }

@@ -373,6 +373,7 @@ fn bad_yaml_never_panics_and_has_a_position() {
         "matrix:\n  a: [1]\nsteps:\n  - name: a\n    run: x\n  - name: a\n    run: y\n",
         "matrix:\n  a: [1]\nsteps:\n  - name: a\n    run: x\n    gpu: maybe\n",
         "matrix:\n  a: [1]\nreport:\n  rows: [b]\n",
+        "matrix:\n  a: [1]\nreport:\n  junit: per-suite\n",
         "matrix:\n  a: [1]\nexpect:\n  - cells: {b: 1}\n    reason: r\n",
         "matrix:\n  a: [1]\nenvironment:\n  base: x\n  llvm: fast\n",
         "matrix: {}\n",
@@ -435,4 +436,14 @@ fn suite_steps_and_classify_rules_are_validated_with_positions() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn report_junit_files_are_merged_unless_asked_per_cell() {
+    use rocmatrix::spec::JunitFiles;
+    assert_eq!(spec("matrix:\n  a: [1]\n").report.junit, JunitFiles::Merged);
+    let s = spec("matrix:\n  a: [1]\nreport:\n  junit: per-cell\n");
+    assert_eq!(s.report.junit, JunitFiles::PerCell);
+    let e = err("matrix:\n  a: [1]\nreport:\n  junit: per-suite\n").to_string();
+    assert!(e.contains("m.yaml:4:") && e.contains("per-cell"), "{e}");
 }
