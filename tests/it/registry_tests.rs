@@ -231,7 +231,7 @@ fn a_tampered_tag_is_caught_by_digest_under_locked() {
         &config,
         &["--locked", lock.to_str().unwrap()],
     );
-    assert_ne!(caught.code(), 0, "{}", caught.text());
+    caught.assert_code(3);
     let text = caught.text();
     let (_, expected_digest) = expected.split_once('@').unwrap();
     assert!(
