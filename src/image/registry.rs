@@ -45,6 +45,29 @@ pub fn env_reference(registry: &str, local_tag: &str) -> String {
     format!("{registry}/env:{tag}")
 }
 
+/// `<registry>/base:<family>-<suite>-<hash>` for a base bootstrapped from
+/// `suite` of `mirror`: the same inputs give the same name on every machine.
+pub fn base_reference(registry: &str, family: &str, suite: &str, mirror: &str) -> String {
+    let hash = crate::digest::sha256_hex(format!("{family}\0{suite}\0{mirror}").as_bytes());
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!(
+        "{registry}/base:{}-{}-{}",
+        clean(family),
+        clean(suite),
+        &hash[..12]
+    )
+}
+
 /// The registry and digest of a lock's `<registry>/env@sha256:…`.
 pub fn split_locked(locked: &str) -> Option<(&str, &str)> {
     let (repo, digest) = locked.split_once('@')?;
@@ -135,13 +158,47 @@ impl Registries {
         registry: &str,
         local_tag: &str,
     ) -> Result<Fetched<String>, ImageError> {
+        let remote = env_reference(registry, local_tag);
+        self.push_as(engine, registry, local_tag, &remote).await
+    }
+
+    /// Pushes the local image `local` as `remote` (`<registry>/<repo>:<tag>`);
+    /// returns `<registry>/<repo>@sha256:…`.
+    pub async fn push_as(
+        &self,
+        engine: &Engine,
+        registry: &str,
+        local: &str,
+        remote: &str,
+    ) -> Result<Fetched<String>, ImageError> {
         if self.is_down(registry) {
             return Ok(Fetched::Skipped);
         }
-        let remote = env_reference(registry, local_tag);
-        engine.tag(local_tag, &remote).await?;
-        match engine.push_digest(&remote, TRANSFER_LIMIT).await {
-            Ok(d) => Ok(Fetched::Done(format!("{registry}/env@{d}"))),
+        engine.tag(local, remote).await?;
+        let (repo, _) = crate::engine::split_reference(remote);
+        match engine.push_digest(remote, TRANSFER_LIMIT).await {
+            Ok(d) => Ok(Fetched::Done(format!("{repo}@{d}"))),
+            Err(e) => Ok(self.fail(registry, e.to_string())),
+        }
+    }
+
+    /// Pulls `remote` (in `registry`) and tags it `local`; returns the digest.
+    pub async fn pull_as(
+        &self,
+        engine: &Engine,
+        registry: &str,
+        remote: &str,
+        local: &str,
+    ) -> Result<Fetched<String>, ImageError> {
+        if self.is_down(registry) {
+            return Ok(Fetched::Skipped);
+        }
+        match engine.pull_digest(remote, TRANSFER_LIMIT).await {
+            Ok(d) => {
+                engine.tag(remote, local).await?;
+                Ok(Fetched::Done(d))
+            }
+            Err(TransferError::Missing { .. }) => Ok(Fetched::Missing),
             Err(e) => Ok(self.fail(registry, e.to_string())),
         }
     }

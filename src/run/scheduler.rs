@@ -18,6 +18,7 @@ use super::events::{Event, Events};
 use super::gpu_gate::GpuGate;
 use super::signals::Interrupt;
 use crate::engine::Engine;
+use crate::image::base::BaseShare;
 use crate::image::network::{bridge_reaches, mirror_endpoint, NetworkChoice};
 use crate::image::registry::{Fetched, Registries};
 use crate::image::{build, ensure_base, mirror, packages, BaseImage, EnvImage, Family, ImageError};
@@ -448,15 +449,34 @@ async fn obtain_base(
         crate::spec::cell_id::sanitize(&env.base)
     ));
     let _ = super::blocking("creating images/", move || std::fs::create_dir_all(images)).await;
+    let mut share = s.opts.registry.as_deref().map(|registry| BaseShare {
+        registries: &s.registries,
+        registry,
+        unavailable: Vec::new(),
+        pushed: None,
+    });
     let b = ensure_base(
         &s.engine,
         env,
-        &family.profile.bootstrap,
+        &family.profile,
         &s.opts.work_dir,
         &log,
+        share.as_mut(),
     )
     .await
     .map_err(Arc::new);
+    if let Some(share) = share {
+        for (registry, reason) in share.unavailable {
+            s.events
+                .emit(Event::RegistryUnavailable { registry, reason });
+        }
+        if let Some(reference) = share.pushed {
+            s.events.emit(Event::ImagePushed {
+                environment: env.base.clone(),
+                reference,
+            });
+        }
+    }
     if let Ok(b) = &b {
         s.events.emit(Event::BaseImage {
             reference: b.reference.clone(),
@@ -545,6 +565,7 @@ fn origin_word(o: &crate::image::BaseOrigin) -> &'static str {
     match o {
         crate::image::BaseOrigin::Present { .. } => "present",
         crate::image::BaseOrigin::Pulled => "pulled",
+        crate::image::BaseOrigin::Registry { .. } => "registry",
         crate::image::BaseOrigin::Bootstrapped(_) => "bootstrapped",
         crate::image::BaseOrigin::Imported { .. } => "imported",
     }

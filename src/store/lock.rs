@@ -92,6 +92,13 @@ pub enum BaseOrigin {
         bootstrapped: Option<Bootstrap>,
     },
     Pulled,
+    /// Pulled from the run's registry, where an earlier run pushed the
+    /// base it had bootstrapped (`<registry>/base:<family>-<suite>-<hash>`).
+    Registry {
+        reference: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bootstrapped: Option<Bootstrap>,
+    },
     Bootstrapped(Bootstrap),
     Imported {
         tarball: String,

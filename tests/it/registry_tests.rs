@@ -34,7 +34,15 @@ steps:
     write(dir, "registry.yaml", &text)
 }
 
+/// The engine and debian:sid, or `None` when the test is skipped.
 fn gate(test: &str) -> Option<EngineUse> {
+    let engine = tools(test)?;
+    bases::ensure("sid");
+    Some(engine)
+}
+
+/// The engine, docker-registry and htpasswd, or `None` when the test is skipped.
+fn tools(test: &str) -> Option<EngineUse> {
     let engine = engine_or_skip(test)?;
     let runs = |program: &str, args: &[&str]| {
         std::process::Command::new(program)
@@ -50,7 +58,6 @@ fn gate(test: &str) -> Option<EngineUse> {
     {
         return None;
     }
-    bases::ensure("sid");
     Some(engine)
 }
 
@@ -374,4 +381,83 @@ fn the_registry_field_is_validated_and_changes_no_hash() {
         .run();
     o.assert_code(2);
     assert!(o.stderr().contains("has a scheme"), "{}", o.text());
+}
+
+#[test]
+fn a_bootstrapped_base_is_pushed_and_pulled_instead_of_bootstrapped_again() {
+    let test = "a_bootstrapped_base_is_pushed_and_pulled_instead_of_bootstrapped_again";
+    let Some(_engine) = tools(test) else { return };
+    if !have_file("/usr/sbin/debootstrap", "debootstrap", test) {
+        return;
+    }
+    let registry = Registry::start();
+    let reference = registry.repository("rocmatrix");
+    let dir = tempfile::tempdir().unwrap();
+    let config = docker_config(dir.path(), None);
+    // A base no registry has (its host is a closed port, so the pull fails
+    // at once): rocmatrix bootstraps it.
+    let tag: String = label::value()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let base = format!("127.0.0.1:{}/rocmatrix-test/sid:{tag}", free_port());
+    let m = write(
+        dir.path(),
+        "base.yaml",
+        &format!(
+            "name: registry-base\nmatrix:\n  case: [one]\nenvironment:\n  base: {base}\n  suite: sid\n  setup: echo base {tag}\nsteps:\n  - name: check\n    run: test -f /etc/debian_version\n"
+        ),
+    );
+    let first = run(
+        &m,
+        &dir.path().join("first"),
+        &config,
+        &["--registry", &reference],
+    );
+    first.assert_success();
+    let lock = read_json(&first.run_store().join("lock.json"));
+    let env = lock["environments"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(env["base"]["origin"]["how"], "bootstrapped", "{env:#}");
+    let tags = registry.tags("rocmatrix/base");
+    assert_eq!(tags.len(), 1, "{tags:?}");
+    assert!(tags[0].starts_with("debian-sid-"), "{tags:?}");
+
+    // Another machine: neither the environment nor the base is there.
+    for id in [&env["image"]["id"], &env["base"]["id"]] {
+        let o = docker::docker(["rmi", "-f", id.as_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let second = run(
+        &m,
+        &dir.path().join("second"),
+        &config,
+        &["--registry", &reference],
+    );
+    second.assert_success();
+    let j = journal(&second.run_store());
+    let base_event = events(&j, "base_image")[0];
+    assert_eq!(base_event["outcome"], "registry", "{base_event:#}");
+    let lock = read_json(&second.run_store().join("lock.json"));
+    let env2 = lock["environments"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    assert_eq!(env2["base"]["id"], env["base"]["id"], "the same base");
+    assert_eq!(env2["base"]["origin"]["bootstrapped"]["suite"], "sid");
+    assert_eq!(events(&j, "image_finished")[0]["pulled"], true);
 }
