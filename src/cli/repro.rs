@@ -52,6 +52,7 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
             work_dir: crate::dirs::cache_dir().join("bootstrap"),
             locked: lock.map(Arc::new),
             coverage: false,
+            registry: None,
         },
         listeners: vec![Arc::from(progress::listener(args.progress, 1))],
         gpus: args.gpus.gate()?,

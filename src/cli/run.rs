@@ -62,6 +62,11 @@ pub struct RunArgs {
     /// gfx coverage table per environment to the HTML report.
     #[arg(long)]
     pub coverage: bool,
+    /// Share environment images through this registry repository (e.g.
+    /// ghcr.io/org/rocmatrix): pull `<REF>/env:<hash>` before building,
+    /// push after; overrides the matrix file's `registry:`.
+    #[arg(long, value_name = "REF", value_parser = crate::spec::parse_registry)]
+    pub registry: Option<String>,
 }
 
 pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -106,6 +111,7 @@ struct Settings {
     fail_fast: bool,
     retries: u32,
     max_parallel: Option<usize>,
+    registry: Option<String>,
 }
 
 /// The cells to run — a new plan of a matrix file, or an earlier run to
@@ -118,6 +124,7 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
                 fail_fast: args.fail_fast,
                 retries: args.retries.unwrap_or(1),
                 max_parallel: None,
+                registry: None,
             },
         )),
         (None, Some(file)) => {
@@ -132,6 +139,7 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
                 fail_fast: spec.fail_fast || args.fail_fast,
                 retries: args.retries.unwrap_or(spec.retries),
                 max_parallel: spec.max_parallel,
+                registry: spec.registry.clone(),
             };
             Ok((
                 RunSource::New {
@@ -166,6 +174,7 @@ fn options(args: &RunArgs, settings: Settings) -> Result<RunOptions, Error> {
             None => None,
         },
         coverage: args.coverage,
+        registry: args.registry.clone().or(settings.registry),
     })
 }
 

@@ -4,10 +4,12 @@
 //! API. Every call is wrapped with what rocmatrix was doing, so an error reads
 //! "building environment 3f2a…: …" rather than a bare HTTP status.
 
+pub mod auth;
 mod connect;
 mod container;
 mod image;
 pub mod labels;
+mod registry;
 
 use std::collections::HashMap;
 
@@ -15,7 +17,8 @@ use bollard::Docker;
 
 pub use connect::Address;
 pub use container::{ContainerSpec, ExecOutcome};
-pub use image::ImageInfo;
+pub use image::{split_reference, ImageInfo};
+pub use registry::TransferError;
 
 /// Label on everything rocmatrix creates, naming the run.
 pub const LABEL_RUN: &str = "rocmatrix.run";

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::family::Profile;
+use super::registry::{self, Fetched, Registries};
 use super::{mirror, ImageError};
 use crate::engine::{Engine, LABEL_KIND};
 use crate::plan::Environment;
@@ -27,6 +29,9 @@ impl BaseOrigin {
                 b.mirror, b.suite
             ),
             BaseOrigin::Pulled => format!("base image {reference}: pulled"),
+            BaseOrigin::Registry { reference: r, .. } => {
+                format!("base image {reference}: pulled from {r} (bootstrapped by an earlier run)")
+            }
             BaseOrigin::Bootstrapped(b) => format!(
                 "base image {reference}: bootstrapped {} from {} (Release of {}) and imported",
                 b.suite,
@@ -51,26 +56,37 @@ pub fn is_tarball(base: &str) -> bool {
         .any(|ext| base.ends_with(ext))
 }
 
-/// Makes sure the base image of `env` is in the engine. `family_bootstrap` is
-/// the family profile's `bootstrap` value; `work` is a scratch directory;
-/// `log` receives debootstrap's output.
+/// A registry that bootstrapped bases are shared through (`--registry`),
+/// and what using it gave: failures to report, the reference pushed.
+pub struct BaseShare<'a> {
+    pub registries: &'a Registries,
+    pub registry: &'a str,
+    /// (registry, reason) for each registry that failed just now.
+    pub unavailable: Vec<(String, String)>,
+    /// `<registry>/base@sha256:…` when a bootstrapped base was pushed.
+    pub pushed: Option<String>,
+}
+
+/// Makes sure the base image of `env` is in the engine. `profile` is the
+/// family's (its `bootstrap` decides whether a base can be bootstrapped);
+/// `work` is a scratch directory; `log` receives debootstrap's output. With
+/// `share`, a base to bootstrap is first pulled from the registry, and one
+/// that was bootstrapped is pushed there.
 pub async fn ensure_base(
     engine: &Engine,
     env: &Environment,
-    family_bootstrap: &str,
+    profile: &Profile,
     work: &Path,
     log: &Path,
+    mut share: Option<&mut BaseShare<'_>>,
 ) -> Result<BaseImage, ImageError> {
+    let family_bootstrap = profile.bootstrap.as_str();
     if is_tarball(&env.base) {
         return import_tarball(engine, Path::new(&env.base)).await;
     }
     let reference = env.base.clone();
     if let Some(img) = engine.image(&reference).await? {
-        let bootstrapped = img.labels.get(LABEL_SUITE).map(|suite| Bootstrap {
-            suite: suite.clone(),
-            mirror: img.labels.get(LABEL_MIRROR).cloned().unwrap_or_default(),
-            release_date: img.labels.get(LABEL_RELEASE_DATE).cloned(),
-        });
+        let bootstrapped = bootstrapped_from(&img.labels);
         return Ok(BaseImage {
             reference,
             id: img.id,
@@ -112,7 +128,58 @@ pub async fn ensure_base(
         .mirror
         .clone()
         .unwrap_or_else(|| mirror::host_mirror(Path::new("/etc/apt")));
-    bootstrap(engine, &reference, &suite, &mirror, work, log, &pull_error).await
+    let shared = share
+        .as_deref()
+        .map(|sh| registry::base_reference(sh.registry, &profile.family, &suite, &mirror));
+    if let (Some(sh), Some(remote)) = (share.as_deref_mut(), &shared) {
+        match sh
+            .registries
+            .pull_as(engine, sh.registry, remote, &reference)
+            .await?
+        {
+            Fetched::Done(_) => {
+                let img = engine
+                    .image(&reference)
+                    .await?
+                    .ok_or_else(|| ImageError::NoBase {
+                        reference: reference.clone(),
+                        why: format!("{remote} was pulled but the engine has no {reference}"),
+                    })?;
+                return Ok(BaseImage {
+                    reference,
+                    id: img.id,
+                    origin: BaseOrigin::Registry {
+                        reference: remote.clone(),
+                        bootstrapped: bootstrapped_from(&img.labels),
+                    },
+                });
+            }
+            Fetched::Unavailable { registry, reason } => sh.unavailable.push((registry, reason)),
+            Fetched::Missing | Fetched::Skipped => {}
+        }
+    }
+    let base = bootstrap(engine, &reference, &suite, &mirror, work, log, &pull_error).await?;
+    if let (Some(sh), Some(remote)) = (share, &shared) {
+        match sh
+            .registries
+            .push_as(engine, sh.registry, &reference, remote)
+            .await?
+        {
+            Fetched::Done(digest) => sh.pushed = Some(digest),
+            Fetched::Unavailable { registry, reason } => sh.unavailable.push((registry, reason)),
+            Fetched::Missing | Fetched::Skipped => {}
+        }
+    }
+    Ok(base)
+}
+
+/// Where a bootstrapped base came from, as its labels say.
+fn bootstrapped_from(labels: &std::collections::HashMap<String, String>) -> Option<Bootstrap> {
+    labels.get(LABEL_SUITE).map(|suite| Bootstrap {
+        suite: suite.clone(),
+        mirror: labels.get(LABEL_MIRROR).cloned().unwrap_or_default(),
+        release_date: labels.get(LABEL_RELEASE_DATE).cloned(),
+    })
 }
 
 /// Removes what bootstraps of processes that are gone left in `work`

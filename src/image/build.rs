@@ -76,6 +76,8 @@ pub async fn ensure_env_image(
             tag: recipe.tag.clone(),
             id: img.id,
             reused: true,
+            pulled: false,
+            registry: None,
         });
     }
     let context = context_tar(recipe).map_err(|e| ImageError::io(log, e))?;
@@ -124,6 +126,8 @@ pub async fn ensure_env_image(
         tag: recipe.tag.clone(),
         id,
         reused: false,
+        pulled: false,
+        registry: None,
     })
 }
 

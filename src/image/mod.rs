@@ -9,6 +9,7 @@ pub mod libraries;
 pub mod mirror;
 pub mod network;
 pub mod packages;
+pub mod registry;
 pub mod untar;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +30,13 @@ pub enum ImageError {
     Recipe { env: String, message: String },
     #[error("{} pinned versions are no longer obtainable (environment {env}):\n  {}", missing.len(), missing.join("\n  "))]
     Pins { env: String, missing: Vec<String> },
+    #[error("environment {env}: the registry's {tag} has digest {found}, but the lock says {expected}; the tag was overwritten since the lock was written")]
+    DigestMismatch {
+        env: String,
+        tag: String,
+        expected: String,
+        found: String,
+    },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

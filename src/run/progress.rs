@@ -40,7 +40,7 @@ struct Quiet;
 
 impl Listener for Quiet {
     fn on_event(&self, event: &Event) {
-        if let Event::ImageFailed { .. } = event {
+        if let Event::ImageFailed { .. } | Event::RegistryUnavailable { .. } = event {
             eprintln!("{}", line(event).unwrap_or_default());
         }
     }
@@ -67,7 +67,16 @@ pub fn line(event: &Event) -> Option<String> {
         Event::ImageStarted { environment, cells } => {
             format!("image {environment}: preparing for {cells} cells")
         }
-        Event::ImageFinished { environment, tag, reused, secs } => {
+        Event::ImageFinished { environment, tag, pulled: true, secs, .. } => {
+            format!("image {environment}: pulled {tag} in {secs:.0} s")
+        }
+        Event::RegistryUnavailable { registry, reason } => {
+            format!("warning: registry {registry} unavailable, building locally: {reason}")
+        }
+        Event::ImagePushed { environment, reference } => {
+            format!("image {environment}: pushed {reference}")
+        }
+        Event::ImageFinished { environment, tag, reused, secs, .. } => {
             if *reused {
                 format!("image {environment}: reusing {tag}")
             } else {

@@ -18,7 +18,9 @@ use super::events::{Event, Events};
 use super::gpu_gate::GpuGate;
 use super::signals::Interrupt;
 use crate::engine::Engine;
+use crate::image::base::BaseShare;
 use crate::image::network::{bridge_reaches, mirror_endpoint, NetworkChoice};
+use crate::image::registry::{Fetched, Registries};
 use crate::image::{build, ensure_base, mirror, packages, BaseImage, EnvImage, Family, ImageError};
 use crate::plan::{Cell, Environment};
 use crate::store::lock::{Lock, LockedEnvironment};
@@ -40,6 +42,9 @@ pub struct RunOptions {
     pub locked: Option<Arc<Lock>>,
     /// Scan each environment image for the gfx targets its libraries carry.
     pub coverage: bool,
+    /// Share environment images through this registry (`--registry`,
+    /// `registry:`): pull before building, push after.
+    pub registry: Option<String>,
 }
 
 /// What happened to the cells given to [`execute`].
@@ -72,6 +77,8 @@ struct Shared {
     slots: Arc<Semaphore>,
     sources: Arc<crate::source::Sources>,
     cleanups: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Which registries failed in this run (each is reported once).
+    registries: Registries,
 }
 
 /// The dispatcher task; it yields every cell task's result once its sender drops.
@@ -141,6 +148,7 @@ pub async fn execute(
         slots: Arc::new(Semaphore::new(opts.jobs.max(1))),
         sources: Arc::new(crate::source::Sources::new(&crate::dirs::cache_dir())),
         cleanups: std::sync::Mutex::new(Vec::new()),
+        registries: Registries::default(),
     });
     let mut out = RunOutcome::default();
     let (ready, dispatcher) = start_dispatcher(shared.clone());
@@ -272,36 +280,97 @@ async fn prepare_image(
         .locked
         .as_ref()
         .and_then(|l| l.environments.get(hash));
+    // Under --locked, an image the lock knows by registry digest is pulled
+    // and must still have that digest; only when the registry cannot give
+    // it is the environment rebuilt with the locked package versions.
+    let locked_ref = pinned.and_then(|l| l.image.registry.as_ref().map(|r| (l, r)));
+    if let Some((locked, reference)) = locked_ref {
+        let fetched = s
+            .registries
+            .pull_locked(&s.engine, hash, reference, &locked.image.tag)
+            .await?;
+        if let Some(img) = s.fetched(fetched) {
+            let how = format!("pulled at the locked digest {reference}");
+            return finish_image(
+                s,
+                hash,
+                &family,
+                base,
+                img,
+                Some((locked, how.as_str())),
+                t0,
+                out,
+            )
+            .await;
+        }
+    }
     let build_env = match pinned {
         Some(locked) => pinned_environment(s, &family, env, hash, &base, locked).await?,
         None => env.clone(),
     };
     let recipe = build::recipe(&family, &build_env, hash, &base)?;
-    let net = match network {
-        Some(n) => n.clone(),
-        // Nothing to build: decide when a build needs it.
-        None if s.engine.image(&recipe.tag).await?.is_some() => None,
+    let registry = s.opts.registry.as_deref();
+    let mut pulled = None;
+    if let Some(reg) = registry {
+        if s.engine.image(&recipe.tag).await?.is_none() {
+            let fetched = s.registries.pull_env(&s.engine, reg, &recipe.tag).await?;
+            pulled = s.fetched(fetched);
+        }
+    }
+    let img = match pulled {
+        Some(img) => img,
         None => {
-            let chosen = choose_network(s, env, &base).await;
-            *network = Some(chosen.clone());
-            chosen
+            let net = match network {
+                Some(n) => n.clone(),
+                // Nothing to build: decide when a build needs it.
+                None if s.engine.image(&recipe.tag).await?.is_some() => None,
+                None => {
+                    let chosen = choose_network(s, env, &base).await;
+                    *network = Some(chosen.clone());
+                    chosen
+                }
+            };
+            let log = s.store.dir.join("images").join(format!("{short}.log"));
+            let mut img =
+                build::ensure_env_image(&s.engine, &recipe, hash, &base, net.as_deref(), &log)
+                    .await?;
+            if let Some(reg) = registry {
+                share(s, reg, short, &mut img).await?;
+            }
+            img
         }
     };
-    let log = s.store.dir.join("images").join(format!("{short}.log"));
-    let img =
-        build::ensure_env_image(&s.engine, &recipe, hash, &base, net.as_deref(), &log).await?;
+    let check = pinned.map(|l| (l, "rebuilt from the lock"));
+    finish_image(s, hash, &family, base, img, check, t0, out).await
+}
+
+/// Records an image that is ready: its event, its installed packages (and
+/// under `--locked` whether they are the locked ones), its lock entry.
+#[allow(clippy::too_many_arguments)]
+async fn finish_image(
+    s: &Shared,
+    hash: &str,
+    family: &Family,
+    base: BaseImage,
+    img: EnvImage,
+    check: Option<(&LockedEnvironment, &str)>,
+    t0: Instant,
+    out: &mut RunOutcome,
+) -> Result<EnvImage, ImageFailure> {
+    let short = crate::digest::short(hash);
     s.events.emit(Event::ImageFinished {
         environment: short.to_string(),
         tag: img.tag.clone(),
         reused: img.reused,
+        pulled: img.pulled,
         secs: t0.elapsed().as_secs_f64(),
     });
-    let (installed, note) = packages::installed(&s.engine, &family, &img.tag, &s.run_id).await?;
+    let (installed, note) = packages::installed(&s.engine, family, &img.tag, &s.run_id).await?;
     if let Some(message) = note {
         s.events.emit(Event::Warning { message });
     }
-    if let Some(locked) = pinned {
-        let line = lock_check(short, &locked.packages, &installed);
+    if let Some((locked, how)) = check {
+        let line = lock_check(short, how, &locked.packages, &installed);
         s.events.emit(Event::Warning {
             message: line.clone(),
         });
@@ -317,6 +386,50 @@ async fn prepare_image(
         },
     );
     Ok(img)
+}
+
+/// Puts a built (or reused) image into the registry unless the engine
+/// already knows its digest there; the digest goes into the lock.
+async fn share(
+    s: &Shared,
+    registry: &str,
+    short: &str,
+    img: &mut EnvImage,
+) -> Result<(), ImageFailure> {
+    if img.reused {
+        img.registry = s
+            .registries
+            .known_digest(&s.engine, registry, &img.tag)
+            .await;
+        if img.registry.is_some() {
+            return Ok(());
+        }
+    }
+    let fetched = s.registries.push_env(&s.engine, registry, &img.tag).await?;
+    if let Some(reference) = s.fetched(fetched) {
+        s.events.emit(Event::ImagePushed {
+            environment: short.to_string(),
+            reference: reference.clone(),
+        });
+        img.registry = Some(reference);
+    }
+    Ok(())
+}
+
+impl Shared {
+    /// What a registry gave, if anything; a registry that just failed is
+    /// reported (once per run).
+    fn fetched<T>(&self, f: Fetched<T>) -> Option<T> {
+        match f {
+            Fetched::Done(t) => Some(t),
+            Fetched::Unavailable { registry, reason } => {
+                self.events
+                    .emit(Event::RegistryUnavailable { registry, reason });
+                None
+            }
+            Fetched::Missing | Fetched::Skipped => None,
+        }
+    }
 }
 
 /// The environment's base image, obtained once per run (present, pulled,
@@ -336,15 +449,34 @@ async fn obtain_base(
         crate::spec::cell_id::sanitize(&env.base)
     ));
     let _ = super::blocking("creating images/", move || std::fs::create_dir_all(images)).await;
+    let mut share = s.opts.registry.as_deref().map(|registry| BaseShare {
+        registries: &s.registries,
+        registry,
+        unavailable: Vec::new(),
+        pushed: None,
+    });
     let b = ensure_base(
         &s.engine,
         env,
-        &family.profile.bootstrap,
+        &family.profile,
         &s.opts.work_dir,
         &log,
+        share.as_mut(),
     )
     .await
     .map_err(Arc::new);
+    if let Some(share) = share {
+        for (registry, reason) in share.unavailable {
+            s.events
+                .emit(Event::RegistryUnavailable { registry, reason });
+        }
+        if let Some(reference) = share.pushed {
+            s.events.emit(Event::ImagePushed {
+                environment: env.base.clone(),
+                reference,
+            });
+        }
+    }
     if let Ok(b) = &b {
         s.events.emit(Event::BaseImage {
             reference: b.reference.clone(),
@@ -360,15 +492,19 @@ async fn obtain_base(
 /// locked package set.
 fn lock_check(
     short: &str,
+    how: &str,
     locked: &BTreeMap<String, String>,
     installed: &BTreeMap<String, String>,
 ) -> String {
     let diff = packages::diff(locked, installed);
     if diff.is_empty() {
-        format!("environment {short}: rebuilt from the lock; the package set is identical ({} packages)", installed.len())
+        format!(
+            "environment {short}: {how}; the package set is identical ({} packages)",
+            installed.len()
+        )
     } else {
         format!(
-            "environment {short}: rebuilt from the lock; the package set differs in {} packages:\n  {}",
+            "environment {short}: {how}; the package set differs in {} packages:\n  {}",
             diff.len(),
             diff.join("\n  ")
         )
@@ -429,6 +565,7 @@ fn origin_word(o: &crate::image::BaseOrigin) -> &'static str {
     match o {
         crate::image::BaseOrigin::Present { .. } => "present",
         crate::image::BaseOrigin::Pulled => "pulled",
+        crate::image::BaseOrigin::Registry { .. } => "registry",
         crate::image::BaseOrigin::Bootstrapped(_) => "bootstrapped",
         crate::image::BaseOrigin::Imported { .. } => "imported",
     }

@@ -12,6 +12,7 @@ mod duration;
 mod error;
 pub mod expand;
 mod raw;
+mod registry;
 mod suggest;
 pub mod suite;
 pub mod tree;
@@ -26,6 +27,7 @@ use serde::Serialize;
 pub use duration::{parse_duration, DurationError};
 pub use error::SpecError;
 pub use expand::{expand, Combination, Origin};
+pub use registry::parse_registry;
 pub use suite::{
     ClassifyAs, ClassifyRule, CtestTemplate, GpuCondition, GtestTemplate, SuiteTemplate,
 };
@@ -289,6 +291,8 @@ pub struct Spec {
     pub retries: u32,
     pub fail_fast: bool,
     pub max_parallel: Option<usize>,
+    /// Where environment images are shared (`registry:`), see [`parse_registry`].
+    pub registry: Option<String>,
     /// Memory limit of each cell's container, in bytes.
     pub memory: Option<u64>,
     pub expect: Vec<Expectation>,

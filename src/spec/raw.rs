@@ -33,6 +33,7 @@ pub struct RawSpec {
     pub retries: Option<u32>,
     pub fail_fast: Option<bool>,
     pub max_parallel: Option<usize>,
+    pub registry: Option<String>,
     pub memory: Option<String>,
     #[serde(default)]
     pub expect: Vec<RawExpect>,

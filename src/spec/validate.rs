@@ -100,6 +100,12 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         retries: raw.retries.unwrap_or(1),
         fail_fast: raw.fail_fast.unwrap_or(false),
         max_parallel: raw.max_parallel,
+        registry: raw
+            .registry
+            .as_deref()
+            .map(super::registry::parse_registry)
+            .transpose()
+            .map_err(|e| cx.err("registry", e.to_string()))?,
         memory: match &raw.memory {
             Some(m) => Some(parse_bytes(m).map_err(|e| cx.err("memory", e.to_string()))?),
             None => None,

@@ -32,7 +32,21 @@ pub enum Event {
         environment: String,
         tag: String,
         reused: bool,
+        /// Pulled from the registry: nothing was built.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pulled: bool,
         secs: f64,
+    },
+    /// The registry could not be used (one per registry per run); images
+    /// are built locally instead.
+    RegistryUnavailable {
+        registry: String,
+        reason: String,
+    },
+    /// An environment image was pushed to the registry.
+    ImagePushed {
+        environment: String,
+        reference: String,
     },
     ImageFailed {
         environment: String,

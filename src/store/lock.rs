@@ -92,6 +92,13 @@ pub enum BaseOrigin {
         bootstrapped: Option<Bootstrap>,
     },
     Pulled,
+    /// Pulled from the run's registry, where an earlier run pushed the
+    /// base it had bootstrapped (`<registry>/base:<family>-<suite>-<hash>`).
+    Registry {
+        reference: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bootstrapped: Option<Bootstrap>,
+    },
     Bootstrapped(Bootstrap),
     Imported {
         tarball: String,
@@ -115,4 +122,11 @@ pub struct EnvImage {
     pub id: String,
     /// True when the tag existed and nothing was built.
     pub reused: bool,
+    /// True when it was pulled from the registry instead of built.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pulled: bool,
+    /// Where the registry keeps exactly this image,
+    /// `<registry>/env@sha256:…`, when it was pulled from or pushed to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
 }

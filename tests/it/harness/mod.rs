@@ -18,11 +18,12 @@ mod cmd;
 pub mod docker;
 mod gate;
 pub mod label;
+pub mod registry;
 mod store;
 
 pub use cmd::{Ran, Rocmatrix};
 pub use docker::{containers_of, RemoveOnDrop};
-pub use gate::{engine_exclusive_or_skip, engine_or_skip, have, have_file, unavailable};
+pub use gate::{engine_exclusive_or_skip, engine_or_skip, have, have_file, unavailable, EngineUse};
 pub use store::*;
 
 use std::process::Output;
