@@ -1,5 +1,7 @@
 //! The packages installed in an image, listed inside a container with the
-//! family profile's command (dpkg-query, rpm -qa, pacman -Q, qlist).
+//! family profile's command (dpkg-query, rpm -qa, pacman -Q, qlist), and
+//! remembered per image id so that a run with its images already built
+//! starts no container to list them again.
 
 use std::collections::BTreeMap;
 
@@ -47,6 +49,64 @@ pub async fn installed(
         .into());
     }
     Ok((parse(&out), None))
+}
+
+/// Cached package lists are at most this large.
+const CACHE_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// [`installed`], remembered in the cache directory under the image's id:
+/// an image id is the hash of the image's content, so the same id always
+/// has the same packages. A list that cannot be read back is made afresh.
+pub async fn installed_cached(
+    engine: &Engine,
+    family: &Family,
+    image: &str,
+    image_id: &str,
+    owner: &str,
+) -> Result<(BTreeMap<String, String>, Option<String>), ImageError> {
+    let path = cache_path(&family.profile.family, image_id);
+    if let Some(p) = &path {
+        if let Ok(text) =
+            crate::safe_read::read_bounded_string(p, CACHE_LIMIT, "a package list", "")
+        {
+            let packages = parse(&text);
+            if !packages.is_empty() {
+                return Ok((packages, None));
+            }
+        }
+    }
+    let (packages, note) = installed(engine, family, image, owner).await?;
+    if let (Some(p), None, false) = (&path, &note, packages.is_empty()) {
+        // A cache: when it cannot be written, the next run lists again.
+        let _ = write_cache(p, &packages);
+    }
+    Ok((packages, note))
+}
+
+/// `<cache>/packages/<family>-<id hex>.tsv`; none for an id that is not a
+/// plain digest.
+fn cache_path(family: &str, image_id: &str) -> Option<std::path::PathBuf> {
+    let hex = image_id.strip_prefix("sha256:").unwrap_or(image_id);
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    (hex.len() == 64 && plain(hex) && plain(family)).then(|| {
+        crate::dirs::cache_dir()
+            .join("packages")
+            .join(format!("{family}-{hex}.tsv"))
+    })
+}
+
+fn write_cache(path: &std::path::Path, packages: &BTreeMap<String, String>) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(path);
+    std::fs::create_dir_all(dir)?;
+    let text: String = packages
+        .iter()
+        .map(|(n, v)| format!("{n}\t{v}\n"))
+        .collect();
+    // Runs in parallel may write the same list: each writes its own file
+    // and renames it into place.
+    let tmp = path.with_extension(format!("tsv.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Parses `name<TAB>version` lines; other lines are ignored.

@@ -365,7 +365,8 @@ async fn finish_image(
         pulled: img.pulled,
         secs: t0.elapsed().as_secs_f64(),
     });
-    let (installed, note) = packages::installed(&s.engine, family, &img.tag, &s.run_id).await?;
+    let (installed, note) =
+        packages::installed_cached(&s.engine, family, &img.tag, &img.id, &s.run_id).await?;
     if let Some(message) = note {
         s.events.emit(Event::Warning { message });
     }

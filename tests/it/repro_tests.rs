@@ -343,3 +343,63 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
         o.stderr()
     );
 }
+
+#[test]
+fn a_built_images_package_list_is_remembered_by_its_image_id() {
+    let Some(_engine) = engine_or_skip("a_built_images_package_list_is_remembered_by_its_image_id")
+    else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let m = write(
+        dir.path(),
+        "m.yaml",
+        "name: pkgs-cached\nmatrix:\n  x: [a]\nenvironment:\n  base: debian:bookworm\n  packages: [file]\nsteps:\n  - name: s\n    run: 'true'\n",
+    );
+    let run = |out: &str| {
+        let o = Rocmatrix::run_matrix(&m)
+            .progress_plain()
+            .env("ROCMATRIX_CACHE", &cache)
+            .out(dir.path().join(out))
+            .run();
+        o.assert_success();
+        lock(&o.run_store())
+    };
+    let first = run("one");
+    let (_, env) = first["environments"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    let id = env["image"]["id"].as_str().unwrap();
+    let listed = cache
+        .join("packages")
+        .join(format!("debian-{}.tsv", id.trim_start_matches("sha256:")));
+    let text = std::fs::read_to_string(&listed).expect("the list is remembered");
+    assert!(text.contains("file\t"), "{text}");
+    // The second run takes the list from the cache, not from a container:
+    // what the cache says is what its lock records.
+    std::fs::write(&listed, format!("{text}zz-from-the-cache\t1.0\n")).unwrap();
+    let second = run("two");
+    let (_, env) = second["environments"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(env["packages"]["zz-from-the-cache"], "1.0");
+    // A list that cannot be read back is made afresh.
+    std::fs::write(&listed, "garbage").unwrap();
+    let third = run("three");
+    let (_, env) = third["environments"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert!(env["packages"]["file"].is_string());
+    assert!(env["packages"].get("zz-from-the-cache").is_none());
+}
