@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 /// The user's cache directory for rocmatrix (`$XDG_CACHE_HOME/rocmatrix`,
-/// else `~/.cache/rocmatrix`): bootstrap scratch space, git mirrors, image use.
+/// else `~/.cache/rocmatrix`): bootstrap scratch space, git mirrors, image use,
+/// package lists per image id.
 pub fn cache_dir() -> PathBuf {
     std::env::var_os("ROCMATRIX_CACHE")
         .map(PathBuf::from)
