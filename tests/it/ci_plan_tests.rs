@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::harness::{write, Ran, Rocmatrix};
+use crate::harness::{make_run, write, CellSpec, Ran, Rocmatrix};
 
 const INSTALL: &str = ".ci/install-ci-tools.sh";
 
@@ -652,4 +652,95 @@ fn ci_section_errors_point_at_the_line() {
         "{}",
         ran.stderr()
     );
+}
+
+/// The report job's `report merge` over the run stores of grouped, sharded
+/// jobs: every cell once, and no warning about shard names that groups
+/// share (`1/2` of gfx900 and `1/2` of gfx1030 are different shards).
+#[test]
+fn merging_the_runs_of_grouped_jobs_warns_of_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    smoke_with_ci(dir.path());
+    let out = ok(rocmatrix(
+        dir.path(),
+        &[
+            "plan",
+            "matrix/smoke.yaml",
+            "--format",
+            "github",
+            "--group-by",
+            "gfx",
+            "--shards",
+            "2",
+        ],
+    ));
+    let plan: serde_json::Value = serde_json::from_str(&ok(rocmatrix(
+        dir.path(),
+        &["plan", "matrix/smoke.yaml", "--format", "json"],
+    )))
+    .unwrap();
+    let values = |id: &str| -> Vec<(String, String)> {
+        let cell = plan["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap();
+        cell["values"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+            .collect()
+    };
+    let mut runs = Vec::new();
+    for e in include(&out) {
+        let command = e["command"].as_str().unwrap();
+        let words: Vec<&str> = command.split_whitespace().collect();
+        let cells = ids(dir.path(), &words[2..]);
+        let vals: Vec<Vec<(String, String)>> = cells.iter().map(|c| values(c)).collect();
+        let pairs: Vec<Vec<(&str, &str)>> = vals
+            .iter()
+            .map(|v| v.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+            .collect();
+        let specs: Vec<CellSpec> = cells
+            .iter()
+            .zip(&pairs)
+            .map(|(id, v)| CellSpec::new(id, v, "passed"))
+            .collect();
+        runs.push(make_run(
+            dir.path(),
+            &format!("run-{}", e["name"].as_str().unwrap()),
+            "h",
+            &["suite", "gfx"],
+            serde_json::json!([]),
+            (&["suite"], &["gfx"]),
+            Some(e["shard"].as_str().unwrap()),
+            &specs,
+        ));
+    }
+    assert_eq!(runs.len(), 6);
+    let merged = dir.path().join("report");
+    let mut args: Vec<String> = vec!["report".into(), "merge".into()];
+    args.extend(runs.iter().map(|r| r.display().to_string()));
+    args.extend(["--out".into(), merged.display().to_string()]);
+    let ran = Rocmatrix::new().args(&args).run();
+    ran.assert_success();
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(merged.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(results["cells"].as_array().unwrap().len(), 9);
+    assert_eq!(results["messages"], serde_json::json!([]), "{results}");
+    assert!(merged.join("summary.md").is_file());
+
+    // A job's run given twice is still a repeat.
+    let mut args: Vec<String> = vec!["report".into(), "merge".into()];
+    args.extend([runs[0].display().to_string(), runs[0].display().to_string()]);
+    args.extend([
+        "--out".into(),
+        dir.path().join("again").display().to_string(),
+    ]);
+    Rocmatrix::new().args(&args).run().assert_success();
+    let again = std::fs::read_to_string(dir.path().join("again/results.json")).unwrap();
+    assert!(again.contains("shard 1/2 appears twice"), "{again}");
 }
