@@ -341,3 +341,94 @@ fn command(file: &Path, only: &[(String, String)], shard: Option<Shard>) -> Stri
     }
     cmd
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MATRIX: &str = "name: m
+matrix:
+  suite: [bookworm, sid]
+  gfx: [gfx900, gfx1030, gfx1100]
+  exclude: [{suite: sid, gfx: gfx900}]
+  include: [{suite: sid, gfx: gfx1151, extra: yes}]
+steps:
+  - {name: s, run: 'true'}
+ci:
+  runs_on: [rocm, '{{ matrix.gfx }}']
+";
+
+    fn make(req: &JobRequest) -> Result<Vec<Job>, JobError> {
+        let spec = Spec::parse(Path::new("m.yaml"), MATRIX).unwrap();
+        let plan = Plan::build(&spec, 100).unwrap();
+        jobs(
+            &spec,
+            &plan,
+            Path::new("m.yaml"),
+            req,
+            super::super::ci::GITHUB,
+            Runners::RunsOn,
+        )
+    }
+
+    fn by(axes: &[&str], shards: Option<usize>) -> JobRequest {
+        JobRequest {
+            only: Vec::new(),
+            group_by: axes.iter().map(|a| a.to_string()).collect(),
+            shards,
+        }
+    }
+
+    #[test]
+    fn groups_in_order_of_first_appearance_and_split_within() {
+        let jobs = make(&by(&["gfx"], Some(2))).unwrap();
+        let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+        // gfx900 has one cell (sid excluded), so one shard and no --shard.
+        assert_eq!(
+            names,
+            [
+                "gfx900",
+                "gfx1030-1-of-2",
+                "gfx1030-2-of-2",
+                "gfx1100-1-of-2",
+                "gfx1100-2-of-2",
+                "gfx1151"
+            ]
+        );
+        assert_eq!(jobs[0].command, "rocmatrix run m.yaml --only gfx=gfx900");
+        assert_eq!(
+            jobs[2].command,
+            "rocmatrix run m.yaml --only gfx=gfx1030 --shard 2/2"
+        );
+        assert_eq!(jobs[2].runners, ["rocm", "gfx1030"]);
+        assert_eq!(jobs.iter().map(|j| j.cells).sum::<usize>(), 6);
+    }
+
+    #[test]
+    fn without_group_by_jobs_are_shards_of_the_plan() {
+        // Default: one shard per cell, each with its own runner.
+        let jobs = make(&by(&[], None)).unwrap();
+        assert_eq!(jobs.len(), 6);
+        assert_eq!(jobs[5].command, "rocmatrix run m.yaml --shard 6/6");
+        assert_eq!(jobs[5].runners, ["rocm", "gfx1151"]);
+        // Three shards of two targets each: the runner template varies.
+        let err = make(&by(&[], Some(3))).unwrap_err().to_string();
+        assert!(err.starts_with("m.yaml:10:19:"), "{err}");
+        assert!(err.contains("ci.runs_on[1]"), "{err}");
+        assert!(err.contains("both in job `1-of-3`"), "{err}");
+        assert!(err.contains("axis `gfx`"), "{err}");
+    }
+
+    #[test]
+    fn an_include_only_key_cannot_be_grouped_on() {
+        let err = make(&by(&["extra"], None)).unwrap_err();
+        assert!(
+            matches!(&err, JobError::MissingValue { axis, cell } if axis == "extra" && cell == "bookworm.gfx900"),
+            "{err}"
+        );
+        assert_eq!(
+            make(&by(&["gfx"], Some(0))).unwrap_err(),
+            JobError::ZeroShards
+        );
+    }
+}
