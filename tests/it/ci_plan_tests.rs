@@ -204,6 +204,7 @@ fn docs_workflow_and_pipelines_validate() {
     github_workflow(dir.path(), "workflow.yml", &doc_block("github-workflow"));
     gitlab_pipeline(dir.path(), "gitlab-ci.yml", &doc_block("gitlab-pipeline"));
     gitlab_pipeline(dir.path(), "child.yml", &doc_block("gitlab-child"));
+    gitlab_pipeline(dir.path(), "login.yml", &doc_block("gitlab-login"));
 }
 
 /// (a) The docs' workflow with the matrix that `plan --format github
