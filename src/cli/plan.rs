@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use crate::error::{Error, ExitCode};
+use crate::plan::jobs::{self, CiLimits, JobError, JobRequest, Runners};
 use crate::plan::{ci, Plan, Shard};
 use crate::spec::{Spec, DEFAULT_MAX_CELLS};
 
@@ -15,9 +16,9 @@ pub enum Format {
     Table,
     /// The documented plan document (docs/plan-json.md).
     Json,
-    /// `strategy.matrix` JSON for GitHub Actions, one entry per shard.
+    /// `strategy.matrix` JSON for GitHub Actions, one entry per job.
     Github,
-    /// A GitLab child pipeline, one job per shard.
+    /// A GitLab child pipeline, one job per job of the plan and a report job.
     Gitlab,
 }
 
@@ -31,11 +32,16 @@ pub struct PlanArgs {
     #[arg(long, value_name = "AXIS=VALUE", value_parser = super::parse_pair)]
     pub only: Vec<(String, String)>,
     /// Keep only shard K of N.
-    #[arg(long, value_name = "K/N")]
+    #[arg(long, value_name = "K/N", conflicts_with = "group_by")]
     pub shard: Option<Shard>,
-    /// Number of shards (jobs) for --format github|gitlab; default one per cell.
+    /// Number of shards (jobs) for --format github|gitlab; default one per
+    /// cell, or with --group-by one per group (then N shards of each group).
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
+    /// For --format github|gitlab: one job per distinct combination of these
+    /// axes' values (e.g. gfx, or gfx,suite), so each job needs one kind of GPU.
+    #[arg(long, value_name = "AXIS,…", value_delimiter = ',')]
+    pub group_by: Vec<String>,
     /// Refuse matrices with more cells than this.
     #[arg(long, default_value_t = DEFAULT_MAX_CELLS)]
     pub max_cells: usize,
@@ -49,6 +55,28 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     if let Some(s) = args.shard {
         plan = plan.shard(s);
     }
+    if !args.group_by.is_empty() && matches!(args.format, Format::Table | Format::Json) {
+        return Err(Error::Usage(
+            "--group-by makes CI jobs: use it with --format github or --format gitlab".into(),
+        ));
+    }
+    let ci_jobs = |limits: CiLimits, runners: Runners| -> Result<Vec<jobs::Job>, Error> {
+        let mut group_by: Vec<String> = Vec::new();
+        for a in &args.group_by {
+            if !group_by.contains(a) {
+                group_by.push(a.clone());
+            }
+        }
+        let req = JobRequest {
+            only: args.only.clone(),
+            group_by,
+            shards: args.shards,
+        };
+        jobs::jobs(&spec, &plan, &args.file, &req, limits, runners).map_err(|e| match e {
+            JobError::Template(e) => Error::Spec(e),
+            other => Error::Usage(other.to_string()),
+        })
+    };
     let text = match args.format {
         Format::Table => table(&plan),
         Format::Json => {
@@ -57,14 +85,12 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             s
         }
         Format::Github => {
-            let n = ci::shard_count(&plan, args.shards, ci::GITHUB_MAX_JOBS, "GitHub Actions")
-                .map_err(|e| Error::Usage(e.to_string()))?;
-            ci::github(&plan, &args.file, &args.only, n) + "\n"
+            let jobs = ci_jobs(ci::GITHUB, Runners::RunsOn)?;
+            ci::github(&jobs, !args.group_by.is_empty()) + "\n"
         }
         Format::Gitlab => {
-            let n = ci::shard_count(&plan, args.shards, ci::GITLAB_MAX_JOBS, "GitLab")
-                .map_err(|e| Error::Usage(e.to_string()))?;
-            ci::gitlab(&plan, &args.file, &args.only, n)
+            let jobs = ci_jobs(ci::GITLAB, Runners::Tags)?;
+            ci::gitlab(&plan.name, plan.cells.len(), &jobs)
         }
     };
     super::write_out(out, &text)?;

@@ -1,114 +1,112 @@
 //! Plans as CI configuration: a GitHub Actions `strategy.matrix` and a
-//! GitLab child pipeline, one job per shard, each running
-//! `rocmatrix run FILE --shard K/N`.
+//! GitLab child pipeline, one job per [`Job`](super::jobs::Job) (a shard of
+//! the plan, or of one `--group-by` group), each running its
+//! `rocmatrix run FILE [--only …] [--shard K/N]`. docs/ci.md shows the
+//! workflow and pipeline that consume them.
 
-use std::path::Path;
-
-use super::{Plan, Shard};
+use super::jobs::{CiLimits, Job};
+use super::PairsRef;
 
 /// GitHub Actions allows at most 256 jobs per matrix.
-pub const GITHUB_MAX_JOBS: usize = 256;
-/// GitLab allows at most 200 parallel jobs (`parallel` / `parallel:matrix`).
-pub const GITLAB_MAX_JOBS: usize = 200;
+pub const GITHUB: CiLimits = CiLimits {
+    name: "GitHub Actions",
+    max_jobs: 256,
+};
+/// GitLab allows at most 200 parallel jobs (`parallel` / `parallel:matrix`);
+/// a generated child pipeline keeps to the same number.
+pub const GITLAB: CiLimits = CiLimits {
+    name: "GitLab",
+    max_jobs: 200,
+};
 
-/// A `--shards` count the CI system cannot run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ShardCountError {
-    #[error("--shards must be at least 1")]
-    Zero,
-    #[error("--shards {asked}: {ci} runs at most {limit} jobs from one matrix; ask for {limit} or fewer (each shard then runs several cells)")]
-    OverLimit {
-        asked: usize,
-        ci: String,
-        limit: usize,
-    },
-}
-
-/// Chooses the number of shards: as asked, or one per cell up to `limit`.
-pub fn shard_count(
-    plan: &Plan,
-    asked: Option<usize>,
-    limit: usize,
-    ci: &str,
-) -> Result<usize, ShardCountError> {
-    match asked {
-        Some(0) => Err(ShardCountError::Zero),
-        Some(n) if n > limit => Err(ShardCountError::OverLimit {
-            asked: n,
-            ci: ci.to_string(),
-            limit,
-        }),
-        Some(n) if n > plan.cells.len().max(1) => {
-            tracing::warn!(
-                "--shards {n} is more than the {} cells; using {} shards",
-                plan.cells.len(),
-                plan.cells.len().max(1)
-            );
-            Ok(plan.cells.len().max(1))
-        }
-        Some(n) => Ok(n),
-        None => Ok(plan.cells.len().clamp(1, limit)),
-    }
-}
-
-fn command(file: &Path, only: &[(String, String)], shard: Shard) -> String {
-    let mut cmd = format!(
-        "rocmatrix run {} --shard {shard}",
-        shell_quote(&file.display().to_string())
-    );
-    for (k, v) in only {
-        cmd.push_str(&format!(" --only {}", shell_quote(&format!("{k}={v}"))));
-    }
-    cmd
-}
-
-/// JSON for `strategy.matrix: ${{ fromJSON(...) }}`, on one line.
-pub fn github(plan: &Plan, file: &Path, only: &[(String, String)], shards: usize) -> String {
-    let include: Vec<serde_json::Value> = (1..=shards)
-        .map(|index| {
-            let shard = Shard {
-                index,
-                total: shards,
-            };
-            serde_json::json!({
-                "shard": shard.to_string(),
-                "cells": shard.range(plan.cells.len()).len(),
-                "command": command(file, only, shard),
-            })
+/// JSON for `strategy.matrix: ${{ fromJSON(...) }}`, on one line: an
+/// `include` entry per job with its `name` (unique, artifact-safe),
+/// `shard`, `cells` and `command`, plus `group` (the grouped axes' values)
+/// under `--group-by` and `runs_on` when the matrix file has `ci.runs_on`.
+pub fn github(jobs: &[Job], grouped: bool) -> String {
+    let include: Vec<serde_json::Value> = jobs
+        .iter()
+        .map(|j| {
+            let mut e = serde_json::json!({
+                "name": j.name,
+                "shard": j.shard.to_string(),
+                "cells": j.cells,
+                "command": j.command,
+            });
+            if grouped {
+                e["group"] = serde_json::json!(PairsRef(&j.group));
+            }
+            if !j.runners.is_empty() {
+                e["runs_on"] = serde_json::json!(j.runners);
+            }
+            e
         })
         .collect();
     serde_json::json!({ "include": include }).to_string()
 }
 
-/// A GitLab child-pipeline YAML with one job per shard.
-pub fn gitlab(plan: &Plan, file: &Path, only: &[(String, String)], shards: usize) -> String {
+/// The stage of the run jobs, and of the job that merges their reports.
+const RUN_STAGE: &str = "rocmatrix";
+const REPORT_STAGE: &str = "rocmatrix-report";
+
+/// A GitLab child-pipeline YAML: a job per [`Job`] (tags from `ci.tags`)
+/// that keeps its run store as an artifact, and a job that merges them all
+/// into one report (`summary.md`, `index.html`, and `junit.xml` for
+/// GitLab's test report), on a runner with the tags every run job shares.
+pub fn gitlab(name: &str, cells: usize, jobs: &[Job]) -> String {
     let mut doc = serde_json::Map::new();
-    doc.insert("stages".into(), serde_json::json!(["rocmatrix"]));
-    let prefix = crate::spec::cell_id::sanitize(&plan.name);
-    for index in 1..=shards {
-        let shard = Shard {
-            index,
-            total: shards,
-        };
-        doc.insert(
-            format!("{prefix}-{index}-of-{shards}"),
-            serde_json::json!({
-                "stage": "rocmatrix",
-                "script": [command(file, only, shard)],
-                "artifacts": {
-                    "when": "always",
-                    "paths": [".rocmatrix/runs/"],
-                    "reports": { "junit": ".rocmatrix/runs/*/report/junit.xml" },
-                },
-            }),
-        );
+    doc.insert(
+        "stages".into(),
+        serde_json::json!([RUN_STAGE, REPORT_STAGE]),
+    );
+    let prefix = crate::spec::cell_id::sanitize(name);
+    for j in jobs {
+        let mut job = serde_json::json!({
+            "stage": RUN_STAGE,
+            "script": [j.command],
+            "artifacts": {
+                "when": "always",
+                "paths": [".rocmatrix/runs/"],
+            },
+        });
+        if !j.runners.is_empty() {
+            job["tags"] = serde_json::json!(j.runners);
+        }
+        doc.insert(format!("{prefix}-{}", j.name), job);
     }
+    let mut report = serde_json::json!({
+        "stage": REPORT_STAGE,
+        "when": "always",
+        "script": ["rocmatrix report merge .rocmatrix/runs/* --out rocmatrix-report"],
+        "artifacts": {
+            "when": "always",
+            "paths": ["rocmatrix-report/"],
+            "reports": { "junit": "rocmatrix-report/junit.xml" },
+        },
+    });
+    let shared = shared_runners(jobs);
+    if !shared.is_empty() {
+        report["tags"] = serde_json::json!(shared);
+    }
+    doc.insert(format!("{prefix}-report"), report);
     let header = format!(
-        "# Generated by `rocmatrix plan --format gitlab` for {} ({} cells in {shards} shards).\n",
-        plan.name,
-        plan.cells.len()
+        "# Generated by `rocmatrix plan --format gitlab` for {name} ({cells} cells in {} jobs).\n",
+        jobs.len()
     );
     header + &serde_yaml::to_string(&doc).unwrap_or_default()
+}
+
+/// The runner labels every job has, in the first job's order.
+fn shared_runners(jobs: &[Job]) -> Vec<String> {
+    let Some(first) = jobs.first() else {
+        return Vec::new();
+    };
+    first
+        .runners
+        .iter()
+        .filter(|r| jobs.iter().all(|j| j.runners.contains(r)))
+        .cloned()
+        .collect()
 }
 
 /// Quotes for POSIX sh when needed.

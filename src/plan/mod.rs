@@ -3,6 +3,7 @@
 
 pub mod ci;
 pub mod glob;
+pub mod jobs;
 mod render;
 pub mod shard;
 pub mod sources;
@@ -151,6 +152,11 @@ impl Plan {
         let ids = cell_id::cell_ids(spec, &combos);
         let mut r = Renderer::new(&spec.file);
         for t in all_templates(spec) {
+            r.add(t)?;
+        }
+        // Compiled here so that `validate` reports their syntax errors;
+        // rendered per job by `ci`, and hashed nowhere.
+        for t in spec.ci.templates() {
             r.add(t)?;
         }
         let mut cells = Vec::with_capacity(combos.len());

@@ -120,7 +120,14 @@ impl Source {
             }
             src.runs.push(m.run_id.clone());
             if let Some(s) = &m.shard {
-                if shards.contains(s) {
+                // `plan --group-by` jobs shard each group: runs of different
+                // groups share shard names but no cells. A shard named twice
+                // is a repeat only when the runs share cells.
+                let repeat = m
+                    .cells
+                    .iter()
+                    .any(|cell| src.cells.iter().any(|c| c.id == cell.id));
+                if shards.contains(s) && repeat {
                     src.messages
                         .push(format!("shard {s} appears twice (run {})", m.run_id));
                 }

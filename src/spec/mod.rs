@@ -271,6 +271,23 @@ impl JunitFiles {
     }
 }
 
+/// `ci:`: runner selection for the jobs of `plan --format github|gitlab`.
+/// Rendered per job, never part of a cell: it decides where a cell runs,
+/// not what it runs, so it feeds no hash.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CiTemplate {
+    /// GitHub Actions `runs-on` labels.
+    pub runs_on: Vec<Template>,
+    /// GitLab `tags`.
+    pub tags: Vec<Template>,
+}
+
+impl CiTemplate {
+    pub fn templates(&self) -> impl Iterator<Item = &Template> {
+        self.runs_on.iter().chain(&self.tags)
+    }
+}
+
 /// A validated matrix file.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -298,6 +315,7 @@ pub struct Spec {
     pub expect: Vec<Expectation>,
     pub classify: Vec<ClassifyRule>,
     pub report: ReportLayout,
+    pub ci: CiTemplate,
 }
 
 impl Spec {

@@ -41,6 +41,18 @@ pub struct RawSpec {
     pub classify: Vec<RawClassify>,
     #[serde(default)]
     pub report: Option<RawReport>,
+    #[serde(default)]
+    pub ci: Option<RawCi>,
+}
+
+/// `ci:`: how generated CI jobs pick their runners.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCi {
+    #[serde(default)]
+    pub runs_on: Vec<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

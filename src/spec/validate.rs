@@ -5,13 +5,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::raw::{
-    RawCount, RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep,
+    RawCi, RawCount, RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep,
 };
 use super::suggest;
 use super::tree::{self, Node, NodeKind};
 use super::{
-    parse_duration, suite, Axis, Entry, EnvironmentTemplate, Expectation, GpuCount, GpuPolicy,
-    GpuTemplate, GpuUse, ReportLayout, SourceTemplate, Spec, SpecError, StepTemplate, Template,
+    parse_duration, suite, Axis, CiTemplate, Entry, EnvironmentTemplate, Expectation, GpuCount,
+    GpuPolicy, GpuTemplate, GpuUse, ReportLayout, SourceTemplate, Spec, SpecError, StepTemplate,
+    Template,
 };
 
 /// Default per-step timeout when the file names none.
@@ -113,7 +114,26 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         expect,
         classify,
         report,
+        ci: read_ci(&cx, raw.ci.as_ref()),
     })
+}
+
+/// `ci:`: runner labels and tags, templates over `matrix`.
+fn read_ci(cx: &Ctx, raw: Option<&RawCi>) -> CiTemplate {
+    let Some(c) = raw else {
+        return CiTemplate::default();
+    };
+    let list = |field: &str, items: &[String]| -> Vec<Template> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| cx.template(format!("ci.{field}[{i}]"), t))
+            .collect()
+    };
+    CiTemplate {
+        runs_on: list("runs_on", &c.runs_on),
+        tags: list("tags", &c.tags),
+    }
 }
 
 /// The positioned tree of `text`, which must be a mapping at the top level.

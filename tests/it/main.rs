@@ -3,6 +3,7 @@
 mod architecture_tests;
 mod bundle_tests;
 mod cdi_tests;
+mod ci_plan_tests;
 mod cli_tests;
 mod expand_props;
 mod family_tests;
