@@ -40,6 +40,8 @@ pub struct ImagesArgs {
 struct Row {
     kind: String,
     tag: String,
+    /// Every name of the image: its own and those it was pushed under.
+    tags: Vec<String>,
     id: String,
     size: i64,
     created: i64,
@@ -81,16 +83,25 @@ async fn rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
                 .all(|(k, v)| i.labels.get(k) == Some(v))
         })
         .map(|i| {
-            let tag = i
+            let tags: Vec<String> = i
                 .tags
                 .iter()
-                .find(|t| *t != "<none>:<none>")
+                .filter(|t| *t != "<none>:<none>")
+                .cloned()
+                .collect();
+            // Its own name (`rocmatrix/env:…`) before the names it was
+            // pushed to a registry under (`host/…/env:…`).
+            let tag = tags
+                .iter()
+                .find(|t| t.starts_with("rocmatrix/") || t.starts_with("debian:"))
+                .or(tags.first())
                 .cloned()
                 .unwrap_or_else(|| i.id.clone());
             Row {
                 kind: i.labels.get(LABEL_KIND).cloned().unwrap_or_default(),
                 last_use: uses.get(&tag).cloned(),
                 tag,
+                tags,
                 id: i.id,
                 size: i.size,
                 created: i.created,
@@ -113,7 +124,7 @@ async fn prune(
     let locked = images_named_by_locks(&args.out.join("runs"));
     let mut removed = Vec::new();
     for r in rows {
-        if let Some(lock) = locked.get(&r.tag) {
+        if let Some(lock) = r.tags.iter().find_map(|t| locked.get(t)) {
             eprintln!("kept {} {}: named by {}", r.kind, r.tag, lock.display());
             continue;
         }
@@ -124,7 +135,9 @@ async fn prune(
             _ => false,
         };
         if wanted && idle_for(r, now, older_than) {
-            match engine.remove_image(&r.tag).await {
+            // By id: an image pushed to a registry also has the registry's
+            // name, and removing one name would only untag it.
+            match engine.remove_image(&r.id).await {
                 Ok(()) => removed.push(format!("removed {} {} ({})", r.kind, r.tag, mb(r.size))),
                 Err(e) => eprintln!("kept {} {}: {e}", r.kind, r.tag),
             }
