@@ -1,0 +1,219 @@
+//! A rootful Podman API service for a test: `podman system service` on a
+//! socket in a temporary directory, with its own storage (`--root`,
+//! `--runroot`) and its own `containers.conf` there, so that it shares
+//! nothing with the Docker engine or any other Podman. Dropping it stops the
+//! service and removes everything it stored (`podman system reset`).
+//!
+//! Point rocmatrix at it with [`PodmanService::docker_host`] (`DOCKER_HOST`).
+//! Installed by `.ci/install-podman.sh`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct PodmanService {
+    child: Child,
+    socket: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl PodmanService {
+    /// Starts the service, or `None` (after the gate said so) when this
+    /// machine has no podman.
+    #[track_caller]
+    pub fn start_or_skip(test: &str) -> Option<PodmanService> {
+        let runs = Command::new("podman")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !runs {
+            super::unavailable(
+                test,
+                "`podman` is not available (run .ci/install-podman.sh as root)",
+            );
+            return None;
+        }
+        Some(Self::start())
+    }
+
+    fn start() -> PodmanService {
+        let dir = tempfile::Builder::new()
+            .prefix("rocmatrix-podman-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join("containers.conf"), containers_conf()).unwrap();
+        let socket = dir.path().join("podman.sock");
+        let log = std::fs::File::create(dir.path().join("service.log")).unwrap();
+        let child = podman(dir.path())
+            .args(["system", "service", "--time=0"])
+            .arg(format!("unix://{}", socket.display()))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("podman (.ci/install-podman.sh)");
+        let service = PodmanService { child, socket, dir };
+        service.wait_ready();
+        service
+    }
+
+    fn wait_ready(&self) {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if self.socket.exists()
+                && self
+                    .cli()
+                    .arg("version")
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "podman system service did not answer on {} within 30 s:\n{}",
+            self.socket.display(),
+            self.log()
+        );
+    }
+
+    /// `unix://…/podman.sock`, for `DOCKER_HOST`.
+    pub fn docker_host(&self) -> String {
+        format!("unix://{}", self.socket.display())
+    }
+
+    /// The podman CLI as a client of this service (`--remote`).
+    pub fn cli(&self) -> Command {
+        let mut c = Command::new("podman");
+        c.arg("--remote").arg("--url").arg(self.docker_host());
+        c
+    }
+
+    /// The service's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("service.log")).unwrap_or_default()
+    }
+
+    /// `podman --remote ARGS…` run to the end: its standard output, or a
+    /// panic with its standard error.
+    #[track_caller]
+    pub fn run(&self, args: &[&str]) -> String {
+        let o = self.cli().args(args).output().unwrap();
+        assert!(o.status.success(), "podman {args:?}: {}", super::stderr(&o));
+        super::stdout(&o)
+    }
+}
+
+impl Drop for PodmanService {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // Podman keeps a conmon per exec session for five minutes after it
+        // ended (exit_command_delay), to answer inspects: the service's, so
+        // they go with it. Found by this service's own storage path.
+        for pid in processes_mentioning(self.dir.path()) {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+        }
+        // Containers, images and their fuse-overlayfs mounts: the storage
+        // must be empty and unmounted before the directory can go.
+        let o = podman(self.dir.path())
+            .args(["system", "reset", "--force"])
+            .output();
+        if !o.as_ref().is_ok_and(|o| o.status.success()) {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "podman system reset in {}: {o:?}",
+                self.dir.path().display()
+            );
+        }
+    }
+}
+
+/// The processes whose command line names `dir`.
+fn processes_mentioning(dir: &Path) -> Vec<u32> {
+    let needle = dir.to_string_lossy().into_owned();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+        .collect()
+}
+
+/// `podman` with the storage and configuration under `dir`.
+fn podman(dir: &Path) -> Command {
+    let mut c = Command::new("podman");
+    c.env("CONTAINERS_CONF", dir.join("containers.conf"))
+        .arg("--root")
+        .arg(dir.join("root"))
+        .arg("--runroot")
+        .arg(dir.join("run"));
+    if Path::new("/usr/bin/fuse-overlayfs").exists() {
+        // As the Docker engine here: the machines the tests run on have no
+        // overlay mounts nested in their file system.
+        c.args([
+            "--storage-driver",
+            "overlay",
+            "--storage-opt",
+            "overlay.mount_program=/usr/bin/fuse-overlayfs",
+        ]);
+    }
+    c
+}
+
+/// The service's configuration.
+///
+/// * `netns = "host"`: containers use the host's network, so Podman never
+///   sets up its CNI bridge and firewall rules beside Docker's (Docker here
+///   programs iptables-legacy, Podman's CNI plugins nf_tables).
+/// * `default_ulimits`: rootful Podman asks for 1048576 open files and
+///   processes per container where nothing says otherwise; where root lacks
+///   CAP_SYS_RESOURCE (these machines are themselves containers) runc
+///   cannot raise the limits that far and every container fails to start
+///   ("error setting rlimit type 7"). So the limits are this process's own
+///   hard limits, processes capped at the 32768 Podman itself runs with.
+/// * `cgroupfs`, file events: there is no systemd to ask.
+fn containers_conf() -> String {
+    let nofile = hard_limit("Max open files").unwrap_or(1024);
+    let nproc = hard_limit("Max processes").unwrap_or(4096).min(32768);
+    format!(
+        "[containers]\nnetns = \"host\"\ndefault_ulimits = [\"nofile={nofile}:{nofile}\", \"nproc={nproc}:{nproc}\"]\n\
+         [engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
+    )
+}
+
+/// A hard limit of this process, from /proc/self/limits.
+fn hard_limit(name: &str) -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with(name))?;
+    match *line[name.len()..]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .get(1)?
+    {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
+    }
+}

@@ -1,0 +1,230 @@
+//! rocmatrix against Podman's Docker-compatible API, for real: a rootful
+//! `podman system service` of the test's own ([`PodmanService`]), reached
+//! through `DOCKER_HOST`. The same small matrix runs on Docker and on
+//! Podman and must end the same way.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::harness::podman::PodmanService;
+use crate::harness::*;
+
+/// Two steps; one cell fails on purpose, one skips; JUnit written by a step.
+const MATRIX: &str = r#"name: podman
+matrix:
+  case: [pass, fail, skip]
+environment:
+  base: BASE
+retries: 0
+steps:
+  - name: work
+    junit: [/work/out/*.xml]
+    run: |
+      mkdir -p /work/out
+      junit() {
+        printf '<?xml version="1.0"?>\n<testsuite name="s" tests="1" failures="%s"><testcase classname="c" name="%s">%s</testcase></testsuite>\n' "$1" "$2" "$3" > /work/out/$2.xml
+      }
+      case {{ matrix.case }} in
+        pass) junit 0 ok "" ;;
+        fail) junit 1 broken '<failure message="boom">trace</failure>'; echo failing; exit 3 ;;
+        skip) echo "no /dev/kfd"; exit 77 ;;
+      esac
+  - name: after
+    run: test -f /work/out/ok.xml && echo after
+"#;
+
+/// What must be the same on both engines: per cell, its status and each
+/// step's name, status and exit code, and the JUnit files copied out.
+fn outcome(run: &Path) -> Vec<Value> {
+    ["pass", "fail", "skip"]
+        .iter()
+        .map(|cell| {
+            let c = cell_json(run, cell);
+            let steps: Vec<Value> = c["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| serde_json::json!([s["name"], s["status"], s["exit_code"]]))
+                .collect();
+            serde_json::json!({
+                "cell": cell,
+                "status": c["status"],
+                "steps": steps,
+                "junit": c["junit"].as_array().map(Vec::len),
+            })
+        })
+        .collect()
+}
+
+/// `debian:bookworm` of the Docker engine as a root file system tarball
+/// (`docker export`, seconds), for Podman to import as a `base:` tarball.
+/// Bootstrapping it again with debootstrap would take a minute, and the
+/// tarball rocmatrix bootstraps is not kept after its import.
+fn bookworm_tarball(dir: &Path) -> std::path::PathBuf {
+    let base = bases::ensure("bookworm");
+    let o = docker::docker(["create", "--label", &label::label(), &base, "true"]);
+    assert!(o.status.success(), "docker create: {}", stderr(&o));
+    let id = stdout(&o).trim().to_string();
+    let tar = dir.join("bookworm.tar");
+    let o = docker::docker(["export", "-o", tar.to_str().unwrap(), &id]);
+    let _ = docker::docker(["rm", "-f", &id]);
+    assert!(o.status.success(), "docker export: {}", stderr(&o));
+    tar
+}
+
+#[test]
+fn a_matrix_runs_on_podman_as_on_docker() {
+    const T: &str = "a_matrix_runs_on_podman_as_on_docker";
+    let Some(_engine) = engine_or_skip(T) else {
+        return;
+    };
+    let Some(podman) = PodmanService::start_or_skip(T) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tarball = bookworm_tarball(dir.path());
+
+    let docker_dir = dir.path().join("docker");
+    std::fs::create_dir_all(&docker_dir).unwrap();
+    let m = write(
+        &docker_dir,
+        "m.yaml",
+        &MATRIX.replace("BASE", "debian:bookworm"),
+    );
+    let on_docker = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(&docker_dir)
+        .run();
+    on_docker.assert_code(1);
+
+    let podman_dir = dir.path().join("podman");
+    std::fs::create_dir_all(&podman_dir).unwrap();
+    let m = write(
+        &podman_dir,
+        "m.yaml",
+        &MATRIX.replace("BASE", tarball.to_str().unwrap()),
+    );
+    let on_podman = Rocmatrix::run_matrix(&m)
+        .env("DOCKER_HOST", podman.docker_host())
+        .progress_plain()
+        .out(&podman_dir)
+        .run();
+    on_podman.assert_code(1);
+    let text = on_podman.text();
+    assert!(
+        text.contains("imported from") && text.contains("built rocmatrix/env:"),
+        "{}",
+        on_podman.context()
+    );
+
+    let expected = outcome(&on_docker.run_store());
+    assert_eq!(
+        outcome(&on_podman.run_store()),
+        expected,
+        "Podman ended the matrix otherwise than Docker: {}",
+        on_podman.context()
+    );
+    // The runs are what the matrix says, not merely alike.
+    assert_eq!(expected[0]["status"], "passed");
+    assert_eq!(expected[1]["status"], "failed");
+    assert_eq!(expected[1]["steps"][0][2], 3);
+    assert_eq!(expected[1]["steps"][1][1], "skipped");
+    assert_eq!(expected[2]["status"], "skipped");
+    let copied = podman_dir
+        .join("runs")
+        .read_dir()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("cells/fail")
+        .join(
+            cell_json(&on_podman.run_store(), "fail")["junit"][0]
+                .as_str()
+                .unwrap(),
+        );
+    assert!(
+        std::fs::read_to_string(&copied).unwrap().contains("boom"),
+        "{}",
+        copied.display()
+    );
+
+    // Nothing of the run is left running; what rocmatrix made carries its
+    // labels, is listed by kind under Docker's names, and is pruned by them.
+    assert_eq!(
+        podman.run(&["ps", "-a", "-q"]).trim(),
+        "",
+        "containers left"
+    );
+    let labelled = podman.run(&[
+        "images",
+        "--filter",
+        &format!("label={}", label::label()),
+        "--format",
+        "{{.Repository}}:{{.Tag}} {{.Labels}}",
+    ]);
+    assert!(
+        labelled.contains("rocmatrix/base:bookworm-") && labelled.contains("rocmatrix/env:"),
+        "{labelled}"
+    );
+    assert!(labelled.contains("rocmatrix.kind:base"), "{labelled}");
+    let images = Rocmatrix::new()
+        .args(["images", "--json", "--out"])
+        .arg(&podman_dir)
+        .env("DOCKER_HOST", podman.docker_host())
+        .run();
+    images.assert_success();
+    let rows: Vec<Value> = serde_json::from_str(&images.stdout()).unwrap();
+    let mut kinds: Vec<(String, bool)> = rows
+        .iter()
+        .map(|r| {
+            let tag = r["tag"].as_str().unwrap_or_default();
+            (
+                r["kind"].as_str().unwrap_or_default().to_string(),
+                tag.starts_with("rocmatrix/"),
+            )
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [("base".to_string(), true), ("env".to_string(), true)],
+        "{}",
+        images.stdout()
+    );
+    // The run's lock names both images: kept; elsewhere nothing does.
+    let kept = Rocmatrix::new()
+        .args(["images", "--prune", "--bases", "--out"])
+        .arg(&podman_dir)
+        .env("DOCKER_HOST", podman.docker_host())
+        .run();
+    kept.assert_success();
+    assert!(
+        kept.stdout().contains("0 removed, 2 kept"),
+        "{}",
+        kept.context()
+    );
+    let pruned = Rocmatrix::new()
+        .args(["images", "--prune", "--bases", "--out"])
+        .arg(dir.path().join("elsewhere"))
+        .env("DOCKER_HOST", podman.docker_host())
+        .run();
+    pruned.assert_success();
+    assert!(
+        pruned.stdout().contains("2 removed"),
+        "{}",
+        pruned.context()
+    );
+    let left = podman.run(&["images", "-q"]);
+    assert_eq!(left.trim(), "", "images left in Podman");
+    // Still a Docker engine beside it.
+    assert!(Command::new("docker")
+        .arg("info")
+        .output()
+        .unwrap()
+        .status
+        .success());
+}
