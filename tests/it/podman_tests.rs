@@ -228,3 +228,89 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         .status
         .success());
 }
+
+/// The first run a new user makes on Podman: no base image anywhere, so
+/// rocmatrix bootstraps `debian:bookworm` with debootstrap and imports it.
+/// That import used to fail ("the engine reports no such image
+/// afterwards": Podman filed it as `debian:latest`, taking that tag from
+/// whatever had it, and ran all its labels into one).
+#[test]
+fn a_base_bootstraps_into_podman_under_its_own_name() {
+    const T: &str = "a_base_bootstraps_into_podman_under_its_own_name";
+    let Some(_engine) = engine_or_skip(T) else {
+        return;
+    };
+    if !have_file("/usr/sbin/debootstrap", "debootstrap", T) {
+        return;
+    }
+    let Some(podman) = PodmanService::start_or_skip(T) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A `debian:latest` of the user's, which the import must leave alone.
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("marker"), "the user's").unwrap();
+    let tar = dir.path().join("latest.tar");
+    let o = Command::new("tar")
+        .arg("-C")
+        .arg(&root)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "tar: {}", stderr(&o));
+    podman.run(&["import", tar.to_str().unwrap(), "debian:latest"]);
+    let latest = podman.run(&["image", "inspect", "--format", "{{.Id}}", "debian:latest"]);
+
+    let m = write(
+        dir.path(),
+        "m.yaml",
+        "name: boot\nmatrix:\n  x: [a]\nenvironment:\n  base: debian:bookworm\n  suite: bookworm\nsteps:\n  - name: release\n    run: grep -q bookworm /etc/os-release\n",
+    );
+    let first = Rocmatrix::run_matrix(&m)
+        .env("DOCKER_HOST", podman.docker_host())
+        .progress_plain()
+        .out(dir.path())
+        .run();
+    first.assert_success();
+    assert!(
+        first
+            .text()
+            .contains("base image debian:bookworm: bootstrapped bookworm from"),
+        "{}",
+        first.context()
+    );
+    let labels = podman.run(&[
+        "image",
+        "inspect",
+        "--format",
+        "{{json .Config.Labels}}",
+        "debian:bookworm",
+    ]);
+    let labels: serde_json::Map<String, Value> = serde_json::from_str(&labels).unwrap();
+    assert_eq!(labels["rocmatrix.kind"], "base", "{labels:?}");
+    assert_eq!(labels["rocmatrix.base.suite"], "bookworm", "{labels:?}");
+    assert_eq!(labels[label::KEY], label::value(), "{labels:?}");
+    assert_eq!(
+        podman.run(&["image", "inspect", "--format", "{{.Id}}", "debian:latest"]),
+        latest,
+        "the import moved debian:latest"
+    );
+
+    // The next run finds it, and knows where it came from.
+    let second = Rocmatrix::run_matrix(&m)
+        .env("DOCKER_HOST", podman.docker_host())
+        .progress_plain()
+        .out(dir.path())
+        .run();
+    second.assert_success();
+    assert!(
+        second.text().contains(
+            "base image debian:bookworm: present in the engine (bootstrapped earlier from"
+        ),
+        "{}",
+        second.context()
+    );
+}
