@@ -4,11 +4,13 @@
 # temporary directory, with its own storage, beside the Docker engine.
 #
 # Coexisting with Docker: nothing here starts a Podman service or touches
-# Docker's configuration. The tests run Podman's containers with the host's
-# network (containers.conf `netns = "host"`, written by the test harness
-# into its own temporary CONTAINERS_CONF), so Podman never creates its CNI
-# bridge or iptables chains next to Docker's. Recommends (buildah,
-# dbus-user-session, …) are left out; runc comes with Docker.
+# Docker's configuration. Podman's containers use its CNI bridge
+# cni-podman0 (10.88.0.0/16; Debian's containernetworking-plugins, not
+# netavark), created on first use with nf_tables rules in CNI-* chains; the
+# Docker engine here keeps its rules in iptables-legacy, and its bridge was
+# checked to still reach the mirror beside Podman's. Recommends (buildah,
+# dbus-user-session, slirp4netns, …) are left out: rootless Podman is not
+# tested yet. runc comes with Docker.
 # Idempotent; runs as root without standard input.
 set -euo pipefail
 need=()

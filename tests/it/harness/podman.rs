@@ -1,7 +1,8 @@
 //! A rootful Podman API service for a test: `podman system service` on a
 //! socket in a temporary directory, with its own storage (`--root`,
-//! `--runroot`) and its own `containers.conf` there, so that it shares
-//! nothing with the Docker engine or any other Podman. Dropping it stops the
+//! `--runroot`) and its own `containers.conf` there, so that it shares no
+//! images or containers with the Docker engine or any other Podman (the
+//! host's CNI bridge `cni-podman0` it does share, see [`containers_conf`]). Dropping it stops the
 //! service and removes everything it stored (`podman system reset`).
 //!
 //! Point rocmatrix at it with [`PodmanService::docker_host`] (`DOCKER_HOST`).
@@ -107,6 +108,9 @@ impl PodmanService {
 
 impl Drop for PodmanService {
     fn drop(&mut self) {
+        // Through the service first: removing a container tears down its
+        // network namespace and CNI rules, which killing it would leave.
+        let _ = self.cli().args(["rm", "--all", "--force"]).output();
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
@@ -185,9 +189,6 @@ fn podman(dir: &Path) -> Command {
 
 /// The service's configuration.
 ///
-/// * `netns = "host"`: containers use the host's network, so Podman never
-///   sets up its CNI bridge and firewall rules beside Docker's (Docker here
-///   programs iptables-legacy, Podman's CNI plugins nf_tables).
 /// * `default_ulimits`: rootful Podman asks for 1048576 open files and
 ///   processes per container where nothing says otherwise; where root lacks
 ///   CAP_SYS_RESOURCE (these machines are themselves containers) runc
@@ -195,11 +196,17 @@ fn podman(dir: &Path) -> Command {
 ///   ("error setting rlimit type 7"). So the limits are this process's own
 ///   hard limits, processes capped at the 32768 Podman itself runs with.
 /// * `cgroupfs`, file events: there is no systemd to ask.
+///
+/// The network stays Podman's default, its CNI bridge `cni-podman0`
+/// (10.88.0.0/16, nf_tables rules in CNI-* chains): containers made through
+/// the Docker-compatible API get the bridge whatever `containers.conf` says
+/// (`netns = "host"` is not applied to them). Docker here keeps its own
+/// rules in iptables-legacy and its bridge works beside Podman's.
 fn containers_conf() -> String {
     let nofile = hard_limit("Max open files").unwrap_or(1024);
     let nproc = hard_limit("Max processes").unwrap_or(4096).min(32768);
     format!(
-        "[containers]\nnetns = \"host\"\ndefault_ulimits = [\"nofile={nofile}:{nofile}\", \"nproc={nproc}:{nproc}\"]\n\
+        "[containers]\ndefault_ulimits = [\"nofile={nofile}:{nofile}\", \"nproc={nproc}:{nproc}\"]\n\
          [engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
     )
 }
