@@ -144,14 +144,29 @@ impl Engine {
         let bare = bare.ok_or_else(|| {
             EngineError::failed(action(), "the engine did not say which image it made")
         })?;
-        let containerfile = format!("FROM {bare}\n{}\n", changes.join("\n"));
-        let context = one_file_tar("Containerfile", &containerfile)
-            .map_err(|e| EngineError::failed(action(), e.to_string()))?;
+        self.restyle(&bare, reference, &changes, HashMap::new())
+            .await
+    }
+
+    /// Podman only: image `from` again as `reference`, with Dockerfile
+    /// `instructions` and `labels` applied by a build of nothing but
+    /// `FROM from` and them; `from` is removed afterwards (the new image
+    /// shares its layers: only its record goes). Returns the new image's id.
+    pub(super) async fn restyle(
+        &self,
+        from: &str,
+        reference: &str,
+        instructions: &[String],
+        labels: HashMap<String, String>,
+    ) -> Result<String, EngineError> {
+        let containerfile = format!("FROM {from}\n{}\n", instructions.join("\n"));
+        let context = one_file_tar("Containerfile", &containerfile).map_err(|e| {
+            EngineError::failed(format!("making {reference} from {from}"), e.to_string())
+        })?;
         let built = self
-            .build(context, reference, HashMap::new(), None, &mut |_| {})
+            .build(context, reference, labels, None, &mut |_| {})
             .await;
-        // The built image shares the bare one's layer; only its record goes.
-        let _ = self.remove_image(&bare).await;
+        let _ = self.remove_image(from).await;
         built
     }
 
