@@ -1,7 +1,8 @@
 //! rocmatrix against Podman's Docker-compatible API, for real: a rootful
 //! `podman system service` of the test's own ([`PodmanService`]), reached
 //! through `DOCKER_HOST`. The same small matrix runs on Docker and on
-//! Podman and must end the same way.
+//! Podman and must end the same way; then a snapshot, the image listing and
+//! pruning on Podman; and a first run that has to bootstrap its base.
 
 use std::path::Path;
 use std::process::Command;
@@ -171,6 +172,25 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         "{labelled}"
     );
     assert!(labelled.contains("rocmatrix.kind:base"), "{labelled}");
+    // A snapshot after a step (a commit), under its own kind.
+    let run_id = on_podman
+        .run_store()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let shell = Rocmatrix::new()
+        .args(["shell", &run_id, "pass", "--after", "work", "--out"])
+        .arg(&podman_dir)
+        .args(["--", "cat", "/work/out/ok.xml"])
+        .env("DOCKER_HOST", podman.docker_host())
+        .run();
+    shell.assert_success();
+    assert!(
+        shell.stdout().contains(r#"name="ok""#),
+        "{}",
+        shell.context()
+    );
     let images = Rocmatrix::new()
         .args(["images", "--json", "--out"])
         .arg(&podman_dir)
@@ -191,11 +211,16 @@ fn a_matrix_runs_on_podman_as_on_docker() {
     kinds.sort();
     assert_eq!(
         kinds,
-        [("base".to_string(), true), ("env".to_string(), true)],
+        [
+            ("base".to_string(), true),
+            ("env".to_string(), true),
+            ("snapshot".to_string(), true)
+        ],
         "{}",
         images.stdout()
     );
-    // The run's lock names both images: kept; elsewhere nothing does.
+    // The run's lock names the base and the environment: kept, and the
+    // snapshot without --snapshots; elsewhere nothing names them.
     let kept = Rocmatrix::new()
         .args(["images", "--prune", "--bases", "--out"])
         .arg(&podman_dir)
@@ -203,18 +228,18 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         .run();
     kept.assert_success();
     assert!(
-        kept.stdout().contains("0 removed, 2 kept"),
+        kept.stdout().contains("0 removed, 3 kept"),
         "{}",
         kept.context()
     );
     let pruned = Rocmatrix::new()
-        .args(["images", "--prune", "--bases", "--out"])
+        .args(["images", "--prune", "--bases", "--snapshots", "--out"])
         .arg(dir.path().join("elsewhere"))
         .env("DOCKER_HOST", podman.docker_host())
         .run();
     pruned.assert_success();
     assert!(
-        pruned.stdout().contains("2 removed"),
+        pruned.stdout().contains("3 removed"),
         "{}",
         pruned.context()
     );
