@@ -75,6 +75,47 @@ fn bookworm_tarball(dir: &Path) -> std::path::PathBuf {
     tar
 }
 
+/// Starts a run on Podman whose one cell sleeps, kills rocmatrix (SIGKILL)
+/// once the cell's container runs, and returns that container's id.
+fn killed_run(podman: &PodmanService, dir: &Path, tarball: &Path) -> String {
+    let stuck_dir = dir.join("stuck");
+    std::fs::create_dir_all(&stuck_dir).unwrap();
+    let m = write(
+        &stuck_dir,
+        "m.yaml",
+        &format!(
+            "name: stuck\nmatrix:\n  case: [stuck]\nenvironment:\n  base: {}\nsteps:\n  - name: wait\n    run: sleep 600\n",
+            tarball.display()
+        ),
+    );
+    let mut child = Rocmatrix::run_matrix(&m)
+        .env("DOCKER_HOST", podman.docker_host())
+        .progress_plain()
+        .out(&stuck_dir)
+        .spawn();
+    let t0 = std::time::Instant::now();
+    let container = loop {
+        let running = podman.run(&["ps", "-q", "--filter", "label=rocmatrix.cell=stuck"]);
+        if let Some(id) = running.lines().next() {
+            break id.to_string();
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(240) || child.try_wait().unwrap().is_some()
+        {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the stuck cell's container never ran:\n{}\n{}",
+                stdout(&out),
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    container
+}
+
 #[test]
 fn a_matrix_runs_on_podman_as_on_docker() {
     const T: &str = "a_matrix_runs_on_podman_as_on_docker";
@@ -100,6 +141,9 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         .run();
     on_docker.assert_code(1);
 
+    // A run killed outright leaves its cell's container running…
+    let stuck = killed_run(&podman, dir.path(), &tarball);
+
     let podman_dir = dir.path().join("podman");
     std::fs::create_dir_all(&podman_dir).unwrap();
     let m = write(
@@ -113,11 +157,21 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         .out(&podman_dir)
         .run();
     on_podman.assert_code(1);
+    // …which the next run finds by its labels and removes.
     let text = on_podman.text();
     assert!(
-        text.contains("imported from") && text.contains("built rocmatrix/env:"),
+        text.contains("removed container") && text.contains("its rocmatrix process"),
         "{}",
         on_podman.context()
+    );
+    let gone = podman
+        .cli()
+        .args(["container", "exists", &stuck])
+        .status()
+        .unwrap();
+    assert!(
+        !gone.success(),
+        "the killed run's container {stuck} is still there"
     );
 
     let expected = outcome(&on_docker.run_store());
