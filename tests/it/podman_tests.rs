@@ -116,6 +116,52 @@ fn killed_run(podman: &PodmanService, dir: &Path, tarball: &Path) -> String {
     container
 }
 
+/// A cell that needs a GPU, given one by a KFD topology fixture and
+/// stand-in device nodes (mknod, root only) in `out`: its device nodes and
+/// the render node's group must reach the container.
+fn gpu_cell(podman: &PodmanService, out: &Path, tarball: &Path) {
+    let dev = out.join("dev");
+    let made = stand_in_nodes(&dev, &["kfd", "dri/renderD128"])
+        && Command::new("chown")
+            .arg(":44")
+            .arg(dev.join("dri/renderD128"))
+            .status()
+            .is_ok_and(|s| s.success());
+    if !made
+        && unavailable(
+            "a_matrix_runs_on_podman_as_on_docker (GPU cell)",
+            "mknod needs root",
+        )
+    {
+        return;
+    }
+    let m = write(
+        out,
+        "gpu.yaml",
+        &format!(
+            "name: gpu\nmatrix:\n  gfx: [gfx1100]\nenvironment:\n  base: {}\ngpu:\n  need: required\n  policy: exact\nsteps:\n  - name: devices\n    run: |\n      test -c /dev/kfd && test -c /dev/dri/renderD128\n      echo \"visible=$ROCR_VISIBLE_DEVICES groups=$(id -G)\"\n",
+            tarball.display()
+        ),
+    );
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/gfx1100");
+    let ran = Rocmatrix::run_matrix(&m)
+        .env("DOCKER_HOST", podman.docker_host())
+        .progress_plain()
+        .arg("--sysfs-root")
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .out(out)
+        .run();
+    ran.assert_success();
+    let cell = cell_json(&ran.run_store(), "gfx1100");
+    let tail = cell["steps"][0]["log_tail"].as_str().unwrap_or_default();
+    assert!(
+        tail.contains("visible=GPU-") && tail.contains(" 44"),
+        "{cell:#}"
+    );
+}
+
 #[test]
 fn a_matrix_runs_on_podman_as_on_docker() {
     const T: &str = "a_matrix_runs_on_podman_as_on_docker";
@@ -157,6 +203,7 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         .out(&podman_dir)
         .run();
     on_podman.assert_code(1);
+    let podman_run = on_podman.run_store();
     // …which the next run finds by its labels and removes.
     let text = on_podman.text();
     assert!(
@@ -176,7 +223,7 @@ fn a_matrix_runs_on_podman_as_on_docker() {
 
     let expected = outcome(&on_docker.run_store());
     assert_eq!(
-        outcome(&on_podman.run_store()),
+        outcome(&podman_run),
         expected,
         "Podman ended the matrix otherwise than Docker: {}",
         on_podman.context()
@@ -187,20 +234,9 @@ fn a_matrix_runs_on_podman_as_on_docker() {
     assert_eq!(expected[1]["steps"][0][2], 3);
     assert_eq!(expected[1]["steps"][1][1], "skipped");
     assert_eq!(expected[2]["status"], "skipped");
-    let copied = podman_dir
-        .join("runs")
-        .read_dir()
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path()
+    let copied = podman_run
         .join("cells/fail")
-        .join(
-            cell_json(&on_podman.run_store(), "fail")["junit"][0]
-                .as_str()
-                .unwrap(),
-        );
+        .join(cell_json(&podman_run, "fail")["junit"][0].as_str().unwrap());
     assert!(
         std::fs::read_to_string(&copied).unwrap().contains("boom"),
         "{}",
@@ -226,9 +262,13 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         "{labelled}"
     );
     assert!(labelled.contains("rocmatrix.kind:base"), "{labelled}");
+
+    // Stand-in GPU device nodes and the render group reach the container.
+    // The same environment as the matrix's: no image of its own.
+    gpu_cell(&podman, &podman_dir, &tarball);
+
     // A snapshot after a step (a commit), under its own kind.
-    let run_id = on_podman
-        .run_store()
+    let run_id = podman_run
         .file_name()
         .unwrap()
         .to_string_lossy()
@@ -263,16 +303,12 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         })
         .collect();
     kinds.sort();
-    assert_eq!(
-        kinds,
-        [
-            ("base".to_string(), true),
-            ("env".to_string(), true),
-            ("snapshot".to_string(), true)
-        ],
-        "{}",
-        images.stdout()
-    );
+    let want = [
+        ("base".to_string(), true),
+        ("env".to_string(), true),
+        ("snapshot".to_string(), true),
+    ];
+    assert_eq!(kinds, want, "{}", images.stdout());
     // The run's lock names the base and the environment: kept, and the
     // snapshot without --snapshots; elsewhere nothing names them.
     let kept = Rocmatrix::new()
@@ -281,8 +317,9 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         .env("DOCKER_HOST", podman.docker_host())
         .run();
     kept.assert_success();
+    let all = want.len();
     assert!(
-        kept.stdout().contains("0 removed, 3 kept"),
+        kept.stdout().contains(&format!("0 removed, {all} kept")),
         "{}",
         kept.context()
     );
@@ -293,7 +330,7 @@ fn a_matrix_runs_on_podman_as_on_docker() {
         .run();
     pruned.assert_success();
     assert!(
-        pruned.stdout().contains("3 removed"),
+        pruned.stdout().contains(&format!("{all} removed")),
         "{}",
         pruned.context()
     );
