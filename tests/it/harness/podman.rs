@@ -16,7 +16,15 @@ pub struct PodmanService {
     child: Child,
     socket: PathBuf,
     dir: tempfile::TempDir,
+    /// Held until the service is gone (fields drop after `Drop::drop`).
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+/// One service at a time in this process. Services with separate storage
+/// still share the host's CNI network `podman` (its bridge, its host-local
+/// address leases in /var/lib/cni): with two at once, one's teardown left
+/// the other's container's network namespace and CNI rules behind.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl PodmanService {
     /// Starts the service, or `None` (after the gate said so) when this
@@ -38,6 +46,7 @@ impl PodmanService {
     }
 
     fn start() -> PodmanService {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::Builder::new()
             .prefix("rocmatrix-podman-")
             .tempdir()
@@ -53,7 +62,12 @@ impl PodmanService {
             .stderr(log)
             .spawn()
             .expect("podman (.ci/install-podman.sh)");
-        let service = PodmanService { child, socket, dir };
+        let service = PodmanService {
+            child,
+            socket,
+            dir,
+            _turn: turn,
+        };
         service.wait_ready();
         service
     }
@@ -124,10 +138,21 @@ impl Drop for PodmanService {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        // A container that stopped has its network torn down by a
+        // `podman container cleanup` that its conmon starts: let those end
+        // (killed, they leave a network namespace and CNI rules behind).
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20)
+            && processes_mentioning(self.dir.path())
+                .iter()
+                .any(|(_, cmdline)| cmdline.contains("\0container\0cleanup\0"))
+        {
+            std::thread::sleep(Duration::from_millis(200));
+        }
         // Podman keeps a conmon per exec session for five minutes after it
         // ended (exit_command_delay), to answer inspects: the service's, so
         // they go with it. Found by this service's own storage path.
-        for pid in processes_mentioning(self.dir.path()) {
+        for (pid, _) in processes_mentioning(self.dir.path()) {
             let _ = Command::new("kill")
                 .arg("-KILL")
                 .arg(pid.to_string())
@@ -149,8 +174,9 @@ impl Drop for PodmanService {
     }
 }
 
-/// The processes whose command line names `dir`.
-fn processes_mentioning(dir: &Path) -> Vec<u32> {
+/// The processes whose command line names `dir`: their ids and command
+/// lines (arguments separated by NUL).
+fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
     let needle = dir.to_string_lossy().into_owned();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -159,9 +185,10 @@ fn processes_mentioning(dir: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| *pid != std::process::id())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        .filter_map(|pid| {
+            let c = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let c = String::from_utf8_lossy(&c).into_owned();
+            c.contains(&needle).then_some((pid, c))
         })
         .collect()
 }
