@@ -358,6 +358,11 @@ impl Engine {
             .commit_container(opts, config)
             .await
             .doing(|| format!("committing container {} as {reference}", short(container)))?;
+        if self.flavour() == super::Flavour::Podman {
+            // Podman (4.3) takes no labels from the commit's config: the
+            // snapshot would keep the environment's `rocmatrix.kind=env`.
+            return self.restyle(&id.id, reference, &[], labels).await;
+        }
         Ok(id.id)
     }
 

@@ -10,7 +10,7 @@ use bollard::query_parameters::{
 use bollard::{body_full, body_try_stream};
 use futures_util::StreamExt;
 
-use super::{Context, Engine, EngineError};
+use super::{Context, Engine, EngineError, Flavour};
 
 /// What rocmatrix needs to know about an image.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ impl Engine {
         match self.docker().inspect_image(reference).await {
             Ok(i) => Ok(Some(ImageInfo {
                 id: i.id.unwrap_or_default(),
-                tags: i.repo_tags.unwrap_or_default(),
+                tags: self.docker_names(i.repo_tags.unwrap_or_default()),
                 size: i.size.unwrap_or_default(),
                 created: 0,
                 labels: i.config.and_then(|c| c.labels).unwrap_or_default(),
@@ -83,6 +83,9 @@ impl Engine {
         let file = tokio::fs::File::open(tarball)
             .await
             .map_err(|e| EngineError::failed(action(), e.to_string()))?;
+        if self.flavour() == Flavour::Podman {
+            return self.import_rootfs_podman(file, reference, changes).await;
+        }
         let (repo, tag) = split_reference(reference);
         let opts = CreateImageOptions {
             from_src: Some("-".into()),
@@ -102,6 +105,69 @@ impl Engine {
         self.image(reference).await?.map(|i| i.id).ok_or_else(|| {
             EngineError::failed(action(), "the engine reports no such image afterwards")
         })
+    }
+
+    /// [`Self::import_rootfs`] on Podman (4.3), whose import differs from
+    /// Docker's twice: it ignores `tag` (filing the image as
+    /// `<repo>:latest`, taking that tag from whatever had it), and it reads
+    /// each `changes` parameter as one instruction where bollard sends them
+    /// all in one, newline-separated (so every label after the first became
+    /// part of the first one's value). So the root file system is imported
+    /// bare and untagged, and the changes are applied by a build of just
+    /// `FROM <id>` and the changes, tagged `reference`; the bare import is
+    /// removed again.
+    async fn import_rootfs_podman(
+        &self,
+        file: tokio::fs::File,
+        reference: &str,
+        changes: Vec<String>,
+    ) -> Result<String, EngineError> {
+        let action = || format!("importing a root file system as {reference}");
+        let opts = CreateImageOptions {
+            from_src: Some("-".into()),
+            ..Default::default()
+        };
+        let body = body_try_stream(file_chunks(file));
+        let mut s = self.docker().create_image(Some(opts), Some(body), None);
+        let mut bare = None;
+        while let Some(item) = s.next().await {
+            let info = item.doing(action)?;
+            if let Some(err) = info.error_detail.and_then(|d| d.message) {
+                return Err(EngineError::failed(action(), err));
+            }
+            bare = info
+                .id
+                .or(info.status)
+                .filter(|s| s.starts_with("sha256:"))
+                .or(bare);
+        }
+        let bare = bare.ok_or_else(|| {
+            EngineError::failed(action(), "the engine did not say which image it made")
+        })?;
+        self.restyle(&bare, reference, &changes, HashMap::new())
+            .await
+    }
+
+    /// Podman only: image `from` again as `reference`, with Dockerfile
+    /// `instructions` and `labels` applied by a build of nothing but
+    /// `FROM from` and them; `from` is removed afterwards (the new image
+    /// shares its layers: only its record goes). Returns the new image's id.
+    pub(super) async fn restyle(
+        &self,
+        from: &str,
+        reference: &str,
+        instructions: &[String],
+        labels: HashMap<String, String>,
+    ) -> Result<String, EngineError> {
+        let containerfile = format!("FROM {from}\n{}\n", instructions.join("\n"));
+        let context = one_file_tar("Containerfile", &containerfile).map_err(|e| {
+            EngineError::failed(format!("making {reference} from {from}"), e.to_string())
+        })?;
+        let built = self
+            .build(context, reference, labels, None, &mut |_| {})
+            .await;
+        let _ = self.remove_image(from).await;
+        built
     }
 
     /// Builds an image from a tar build context, tagging it `tag`. Build output
@@ -178,12 +244,25 @@ impl Engine {
             .into_iter()
             .map(|i| ImageInfo {
                 id: i.id,
-                tags: i.repo_tags,
+                tags: self.docker_names(i.repo_tags),
                 size: i.size,
                 created: i.created,
                 labels: i.labels,
             })
             .collect())
+    }
+
+    /// Image names as Docker writes them. Podman qualifies Docker Hub
+    /// names (`docker.io/library/debian:bookworm`, `docker.io/rocmatrix/env:…`)
+    /// where Docker writes `debian:bookworm` and `rocmatrix/env:…`, the names
+    /// rocmatrix records in locks and image use.
+    fn docker_names(&self, tags: Vec<String>) -> Vec<String> {
+        if self.flavour() != Flavour::Podman {
+            return tags;
+        }
+        tags.into_iter()
+            .map(|t| docker_name(&t).to_string())
+            .collect()
     }
 
     pub async fn remove_image(&self, reference: &str) -> Result<(), EngineError> {
@@ -207,12 +286,31 @@ fn tail_message(err: &str, last: &[String]) -> String {
     }
 }
 
+/// `name` without Podman's Docker Hub qualification.
+fn docker_name(name: &str) -> &str {
+    name.strip_prefix("docker.io/library/")
+        .or_else(|| name.strip_prefix("docker.io/"))
+        .unwrap_or(name)
+}
+
 /// Splits `repo:tag` (a registry port is not a tag).
 pub fn split_reference(reference: &str) -> (&str, &str) {
     match reference.rfind(':') {
         Some(i) if !reference[i + 1..].contains('/') => (&reference[..i], &reference[i + 1..]),
         _ => (reference, "latest"),
     }
+}
+
+/// A tar archive holding one file, `name`, with `text`: a build context.
+fn one_file_tar(name: &str, text: &str) -> std::io::Result<Vec<u8>> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut h = tar::Header::new_gnu();
+    h.set_size(text.len() as u64);
+    h.set_mode(0o644);
+    h.set_mtime(0);
+    h.set_cksum();
+    b.append_data(&mut h, name, text.as_bytes())?;
+    b.into_inner()
 }
 
 /// A file as a stream of 256 KiB chunks, for request bodies.
@@ -233,7 +331,18 @@ pub(crate) fn file_chunks(
 
 #[cfg(test)]
 mod tests {
-    use super::split_reference;
+    use super::{docker_name, split_reference};
+
+    #[test]
+    fn writes_podman_names_as_docker_does() {
+        assert_eq!(docker_name("docker.io/library/debian:sid"), "debian:sid");
+        assert_eq!(
+            docker_name("docker.io/rocmatrix/env:ab"),
+            "rocmatrix/env:ab"
+        );
+        assert_eq!(docker_name("localhost:5000/x:1"), "localhost:5000/x:1");
+        assert_eq!(docker_name("rocmatrix/env:ab"), "rocmatrix/env:ab");
+    }
 
     #[test]
     fn splits_references() {

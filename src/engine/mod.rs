@@ -7,6 +7,7 @@
 pub mod auth;
 mod connect;
 mod container;
+mod flavour;
 mod image;
 pub mod labels;
 mod registry;
@@ -17,6 +18,7 @@ use bollard::Docker;
 
 pub use connect::Address;
 pub use container::{ContainerSpec, ExecOutcome};
+pub use flavour::Flavour;
 pub use image::{split_reference, ImageInfo};
 pub use registry::TransferError;
 
@@ -111,6 +113,8 @@ impl<T> Context<T> for Result<T, bollard::errors::Error> {
 pub struct Engine {
     docker: Docker,
     address: Address,
+    /// Docker or Podman: the few calls that differ ask this.
+    flavour: Flavour,
     /// Labels put on everything this engine handle creates (`--label`),
     /// beside the labels each call names.
     extra_labels: HashMap<String, String>,
@@ -135,11 +139,13 @@ impl Engine {
             tried.push(address.to_string());
             match connect::open(&address).await {
                 Ok(docker) => {
+                    let flavour = Flavour::detect(&docker).await;
                     return Ok(Engine {
                         docker,
                         address,
+                        flavour,
                         extra_labels: HashMap::new(),
-                    })
+                    });
                 }
                 Err(reason) => last_reason = reason.to_string(),
             }
@@ -172,6 +178,11 @@ impl Engine {
 
     pub fn address(&self) -> &Address {
         &self.address
+    }
+
+    /// Which engine answers: Docker or Podman.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
     }
 
     pub(crate) fn docker(&self) -> &Docker {

@@ -9,6 +9,7 @@
 //! * [`bases`]: the one place that knows the shared Debian base images;
 //!   `bases::ensure("sid")` uses the engine's or bootstraps it, once per process.
 //! * [`label`]: the per-test-run label and the sweep of what dead test runs left.
+//! * [`podman`]: a Podman API service of the test's own, beside Docker.
 //! * [`store`]: run stores (reading real ones, crafting fake ones) and JUnit helpers.
 
 #![allow(dead_code)]
@@ -18,6 +19,7 @@ mod cmd;
 pub mod docker;
 mod gate;
 pub mod label;
+pub mod podman;
 pub mod registry;
 mod store;
 
