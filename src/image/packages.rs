@@ -95,18 +95,15 @@ fn cache_path(family: &str, image_id: &str) -> Option<std::path::PathBuf> {
     })
 }
 
-fn write_cache(path: &std::path::Path, packages: &BTreeMap<String, String>) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(path);
-    std::fs::create_dir_all(dir)?;
+fn write_cache(
+    path: &std::path::Path,
+    packages: &BTreeMap<String, String>,
+) -> Result<(), crate::store::StoreError> {
     let text: String = packages
         .iter()
         .map(|(n, v)| format!("{n}\t{v}\n"))
         .collect();
-    // Runs in parallel may write the same list: each writes its own file
-    // and renames it into place.
-    let tmp = path.with_extension(format!("tsv.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text)?;
-    std::fs::rename(&tmp, path)
+    crate::store::write_atomic(path, text.as_bytes())
 }
 
 /// Parses `name<TAB>version` lines; other lines are ignored.
