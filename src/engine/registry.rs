@@ -23,6 +23,21 @@ pub enum TransferError {
     Failed(String),
 }
 
+/// `transfer`'s result, or a failure when nothing answered within `limit`.
+async fn within<T>(
+    limit: Duration,
+    transfer: impl std::future::Future<Output = Result<T, TransferError>>,
+) -> Result<T, TransferError> {
+    tokio::time::timeout(limit, transfer)
+        .await
+        .unwrap_or_else(|_| {
+            Err(TransferError::Failed(format!(
+                "no answer within {} s",
+                limit.as_secs()
+            )))
+        })
+}
+
 impl Engine {
     /// Pulls `reference` (`repo:tag`) and returns its registry digest.
     pub async fn pull_digest(
@@ -55,15 +70,7 @@ impl Engine {
             }
             Ok(digest)
         };
-        let digest = match tokio::time::timeout(limit, pull).await {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(TransferError::Failed(format!(
-                    "no answer within {} s",
-                    limit.as_secs()
-                )))
-            }
-        };
+        let digest = within(limit, pull).await?;
         match digest {
             Some(d) => Ok(d),
             None => self.repo_digest(reference).await?.ok_or_else(|| {
@@ -104,15 +111,9 @@ impl Engine {
             }
             Ok(digest)
         };
-        match tokio::time::timeout(limit, push).await {
-            Ok(r) => r?.ok_or_else(|| {
-                TransferError::Failed(format!("the engine reported no digest for {reference}"))
-            }),
-            Err(_) => Err(TransferError::Failed(format!(
-                "no answer within {} s",
-                limit.as_secs()
-            ))),
-        }
+        within(limit, push).await?.ok_or_else(|| {
+            TransferError::Failed(format!("the engine reported no digest for {reference}"))
+        })
     }
 
     /// Tags image `source` as `target` (`repo:tag`).
