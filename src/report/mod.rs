@@ -193,18 +193,16 @@ pub fn build(
     }
     let mut warnings = Vec::new();
     if junit_written.largest > junit::GITLAB_LIMIT {
+        let (file, hint) = match source.report.junit {
+            crate::spec::JunitFiles::Merged => {
+                ("junit.xml", "; `--junit per-cell` writes a file per cell")
+            }
+            crate::spec::JunitFiles::PerCell => ("the largest file in junit/", ""),
+        };
         warnings.push(format!(
-            "{} is {:.1} MB, above GitLab's 30 MB limit even with all output trimmed ({} test cases){}",
-            match source.report.junit {
-                crate::spec::JunitFiles::Merged => "junit.xml",
-                crate::spec::JunitFiles::PerCell => "the largest file in junit/",
-            },
+            "{file} is {:.1} MB, above GitLab's 30 MB limit even with all output trimmed ({} test cases){hint}",
             junit_written.largest as f64 / 1e6,
             results.totals().total(),
-            match source.report.junit {
-                crate::spec::JunitFiles::Merged => "; `--junit per-cell` writes a file per cell",
-                crate::spec::JunitFiles::PerCell => "",
-            }
         ));
     }
     write_outputs(&results, regressions.as_ref(), out)?;
