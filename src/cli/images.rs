@@ -1,5 +1,6 @@
-//! `rocmatrix images [--prune]`: the images rocmatrix made (by label) —
-//! environments, base images, snapshots — with sizes and last use.
+//! `rocmatrix images [--prune] [--caches]`: the images rocmatrix made (by
+//! label) — environments, build stages, base images, snapshots — with sizes
+//! and last use; with `--caches` also the cache volumes (`cache:`).
 //!
 //! `--label KEY=VALUE` (the global option that labels what rocmatrix makes)
 //! limits both the list and the pruning to images carrying those labels, so
@@ -18,7 +19,8 @@ use crate::spec::parse_duration;
 
 #[derive(Debug, Args)]
 pub struct ImagesArgs {
-    /// Remove environment images (snapshots and base images are kept).
+    /// Remove environment and build-stage images (snapshots and base
+    /// images are kept).
     #[arg(long)]
     pub prune: bool,
     /// With --prune: remove snapshots too.
@@ -27,6 +29,10 @@ pub struct ImagesArgs {
     /// With --prune: remove base images too.
     #[arg(long, requires = "prune")]
     pub bases: bool,
+    /// List the cache volumes (`cache:`) too; with --prune, remove them
+    /// (the engine keeps a volume a container still uses).
+    #[arg(long)]
+    pub caches: bool,
     /// With --prune: only images not used for this long (e.g. 7d).
     #[arg(long, requires = "prune", value_name = "DURATION")]
     pub older_than: Option<String>,
@@ -46,6 +52,8 @@ struct Row {
     size: i64,
     created: i64,
     last_use: Option<String>,
+    /// A cache volume, not an image: `tag` and `id` are its name.
+    volume: bool,
 }
 
 pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -55,7 +63,10 @@ pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result
     };
     cx.runtime.block_on(async {
         let engine = cx.engine().await?;
-        let rows = rows(&engine).await?;
+        let mut rows = rows(&engine).await?;
+        if args.caches {
+            rows.extend(cache_rows(&engine).await?);
+        }
         let text = if args.prune {
             prune(&engine, &rows, &args, older_than).await
         } else if args.json {
@@ -105,10 +116,43 @@ async fn rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
                 id: i.id,
                 size: i.size,
                 created: i.created,
+                volume: false,
             }
         })
         .collect();
     rows.sort_by(|a, b| (&a.kind, &a.tag).cmp(&(&b.kind, &b.tag)));
+    Ok(rows)
+}
+
+/// The cache volumes that carry this invocation's `--label`s, by name.
+async fn cache_rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
+    let mut rows: Vec<Row> = engine
+        .volumes_with_label(&format!("{LABEL_KIND}=cache"))
+        .await?
+        .into_iter()
+        .filter(|v| {
+            engine
+                .extra_labels()
+                .iter()
+                .all(|(k, val)| v.labels.get(k) == Some(val))
+        })
+        .map(|v| Row {
+            kind: "cache".into(),
+            tag: v.name.clone(),
+            tags: vec![v.name.clone()],
+            id: v.name,
+            size: -1,
+            created: v
+                .created
+                .as_deref()
+                .and_then(|t| humantime::parse_rfc3339_weak(t.get(..19).unwrap_or(t)).ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs() as i64),
+            last_use: None,
+            volume: true,
+        })
+        .collect();
+    rows.sort_by(|a, b| a.tag.cmp(&b.tag));
     Ok(rows)
 }
 
@@ -129,12 +173,18 @@ async fn prune(
             continue;
         }
         let wanted = match r.kind.as_str() {
-            "env" => true,
+            "env" | "build" => true,
             "snapshot" => args.snapshots,
             "base" => args.bases,
+            "cache" => args.caches,
             _ => false,
         };
-        if wanted && idle_for(r, now, older_than) {
+        if wanted && r.volume && idle_for(r, now, older_than) {
+            match engine.remove_volume(&r.id).await {
+                Ok(()) => removed.push(format!("removed cache {}", r.tag)),
+                Err(e) => eprintln!("kept cache {}: {e}", r.tag),
+            }
+        } else if wanted && idle_for(r, now, older_than) {
             // By id: an image pushed to a registry also has the registry's
             // name, and removing one name would only untag it.
             match engine.remove_image(&r.id).await {
@@ -194,6 +244,9 @@ fn table(rows: &[Row]) -> String {
 }
 
 fn mb(bytes: i64) -> String {
+    if bytes < 0 {
+        return "-".into();
+    }
     format!("{:.0} MB", bytes as f64 / 1e6)
 }
 
@@ -217,6 +270,11 @@ fn images_named_by_locks(runs: &std::path::Path) -> BTreeMap<String, std::path::
                     for tag in [&env.image.tag, &env.base.reference] {
                         named.entry(tag.clone()).or_insert_with(|| path.clone());
                     }
+                }
+                for build in lock.builds.values() {
+                    named
+                        .entry(build.snapshot.clone())
+                        .or_insert_with(|| path.clone());
                 }
             }
             Err(e) => tracing::warn!("{e}: it protects no image from pruning"),

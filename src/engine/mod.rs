@@ -11,6 +11,7 @@ mod flavour;
 mod image;
 pub mod labels;
 mod registry;
+mod volume;
 
 use std::collections::HashMap;
 
@@ -21,6 +22,7 @@ pub use container::{ContainerSpec, ExecOutcome};
 pub use flavour::Flavour;
 pub use image::{split_reference, ImageInfo};
 pub use registry::TransferError;
+pub use volume::VolumeInfo;
 
 /// Label on everything rocmatrix creates, naming the run.
 pub const LABEL_RUN: &str = "rocmatrix.run";
@@ -30,8 +32,12 @@ pub const LABEL_CELL: &str = "rocmatrix.cell";
 pub const LABEL_PID: &str = "rocmatrix.pid";
 /// Label with the host name of that process (a PID means nothing elsewhere).
 pub const LABEL_HOST: &str = "rocmatrix.host";
-/// Label on images rocmatrix built or imported: `env`, `base` or `snapshot`.
+/// Label on images rocmatrix built or imported (`env`, `base`, `build` or
+/// `snapshot`) and on its cache volumes (`cache`).
 pub const LABEL_KIND: &str = "rocmatrix.kind";
+
+/// Label on a cache volume naming its key (`cache:`).
+pub const LABEL_CACHE_KEY: &str = "rocmatrix.cache.key";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {

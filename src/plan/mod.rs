@@ -1,6 +1,8 @@
 //! Plans: every cell of a matrix rendered — environment, steps, GPU needs —
 //! with its content hashes, plus selection (`--only`) and sharding.
 
+pub mod build;
+pub mod cache;
 pub mod ci;
 pub mod glob;
 pub mod jobs;
@@ -15,6 +17,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::spec::{self, cell_id, GpuCount, GpuPolicy, GpuUse, Spec, SpecError};
+pub use build::Build;
+pub use cache::CacheMount;
 pub use render::Renderer;
 pub use shard::{Shard, ShardError};
 pub use sources::SourceRef;
@@ -93,6 +97,12 @@ pub struct Cell {
     /// Memory limit of the cell's container, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<u64>,
+    /// The key of the build the cell starts from ([`Plan::builds`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+    /// Cache directories mounted from named volumes (`cache:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub caches: Vec<CacheMount>,
     /// SHA-256 over everything that decides the cell's outcome (hex).
     pub hash: String,
 }
@@ -103,6 +113,12 @@ impl Cell {
         self.gpu.need != GpuUse::None
             || !self.gpu.cdi.is_empty()
             || self.steps.iter().any(|s| s.gpu != GpuUse::None)
+    }
+
+    /// The build this cell starts from, if any.
+    pub fn build<'p>(&self, plan_builds: &'p [Build]) -> Option<&'p Build> {
+        let key = self.build.as_deref()?;
+        plan_builds.iter().find(|b| b.key == key)
     }
 
     pub fn value(&self, key: &str) -> Option<&str> {
@@ -138,6 +154,9 @@ pub struct Plan {
     /// The keys of the cells: axes in order, then include-added keys.
     pub keys: Vec<String>,
     pub cells: Vec<Cell>,
+    /// The builds the cells start from (`build:`), over the whole plan.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<Build>,
     /// Which shard of the whole plan this is, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
@@ -202,6 +221,7 @@ impl Plan {
             for src in &spec.sources {
                 sources.push(sources::render(spec, &r, src, &ctx, &id)?);
             }
+            let caches = cache::render(spec, &r, &ctx, render::Subject::Cell(&id))?;
             let gpu = GpuRequest {
                 need: spec.gpu.need,
                 count: spec.gpu.count,
@@ -238,14 +258,21 @@ impl Plan {
                 sources,
                 gpu,
                 memory: spec.memory,
+                build: None,
+                caches,
                 hash,
             });
         }
+        let builds = match &spec.build {
+            Some(b) => build::assign(spec, b, &r, &mut cells)?,
+            None => Vec::new(),
+        };
         let total_cells = cells.len();
         Ok(Plan {
             name: spec.name.clone(),
             keys: spec.keys(),
             cells,
+            builds,
             shard: None,
             total_cells,
         })
@@ -357,12 +384,16 @@ fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
         out.extend(s.suite.iter().flat_map(|t| t.templates()));
         out.extend(&s.junit);
     }
+    for s in spec.build.iter().flat_map(|b| &b.steps) {
+        out.extend(&s.run);
+    }
     for src in &spec.sources {
         out.extend([&src.url, &src.reference]);
         out.extend(&src.patches);
     }
     out.extend(&spec.gpu.target);
     out.extend(&spec.gpu.cdi);
+    out.extend(spec.caches.iter().map(|c| &c.key));
     out
 }
 
@@ -431,7 +462,10 @@ fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(d.as_secs())
 }
 
-fn pairs_as_map<S: Serializer>(pairs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn pairs_as_map<S: Serializer>(
+    pairs: &[(String, String)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     PairsRef(pairs).serialize(s)
 }
 
@@ -454,7 +488,9 @@ fn from_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
 }
 
 /// Reads a JSON object into ordered pairs, keeping the document's order.
-fn map_as_pairs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+pub(crate) fn map_as_pairs<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<(String, String)>, D::Error> {
     struct V;
     impl<'de> serde::de::Visitor<'de> for V {
         type Value = Vec<(String, String)>;

@@ -58,13 +58,25 @@ impl Renderer {
 
     /// Renders a template added before with the context of one cell.
     pub fn render(&self, t: &Template, ctx: &Value, cell: &str) -> Result<String, SpecError> {
+        self.render_for(t, ctx, Subject::Cell(cell))
+    }
+
+    /// Renders a template added before for a cell or a build.
+    pub fn render_for(
+        &self,
+        t: &Template,
+        ctx: &Value,
+        subject: Subject<'_>,
+    ) -> Result<String, SpecError> {
+        let cell = subject.describe();
+        let cell = cell.as_str();
         if !t.source.contains("{{") && !t.source.contains("{%") {
             return Ok(t.source.clone());
         }
         let tmpl = self
             .env
             .get_template(&t.field)
-            .map_err(|e| self.error(t, &e, Some(cell)))?;
+            .map_err(|e| self.error(t, &e, Some(subject)))?;
         let _budget = crate::budget::Guard::arm(
             TEMPLATE_MEMORY,
             format!(
@@ -87,14 +99,14 @@ impl Renderer {
                 &self.file,
                 Some(t.pos),
                 format!(
-                    "{}: the template renders to more than {} MiB (rendering cell {cell}); \
+                    "{}: the template renders to more than {} MiB (rendering {cell}); \
                      rendered templates are limited to that",
                     t.field,
                     TEMPLATE_OUTPUT_MAX >> 20
                 ),
             ));
         }
-        result.map_err(|e| self.error(t, &e, Some(cell)))?;
+        result.map_err(|e| self.error(t, &e, Some(subject)))?;
         String::from_utf8(out.text).map_err(|_| {
             SpecError::new(
                 &self.file,
@@ -107,7 +119,7 @@ impl Renderer {
         })
     }
 
-    fn error(&self, t: &Template, e: &minijinja::Error, cell: Option<&str>) -> SpecError {
+    fn error(&self, t: &Template, e: &minijinja::Error, cell: Option<Subject<'_>>) -> SpecError {
         let inner = e.line().unwrap_or(1);
         let source_line = t
             .source
@@ -131,16 +143,39 @@ impl Renderer {
                 .map(str::to_string)
                 .unwrap_or_else(|| e.kind().to_string()),
         };
+        let available = match cell {
+            Some(Subject::Build(_)) => {
+                "matrix.<key equal in all the build's cells>, build.<key> (a list), vars.<name>"
+            }
+            _ => "matrix.<key>, vars.<name>",
+        };
         let detail = if matches!(e.kind(), minijinja::ErrorKind::UndefinedError) {
-            format!("{what} in `{source_line}` (available: matrix.<key>, vars.<name>)")
+            format!("{what} in `{source_line}` (available: {available})")
         } else {
             format!("{what} in `{source_line}`")
         };
         let msg = match cell {
-            Some(c) => format!("{}: {detail} (rendering cell {c})", t.field),
+            Some(c) => format!("{}: {detail} (rendering {})", t.field, c.describe()),
             None => format!("{}: {detail}", t.field),
         };
         SpecError::new(&self.file, Some(pos), msg)
+    }
+}
+
+/// What a template is rendered for, as error messages name it.
+#[derive(Debug, Clone, Copy)]
+pub enum Subject<'a> {
+    Cell(&'a str),
+    /// A build stage, by its key.
+    Build(&'a str),
+}
+
+impl Subject<'_> {
+    pub fn describe(&self) -> String {
+        match self {
+            Subject::Cell(id) => format!("cell {id}"),
+            Subject::Build(key) => format!("build {key}"),
+        }
     }
 }
 
@@ -175,5 +210,23 @@ pub fn context(values: &[(String, String)], vars: &BTreeMap<String, String>, id:
         matrix => matrix,
         vars => vars,
         cell => minijinja::context! { id => id },
+    }
+}
+
+/// The template context of a build: `matrix` holds the keys equal in all
+/// of its cells, `build.<key>` every value of that key among them.
+pub fn build_context(
+    matrix: &[(String, String)],
+    values: &BTreeMap<String, Vec<String>>,
+    vars: &BTreeMap<String, String>,
+) -> Value {
+    let matrix: BTreeMap<&str, &str> = matrix
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    minijinja::context! {
+        matrix => matrix,
+        build => values,
+        vars => vars,
     }
 }

@@ -68,7 +68,7 @@ impl From<SuiteError> for CellError {
 }
 
 /// `run::blocking` for the cell's own work.
-async fn blocking<T, F>(what: &'static str, work: F) -> Result<T, CellError>
+pub(super) async fn blocking<T, F>(what: &'static str, work: F) -> Result<T, CellError>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
@@ -79,7 +79,7 @@ where
 }
 
 impl CellError {
-    fn io(path: &Path, source: std::io::Error) -> Self {
+    pub(super) fn io(path: &Path, source: std::io::Error) -> Self {
         CellError::Io {
             path: path.to_path_buf(),
             source,
@@ -94,13 +94,16 @@ impl CellError {
     }
 }
 
-/// Runs `cell` in a fresh container of `image`. The container is removed
-/// before this returns, on every path but cancellation (dropping the
-/// future), where the scheduler removes it by label.
+/// Runs `cell` in a fresh container of `image` (its environment image, or
+/// the snapshot of its build, which holds its sources already). The
+/// container is removed before this returns, on every path but
+/// cancellation (dropping the future), where the scheduler removes it by
+/// label.
 pub async fn run_cell(
     cx: &CellEnv<'_>,
     cell: &Cell,
     image: &str,
+    built: Option<&super::build_stage::Built>,
     attempt: u32,
 ) -> Result<CellRecord, CellError> {
     let started_at = now_rfc3339();
@@ -125,7 +128,7 @@ pub async fn run_cell(
     // Sources first: a patch that does not apply stops the cell before any
     // container exists.
     let mut prepared = Vec::with_capacity(cell.sources.len());
-    for src in &cell.sources {
+    for src in cell.sources.iter().filter(|_| built.is_none()) {
         let (sources, src) = (cx.sources.clone(), src.clone());
         prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
     }
@@ -189,8 +192,12 @@ pub async fn run_cell(
         steps,
         junit,
         messages,
-        sources: prepared.iter().map(|p| p.locked.clone()).collect(),
+        sources: match built {
+            Some(b) => b.record.sources.clone(),
+            None => prepared.iter().map(|p| p.locked.clone()).collect(),
+        },
         devices,
+        build: built.map(|b| b.record.key.clone()),
     };
     write_record(cx, dir, record).await
 }
@@ -285,7 +292,12 @@ pub fn container_spec(
             .collect(),
         devices: grant.map(|g| g.devices.clone()).unwrap_or_default(),
         group_add: grant.map(|g| g.groups.clone()).unwrap_or_default(),
-        binds: grant.map(|g| g.binds.clone()).unwrap_or_default(),
+        binds: grant
+            .map(|g| g.binds.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .chain(cell.caches.iter().map(|c| c.bind()))
+            .collect(),
         memory_bytes: cell.memory.and_then(|m| i64::try_from(m).ok()),
         ..Default::default()
     }
@@ -543,7 +555,7 @@ async fn run_suite(
 /// A step's status, exit code and reason from how its exec ended: 0 passed,
 /// 77 skipped, 137 an out-of-memory kill (when the cgroup counted a new one)
 /// or SIGKILL, a timeout kills the container.
-async fn judge_exec(
+pub(super) async fn judge_exec(
     engine: &Engine,
     container: &str,
     outcome: ExecOutcome,
@@ -762,20 +774,20 @@ fn u_single(rel: &Path) -> bool {
 
 /// A step's log file: everything goes to disk as it arrives; only a bounded
 /// tail stays in memory.
-struct StepLog {
+pub(super) struct StepLog {
     file: std::io::BufWriter<std::fs::File>,
     tail: VecDeque<u8>,
 }
 
 impl StepLog {
-    fn create(path: &Path) -> std::io::Result<StepLog> {
+    pub(super) fn create(path: &Path) -> std::io::Result<StepLog> {
         Ok(StepLog {
             file: std::io::BufWriter::new(std::fs::File::create(path)?),
             tail: VecDeque::with_capacity(TAIL_BYTES),
         })
     }
 
-    fn write(&mut self, bytes: &[u8]) {
+    pub(super) fn write(&mut self, bytes: &[u8]) {
         let _ = self.file.write_all(bytes);
         let keep = &bytes[bytes.len().saturating_sub(TAIL_BYTES)..];
         let overflow = (self.tail.len() + keep.len()).saturating_sub(TAIL_BYTES);
@@ -788,7 +800,7 @@ impl StepLog {
     }
 
     /// Flushes the file and returns the last lines.
-    fn finish(mut self) -> std::io::Result<String> {
+    pub(super) fn finish(mut self) -> std::io::Result<String> {
         self.file.flush()?;
         let (a, b) = self.tail.as_slices();
         let text = String::from_utf8_lossy(&[a, b].concat()).into_owned();

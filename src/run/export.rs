@@ -83,7 +83,8 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
     let recipe = recipe(&family, &build_env, &cell.environment_hash, &base)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let sources = checkout_sources(&cell, record.as_ref())?;
-    let containerfile = export_containerfile(recipe.containerfile, &sources);
+    let build = cell.build(&manifest.builds);
+    let containerfile = export_containerfile(recipe.containerfile, &sources, build);
     let locked_sources: Vec<LockedSource> = sources.iter().map(|(_, p)| p.locked.clone()).collect();
     let readme = readme(
         &manifest,
@@ -94,7 +95,11 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
         &locked_sources,
     )?;
 
-    let mut out = ExportDir::create(dir, !sources.is_empty())?;
+    let mut out = ExportDir::create(dir, !sources.is_empty(), build.is_some())?;
+    for (i, s) in build.iter().flat_map(|b| b.steps.iter().enumerate()) {
+        let rel = format!("build/{}.sh", step_slug(i, &s.name));
+        out.write(&rel, s.run.as_bytes(), true)?;
+    }
     for (name, p) in &sources {
         out.write(&format!("sources/{name}.tar"), &p.tar, false)?;
     }
@@ -167,14 +172,38 @@ fn checkout_sources(
 }
 
 /// The environment's Containerfile with the step scripts and the source
-/// archives added.
-fn export_containerfile(mut text: String, sources: &[(String, Arc<Prepared>)]) -> String {
+/// archives added, then the cell's build stage run (as the run's snapshot
+/// was made: its steps in order, with the build's variables).
+fn export_containerfile(
+    mut text: String,
+    sources: &[(String, Arc<Prepared>)],
+    build: Option<&crate::plan::Build>,
+) -> String {
     if !text.ends_with('\n') {
         text.push('\n');
     }
     text.push_str("COPY steps /rocmatrix/steps\n");
     for (name, _) in sources {
         text.push_str(&format!("ADD sources/{name}.tar /\n"));
+    }
+    if let Some(b) = build {
+        text.push_str("COPY build /rocmatrix/build\n");
+        let mut vars = format!("ROCMATRIX_BUILD={}", crate::plan::ci::shell_quote(&b.key));
+        for (k, v) in &b.values {
+            let _ = write!(
+                vars,
+                " {}",
+                crate::plan::ci::shell_quote(&format!("ROCMATRIX_{}={v}", env_key(k)))
+            );
+        }
+        for (i, s) in b.steps.iter().enumerate() {
+            let slug = step_slug(i, &s.name);
+            let _ = writeln!(
+                text,
+                "RUN {vars} ROCMATRIX_STEP={} bash -eo pipefail /rocmatrix/build/{slug}.sh",
+                crate::plan::ci::shell_quote(&s.name)
+            );
+        }
     }
     text
 }
@@ -186,11 +215,14 @@ struct ExportDir<'a> {
 }
 
 impl<'a> ExportDir<'a> {
-    /// Makes `dir/steps`, and `dir/sources` when there are sources.
-    fn create(dir: &'a Path, sources: bool) -> Result<Self, RunError> {
+    /// Makes `dir/steps`, `dir/sources` when there are sources and
+    /// `dir/build` when there is a build stage.
+    fn create(dir: &'a Path, sources: bool, build: bool) -> Result<Self, RunError> {
         std::fs::create_dir_all(dir.join("steps")).map_err(|e| RunError::io(dir, e))?;
-        if sources {
-            std::fs::create_dir_all(dir.join("sources")).map_err(|e| RunError::io(dir, e))?;
+        for (wanted, sub) in [(sources, "sources"), (build, "build")] {
+            if wanted {
+                std::fs::create_dir_all(dir.join(sub)).map_err(|e| RunError::io(dir, e))?;
+            }
         }
         Ok(ExportDir {
             dir,

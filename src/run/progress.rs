@@ -84,6 +84,23 @@ pub fn line(event: &Event) -> Option<String> {
             }
         }
         Event::ImageFailed { environment, error } => format!("image {environment}: FAILED: {error}"),
+        Event::BuildStarted { build, cells } => format!("build {build}: starting for {cells} cells"),
+        Event::BuildStepFinished { build, step, status, exit_code, secs } => format!(
+            "build {build}: step {step} {}{} ({secs:.1} s)",
+            status.as_str(),
+            exit_code.map(|c| format!(", exit {c}")).unwrap_or_default()
+        ),
+        Event::BuildFinished { build, snapshot, reused: true, .. } => {
+            format!("build {build}: reusing {snapshot}")
+        }
+        Event::BuildFinished { build, snapshot, status: crate::store::record::Status::Passed, secs, .. } => {
+            format!("build {build}: built {snapshot} in {secs:.0} s")
+        }
+        Event::BuildFinished { build, status, reason, secs, .. } => format!(
+            "build {build}: {}{} ({secs:.0} s)",
+            status.as_str().to_uppercase(),
+            reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+        ),
         Event::CellStarted { cell, attempt } if *attempt > 1 => format!("{cell}: attempt {attempt}"),
         Event::CellStarted { cell, .. } => format!("{cell}: started"),
         Event::StepStarted { cell, step, index, total } => format!("{cell}: step {index}/{total} {step}"),

@@ -19,7 +19,7 @@ use crate::engine::Engine;
 use crate::image::{BaseImage, EnvImage};
 use crate::plan::Plan;
 use crate::spec::Spec;
-use crate::store::lock::{Lock, LockedCell, LOCK_VERSION};
+use crate::store::lock::{Lock, LockedBuild, LockedCell, LOCK_VERSION};
 use crate::store::record::{CellRecord, RunManifest, Status, STORE_VERSION};
 use crate::store::{new_run_id, now_rfc3339, RunStore};
 
@@ -128,6 +128,7 @@ pub async fn run(
         &store,
         &manifest.run_id,
         to_run,
+        &manifest.builds,
         &req.options,
         &events,
         req.gpus,
@@ -183,6 +184,7 @@ fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), 
                 report: spec.report.clone(),
                 shard: plan.shard.map(|s| s.to_string()),
                 cells: plan.cells.clone(),
+                builds: plan.builds.clone(),
             };
             store.write_json("plan.json", &manifest)?;
             Ok((store, manifest))
@@ -329,14 +331,30 @@ fn lock(store: &RunStore, manifest: &RunManifest, outcome: &RunOutcome) -> Lock 
         matrix_hash: manifest.matrix_hash.clone(),
         environments: Default::default(),
         cells: Default::default(),
+        builds: Default::default(),
     });
     lock.rocmatrix_version = env!("CARGO_PKG_VERSION").to_string();
     lock.environments.extend(outcome.locked_envs.clone());
+    for b in &outcome.builds {
+        if let Some(id) = &b.snapshot_id {
+            lock.builds.insert(
+                b.key.clone(),
+                LockedBuild {
+                    hash: b.hash.clone(),
+                    environment: b.environment_hash.clone(),
+                    snapshot: b.snapshot.clone(),
+                    id: id.clone(),
+                    sources: b.sources.clone(),
+                },
+            );
+        }
+    }
     for r in &outcome.records {
         lock.cells.insert(
             r.id.clone(),
             LockedCell {
                 environment: r.environment_hash.clone(),
+                build: r.build.clone(),
                 sources: r.sources.clone(),
             },
         );

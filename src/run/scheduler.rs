@@ -13,6 +13,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use super::build_stage::{self, Built};
 use super::cell::{container_name, run_cell, CellEnv};
 use super::events::{Event, Events};
 use super::gpu_gate::GpuGate;
@@ -22,9 +23,9 @@ use crate::image::base::BaseShare;
 use crate::image::network::{bridge_reaches, mirror_endpoint, NetworkChoice};
 use crate::image::registry::{Fetched, Registries};
 use crate::image::{build, ensure_base, mirror, packages, BaseImage, EnvImage, Family, ImageError};
-use crate::plan::{Cell, Environment};
+use crate::plan::{Build, Cell, Environment};
 use crate::store::lock::{Lock, LockedEnvironment};
-use crate::store::record::{CellRecord, Status};
+use crate::store::record::{BuildRecord, CellRecord, Status};
 use crate::store::{now_rfc3339, RunStore};
 
 #[derive(Debug, Clone)]
@@ -63,6 +64,8 @@ pub struct RunOutcome {
     pub locked_envs: BTreeMap<String, LockedEnvironment>,
     /// With a lock: per environment, whether the rebuilt package set is identical.
     pub lock_checks: Vec<String>,
+    /// The build stages of this run, in the order they finished.
+    pub builds: Vec<BuildRecord>,
 }
 
 struct Shared {
@@ -83,6 +86,25 @@ struct Shared {
 
 /// The dispatcher task; it yields every cell task's result once its sender drops.
 type Dispatcher = tokio::task::JoinHandle<Vec<Result<CellResult, tokio::task::JoinError>>>;
+
+/// What the dispatcher is handed, in plan order.
+enum Job {
+    /// A cell to run from `image`: its environment image, or its build's
+    /// snapshot.
+    Run {
+        cell: Cell,
+        image: String,
+        built: Option<Arc<Built>>,
+    },
+    /// A cell whose build failed: its record says so; nothing runs.
+    BuildFailed { cell: Cell, built: Arc<Built> },
+}
+
+/// What a build stage's task leaves for the run's outcome.
+struct BuildTaskOut {
+    record: Option<BuildRecord>,
+    not_run: Vec<(String, String)>,
+}
 
 enum CellResult {
     Done(Box<CellRecord>),
@@ -131,6 +153,7 @@ pub async fn execute(
     store: &RunStore,
     run_id: &str,
     cells: Vec<Cell>,
+    builds: &[Build],
     opts: &RunOptions,
     events: &Events,
     gpus: Arc<dyn GpuGate>,
@@ -151,9 +174,11 @@ pub async fn execute(
         registries: Registries::default(),
     });
     let mut out = RunOutcome::default();
+    create_caches(&shared, &cells, builds).await;
     let (ready, dispatcher) = start_dispatcher(shared.clone());
     let mut bases: Bases = HashMap::new();
     let mut network: Option<Option<String>> = None;
+    let mut build_tasks: JoinSet<BuildTaskOut> = JoinSet::new();
     for (hash, env, group) in by_environment(cells) {
         if interrupt.is_set() {
             for c in group {
@@ -167,24 +192,65 @@ pub async fn execute(
         };
         match image {
             Ok(img) => {
-                let tag = img.tag.clone();
+                let (tag, id) = (img.tag.clone(), img.id.clone());
                 out.images.insert(hash.clone(), img);
-                for c in group {
+                let (direct, staged) = by_build(group);
+                for cell in direct {
                     // The dispatcher outlives this loop; it only stops once `ready` drops.
-                    let _ = ready.send((c, tag.clone()));
+                    let _ = ready.send(Job::Run {
+                        cell,
+                        image: tag.clone(),
+                        built: None,
+                    });
+                }
+                for (key, cells) in staged {
+                    let Some(build) = builds.iter().find(|b| b.key == key).cloned() else {
+                        for c in cells {
+                            out.not_run
+                                .push((c.id, format!("build `{key}` is not in the plan")));
+                        }
+                        continue;
+                    };
+                    let env_image = (tag.clone(), id.clone());
+                    build_tasks.spawn(build_then_cells(
+                        shared.clone(),
+                        build,
+                        env_image,
+                        cells,
+                        ready.clone(),
+                    ));
                 }
             }
             Err(e) => image_failed(&shared, &hash, &e, group, &mut out),
         }
     }
     drop(ready);
+    while let Some(done) = build_tasks.join_next().await {
+        match done {
+            Ok(b) => {
+                out.builds.extend(b.record);
+                out.not_run.extend(b.not_run);
+            }
+            Err(e) => out.image_errors.push(format!("a build task failed: {e}")),
+        }
+    }
     collect_cells(dispatcher, &mut out).await;
     let pending: Vec<_> =
         std::mem::take(&mut *shared.cleanups.lock().unwrap_or_else(|p| p.into_inner()));
     for removal in pending {
         let _ = removal.await;
     }
-    let tags: Vec<String> = out.images.values().map(|i| i.tag.clone()).collect();
+    let tags: Vec<String> = out
+        .images
+        .values()
+        .map(|i| i.tag.clone())
+        .chain(
+            out.builds
+                .iter()
+                .filter(|b| b.snapshot_id.is_some())
+                .map(|b| b.snapshot.clone()),
+        )
+        .collect();
     let _ = super::blocking("recording image use", move || {
         crate::store::usage::record(&tags)
     })
@@ -209,6 +275,204 @@ fn by_environment(cells: Vec<Cell>) -> Vec<(String, Option<Environment>, Vec<Cel
         }
     }
     groups
+}
+
+/// Creates the cache volumes the cells and their builds mount, labelled as
+/// caches (the engine would make a missing one on use, unlabelled, so that
+/// `images --prune --caches` would not know it); a failure is a warning.
+async fn create_caches(s: &Shared, cells: &[Cell], builds: &[Build]) {
+    let mut seen = std::collections::BTreeSet::new();
+    let wanted = cells.iter().flat_map(|c| {
+        c.caches
+            .iter()
+            .chain(c.build(builds).into_iter().flat_map(|b| &b.caches))
+    });
+    for cache in wanted {
+        if !seen.insert(cache.volume.clone()) {
+            continue;
+        }
+        let labels = HashMap::from([
+            (crate::engine::LABEL_KIND.to_string(), "cache".to_string()),
+            (
+                crate::engine::LABEL_CACHE_KEY.to_string(),
+                cache.key.clone(),
+            ),
+        ]);
+        if let Err(e) = s.engine.ensure_volume(&cache.volume, &labels).await {
+            s.events.emit(Event::Warning {
+                message: format!("cache {}: {e}", cache.key),
+            });
+        }
+    }
+}
+
+/// An environment's cells split into those that start from its image and
+/// those that start from a build, by build key in plan order.
+fn by_build(cells: Vec<Cell>) -> (Vec<Cell>, Vec<(String, Vec<Cell>)>) {
+    let mut direct = Vec::new();
+    let mut staged: Vec<(String, Vec<Cell>)> = Vec::new();
+    for c in cells {
+        match c.build.clone() {
+            None => direct.push(c),
+            Some(key) => match staged.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(c),
+                None => staged.push((key, vec![c])),
+            },
+        }
+    }
+    (direct, staged)
+}
+
+/// Runs one build stage (holding a job slot) and then hands its cells to
+/// the dispatcher: to run from the snapshot, or to be recorded as failed
+/// by the build. Infrastructure errors are retried like a cell's.
+async fn build_then_cells(
+    s: Arc<Shared>,
+    build: Build,
+    env_image: (String, String),
+    cells: Vec<Cell>,
+    ready: mpsc::UnboundedSender<Job>,
+) -> BuildTaskOut {
+    let not_run = |cells: &[Cell], reason: NotRun| BuildTaskOut {
+        record: None,
+        not_run: cells
+            .iter()
+            .map(|c| {
+                s.events.emit(Event::CellNotRun {
+                    cell: c.id.clone(),
+                    reason: reason.to_string(),
+                });
+                (c.id.clone(), reason.to_string())
+            })
+            .collect(),
+    };
+    let slot = tokio::select! {
+        p = s.slots.clone().acquire_owned() => p.ok(),
+        _ = s.interrupt.fired() => None,
+    };
+    let Some(slot) = slot else {
+        return not_run(&cells, NotRun::Interrupted);
+    };
+    if s.stop.load(Ordering::SeqCst) {
+        return not_run(&cells, NotRun::FailFast);
+    }
+    let cx = CellEnv {
+        engine: &s.engine,
+        store: &s.store,
+        run_id: &s.run_id,
+        events: &s.events,
+        gpus: &s.gpus,
+        sources: &s.sources,
+        cleanups: &s.cleanups,
+    };
+    let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
+    let binds: Vec<String> = build.caches.iter().map(|c| c.bind()).collect();
+    let name = build_stage::container_name(&s.run_id, &build.key);
+    let (started, t0) = (now_rfc3339(), Instant::now());
+    let mut attempt = 1;
+    let built = loop {
+        let r = tokio::select! {
+            r = build_stage::run_build(&cx, &build, (&env_image.0, &env_image.1), ids.clone(), binds.clone()) => r,
+            _ = s.interrupt.fired() => {
+                let _ = s.engine.remove_container(&name).await;
+                return not_run(&cells, NotRun::Interrupted);
+            }
+        };
+        match r {
+            Ok(b) => break b,
+            Err(e) if e.is_transient() && attempt <= s.opts.retries => {
+                s.events.emit(Event::Warning {
+                    message: format!(
+                        "build {}: infrastructure error on attempt {attempt}, retrying: {e}",
+                        build.key
+                    ),
+                });
+                let _ = s.engine.remove_container(&name).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                let _ = s.engine.remove_container(&name).await;
+                let secs = t0.elapsed().as_secs_f64();
+                let b = Built::errored(
+                    &build,
+                    &env_image.0,
+                    ids.clone(),
+                    started,
+                    secs,
+                    e.to_string(),
+                );
+                s.events.emit(Event::BuildFinished {
+                    build: build.key.clone(),
+                    snapshot: String::new(),
+                    status: Status::Error,
+                    reused: false,
+                    reason: b.record.reason.clone(),
+                    secs,
+                });
+                break b;
+            }
+        }
+    };
+    drop(slot);
+    let built = Arc::new(built);
+    if built.snapshot().is_none() && s.opts.fail_fast {
+        s.stop.store(true, Ordering::SeqCst);
+    }
+    for cell in cells {
+        let job = match built.snapshot() {
+            Some(snapshot) => Job::Run {
+                cell,
+                image: snapshot.to_string(),
+                built: Some(built.clone()),
+            },
+            None => Job::BuildFailed {
+                cell,
+                built: built.clone(),
+            },
+        };
+        let _ = ready.send(job);
+    }
+    BuildTaskOut {
+        record: Some(built.record.clone()),
+        not_run: Vec::new(),
+    }
+}
+
+/// The record of a cell whose build failed, written; the cell is not run.
+async fn build_failed(s: Arc<Shared>, cell: Cell, built: Arc<Built>) -> CellResult {
+    let dir = s.store.dir.clone();
+    let (c, b) = (cell.clone(), built.clone());
+    let record = match super::blocking("recording a failed build's cell", move || {
+        build_stage::failed_cell_record(&dir, &c, &b)
+    })
+    .await
+    {
+        Ok(Ok(rec)) => rec,
+        Ok(Err(e)) => errored(
+            &cell,
+            &built.record.environment_image,
+            e.to_string(),
+            &now_rfc3339(),
+            Instant::now(),
+            1,
+        ),
+        Err(e) => errored(
+            &cell,
+            &built.record.environment_image,
+            e.to_string(),
+            &now_rfc3339(),
+            Instant::now(),
+            1,
+        ),
+    };
+    write_record(&s, record.clone()).await;
+    s.events.emit(Event::CellFinished {
+        cell: cell.id.clone(),
+        status: record.status,
+        reason: record.reason.clone(),
+        secs: record.duration_secs,
+    });
+    CellResult::Done(Box::new(record))
 }
 
 /// An environment whose image could not be made: the error once, and each
@@ -639,6 +903,7 @@ fn errored(
         messages: Vec::new(),
         sources: Vec::new(),
         devices: Vec::new(),
+        build: cell.build.clone(),
     }
 }
 
@@ -665,16 +930,23 @@ async fn write_record(s: &Shared, rec: CellRecord) {
 /// sender in plan order and each one gets its slot before the next asks, so
 /// cells start in plan order; spawned tasks would race for the semaphore in
 /// whatever order the runtime polls them.
-fn start_dispatcher(shared: Arc<Shared>) -> (mpsc::UnboundedSender<(Cell, String)>, Dispatcher) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<(Cell, String)>();
+fn start_dispatcher(shared: Arc<Shared>) -> (mpsc::UnboundedSender<Job>, Dispatcher) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
     let handle = tokio::spawn(async move {
         let mut tasks: JoinSet<CellResult> = JoinSet::new();
-        while let Some((cell, image)) = rx.recv().await {
+        while let Some(job) = rx.recv().await {
+            let (cell, image, built) = match job {
+                Job::Run { cell, image, built } => (cell, image, built),
+                Job::BuildFailed { cell, built } => {
+                    tasks.spawn(build_failed(shared.clone(), cell, built));
+                    continue;
+                }
+            };
             let slot = tokio::select! {
                 p = shared.slots.clone().acquire_owned() => p.map_err(|_| NotRun::SchedulerStopped),
                 _ = shared.interrupt.fired() => Err(NotRun::Interrupted),
             };
-            tasks.spawn(run_one(shared.clone(), cell, image, slot));
+            tasks.spawn(run_one(shared.clone(), cell, image, built, slot));
         }
         let mut results = Vec::new();
         while let Some(r) = tasks.join_next().await {
@@ -689,6 +961,7 @@ async fn run_one(
     s: Arc<Shared>,
     cell: Cell,
     image: String,
+    built: Option<Arc<Built>>,
     slot: Result<OwnedSemaphorePermit, NotRun>,
 ) -> CellResult {
     let not_run = |reason: NotRun| {
@@ -722,7 +995,7 @@ async fn run_one(
     let mut attempt = 1;
     let record = loop {
         let r = tokio::select! {
-            r = run_cell(&cx, &cell, &image, attempt) => r,
+            r = run_cell(&cx, &cell, &image, built.as_deref(), attempt) => r,
             _ = s.interrupt.fired() => {
                 let _ = s.engine.remove_container(&container_name(&s.run_id, &cell.id, attempt)).await;
                 return not_run(NotRun::Interrupted);

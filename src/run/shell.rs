@@ -231,7 +231,11 @@ async fn start_cell_container(
         std::process::id()
     );
     let spec = container_spec(owner, cell, image, grant, name);
-    let sources = prepare_sources(cell).await?;
+    // A build's snapshot holds the sources as the build left them.
+    let sources = match cell.build {
+        Some(_) => Vec::new(),
+        None => prepare_sources(cell).await?,
+    };
     let scripts =
         scripts_tar(&cell.steps).map_err(|e| RunError::io(std::path::Path::new("<steps>"), e))?;
     let id = engine.start_container(&spec).await?;

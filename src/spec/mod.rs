@@ -205,6 +205,26 @@ pub struct StepTemplate {
     pub continue_on_error: bool,
 }
 
+/// `build:`: steps run once per build key in a container of the
+/// environment's image, committed as the image the key's cells start from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildTemplate {
+    /// The axes whose values make a build key; empty: one build per
+    /// environment.
+    pub per: Vec<String>,
+    /// Scripts only: no test suites, JUnit or GPUs in a build.
+    pub steps: Vec<StepTemplate>,
+}
+
+/// A `cache:` entry: `path` in build stages and cells is a named volume,
+/// one per rendered `key`, kept across runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheTemplate {
+    /// Absolute path inside the containers.
+    pub path: String,
+    pub key: Template,
+}
+
 /// A git source checked out into each cell's container at `/src/<name>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceTemplate {
@@ -302,6 +322,8 @@ pub struct Spec {
     pub vars: BTreeMap<String, String>,
     pub environment: Option<EnvironmentTemplate>,
     pub steps: Vec<StepTemplate>,
+    pub build: Option<BuildTemplate>,
+    pub caches: Vec<CacheTemplate>,
     pub sources: Vec<SourceTemplate>,
     pub gpu: GpuTemplate,
     pub timeout: Duration,

@@ -26,6 +26,10 @@ pub struct RawSpec {
     #[serde(default)]
     pub steps: Vec<RawStep>,
     #[serde(default)]
+    pub build: Option<RawBuild>,
+    #[serde(default)]
+    pub cache: Vec<RawCache>,
+    #[serde(default)]
     pub sources: Vec<RawSource>,
     #[serde(default)]
     pub gpu: Option<RawGpu>,
@@ -43,6 +47,24 @@ pub struct RawSpec {
     pub report: Option<RawReport>,
     #[serde(default)]
     pub ci: Option<RawCi>,
+}
+
+/// `build:`: steps run once per key, whose result the cells start from.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBuild {
+    #[serde(default)]
+    pub per: Vec<String>,
+    #[serde(default)]
+    pub steps: Vec<RawStep>,
+}
+
+/// A `cache:` entry: a directory kept in a named volume across runs.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    pub path: String,
+    pub key: String,
 }
 
 /// `ci:`: how generated CI jobs pick their runners.

@@ -5,14 +5,15 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::raw::{
-    RawCi, RawCount, RawEnvironment, RawExpect, RawGpu, RawReport, RawSource, RawSpec, RawStep,
+    RawBuild, RawCache, RawCi, RawCount, RawEnvironment, RawExpect, RawGpu, RawReport, RawSource,
+    RawSpec, RawStep,
 };
 use super::suggest;
 use super::tree::{self, Node, NodeKind};
 use super::{
-    parse_duration, suite, Axis, CiTemplate, Entry, EnvironmentTemplate, Expectation, GpuCount,
-    GpuPolicy, GpuTemplate, GpuUse, ReportLayout, SourceTemplate, Spec, SpecError, StepTemplate,
-    Template,
+    parse_duration, suite, Axis, BuildTemplate, CacheTemplate, CiTemplate, Entry,
+    EnvironmentTemplate, Expectation, GpuCount, GpuPolicy, GpuTemplate, GpuUse, ReportLayout,
+    SourceTemplate, Spec, SpecError, StepTemplate, Template,
 };
 
 /// Default per-step timeout when the file names none.
@@ -63,8 +64,9 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         Some(t) => parse_duration(t).map_err(|e| cx.err("timeout", e.to_string()))?,
         None => DEFAULT_TIMEOUT,
     };
-    let steps = read_steps(&cx, &raw.steps)?;
+    let steps = read_steps(&cx, "steps", &raw.steps)?;
     let sources = read_sources(&cx, &raw.sources)?;
+    let caches = read_caches(&cx, &raw.cache)?;
     let environment = raw
         .environment
         .as_ref()
@@ -72,6 +74,11 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         .transpose()?;
     let gpu = read_gpu(&cx, raw.gpu.as_ref(), &axes)?;
     let keys = spec_keys(&axes, &include);
+    let build = raw
+        .build
+        .as_ref()
+        .map(|b| read_build(&cx, b, &keys, environment.is_some()))
+        .transpose()?;
     let expect = read_expectations(&cx, &raw.expect, &keys)?;
     let report = read_report(&cx, raw.report.as_ref(), &keys)?;
     let classify = suite::read_classify(&raw.classify, &|f, m| cx.err(f, m))?;
@@ -95,6 +102,8 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         vars: raw.vars.clone(),
         environment,
         steps,
+        build,
+        caches,
         sources,
         gpu,
         timeout,
@@ -154,11 +163,68 @@ fn parse_tree(path: &Path, text: &str) -> Result<Node, SpecError> {
     }
 }
 
-/// `steps:`: each with a unique non-empty name, a valid timeout and GPU need.
-fn read_steps(cx: &Ctx, raw: &[RawStep]) -> Result<Vec<StepTemplate>, SpecError> {
+/// `build:`: keys that are keys of the matrix, each once, and steps that
+/// are scripts (a build has no GPU, and tests belong in `steps:`).
+fn read_build(
+    cx: &Ctx,
+    raw: &RawBuild,
+    keys: &[String],
+    has_environment: bool,
+) -> Result<BuildTemplate, SpecError> {
+    if !has_environment {
+        return Err(cx.err(
+            "build",
+            "`build:` needs an `environment:`: the build runs in the environment's image",
+        ));
+    }
+    for (i, axis) in raw.per.iter().enumerate() {
+        if !keys.contains(axis) {
+            return Err(cx.err(
+                &format!("build.per[{i}]"),
+                format!(
+                    "`{axis}` is no key of the matrix (keys: {})",
+                    keys.join(", ")
+                ),
+            ));
+        }
+        if raw.per[..i].contains(axis) {
+            return Err(cx.err(
+                &format!("build.per[{i}]"),
+                format!("`{axis}` is named twice"),
+            ));
+        }
+    }
+    if raw.steps.is_empty() {
+        return Err(cx.err("build", "`build:` has no steps"));
+    }
+    let steps = read_steps(cx, "build.steps", &raw.steps)?;
+    for (i, (s, r)) in steps.iter().zip(&raw.steps).enumerate() {
+        let f = format!("build.steps[{i}]");
+        let refused = if s.suite.is_some() {
+            Some("runs a test suite; tests belong in `steps:`, which start from the build")
+        } else if !s.junit.is_empty() {
+            Some("names JUnit files; tests belong in `steps:`, which start from the build")
+        } else if r.gpu.is_some() {
+            Some("asks for a GPU; a build runs without one (cells lease GPUs)")
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            return Err(cx.err(&f, format!("build step `{}` {why}", s.name)));
+        }
+    }
+    Ok(BuildTemplate {
+        per: raw.per.clone(),
+        steps,
+    })
+}
+
+/// `steps:` (or `build.steps:`, `field`): each with a unique non-empty
+/// name, a valid timeout and GPU need.
+fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate>, SpecError> {
     let mut steps = Vec::with_capacity(raw.len());
     for (i, s) in raw.iter().enumerate() {
-        let f = format!("steps[{i}]");
+        let f = format!("{field}[{i}]");
         if s.name.trim().is_empty() {
             return Err(cx.err(&format!("{f}.name"), "a step needs a non-empty name"));
         }
@@ -219,6 +285,47 @@ fn read_steps(cx: &Ctx, raw: &[RawStep]) -> Result<Vec<StepTemplate>, SpecError>
         });
     }
     Ok(steps)
+}
+
+/// `cache:`: absolute paths, each once, not the root or a directory
+/// rocmatrix puts files in.
+fn read_caches(cx: &Ctx, raw: &[RawCache]) -> Result<Vec<CacheTemplate>, SpecError> {
+    let mut caches: Vec<CacheTemplate> = Vec::new();
+    for (i, c) in raw.iter().enumerate() {
+        let f = format!("cache[{i}]");
+        let path = c.path.trim_end_matches('/');
+        let bad = if !c.path.starts_with('/') {
+            Some("must be an absolute path")
+        } else if path.is_empty() {
+            Some("may not be `/`")
+        } else if path.split('/').any(|p| p == "." || p == "..") {
+            Some("may not contain `.` or `..`")
+        } else if path == "/rocmatrix" || path.starts_with("/rocmatrix/") {
+            Some("may not be under /rocmatrix, where rocmatrix puts the step scripts")
+        } else {
+            None
+        };
+        if let Some(why) = bad {
+            return Err(cx.err(
+                &format!("{f}.path"),
+                format!("cache path `{}` {why}", c.path),
+            ));
+        }
+        if let Some(prev) = caches.iter().position(|x| x.path == path) {
+            return Err(cx.err(
+                &format!("{f}.path"),
+                format!("cache path `{path}` is already cache[{prev}]"),
+            ));
+        }
+        if c.key.trim().is_empty() {
+            return Err(cx.err(&format!("{f}.key"), "a cache needs a non-empty key"));
+        }
+        caches.push(CacheTemplate {
+            path: path.to_string(),
+            key: cx.template(format!("{f}.key"), &c.key),
+        });
+    }
+    Ok(caches)
 }
 
 /// `sources:`: each named once, with a name usable as a directory name.

@@ -52,6 +52,26 @@ pub enum Event {
         environment: String,
         error: String,
     },
+    /// A build stage starts (or finds its snapshot).
+    BuildStarted {
+        build: String,
+        cells: usize,
+    },
+    BuildStepFinished {
+        build: String,
+        step: String,
+        status: Status,
+        exit_code: Option<i64>,
+        secs: f64,
+    },
+    BuildFinished {
+        build: String,
+        snapshot: String,
+        status: Status,
+        reused: bool,
+        reason: Option<String>,
+        secs: f64,
+    },
     CellStarted {
         cell: String,
         attempt: u32,

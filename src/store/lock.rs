@@ -22,6 +22,23 @@ pub struct Lock {
     pub environments: BTreeMap<String, LockedEnvironment>,
     /// Cell id → what it ran on.
     pub cells: BTreeMap<String, LockedCell>,
+    /// Build key → the snapshot its cells started from.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub builds: BTreeMap<String, LockedBuild>,
+}
+
+/// A build stage's snapshot: enough to find it again, or to know that a
+/// snapshot of the same name is not the one the lock saw.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LockedBuild {
+    /// The build's hash from the plan.
+    pub hash: String,
+    pub environment: String,
+    /// `rocmatrix/build:<hash>`.
+    pub snapshot: String,
+    pub id: String,
+    #[serde(default)]
+    pub sources: Vec<LockedSource>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -36,6 +53,9 @@ pub struct LockedEnvironment {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct LockedCell {
     pub environment: String,
+    /// The build stage it started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
     #[serde(default)]
     pub sources: Vec<LockedSource>,
 }

@@ -10,6 +10,8 @@
 //! cells/<cell-id>/cell.json CellRecord, written when the cell finishes
 //! cells/<cell-id>/logs/<NN>-<step>.log   one log per step
 //! cells/<cell-id>/junit/…   JUnit files copied out of the container
+//! builds/<key>/build.json   BuildRecord, written when a build stage ends
+//! builds/<key>/logs/<NN>-<step>.log      one log per build step
 //! report/                   written by the report writers
 //! ```
 
@@ -42,6 +44,9 @@ pub struct RunManifest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
     pub cells: Vec<Cell>,
+    /// The build stages the cells start from (`build:`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub builds: Vec<crate::plan::Build>,
 }
 
 /// The outcome of a cell, or of a step.
@@ -114,6 +119,40 @@ pub struct CellRecord {
     /// paths); empty when the cell had no GPU.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// The key of the build stage the cell started from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+}
+
+/// `builds/<key>/build.json`: how a build stage went.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BuildRecord {
+    pub key: String,
+    /// The build's hash from the plan.
+    pub hash: String,
+    pub environment_hash: String,
+    /// The environment image it ran in.
+    pub environment_image: String,
+    /// The snapshot the cells start from: `rocmatrix/build:<hash>`, a hash
+    /// of the build's hash, the environment image and the sources' commits.
+    pub snapshot: String,
+    /// The snapshot's image id, once it exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// The snapshot existed: nothing ran.
+    pub reused: bool,
+    pub status: Status,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub started: String,
+    pub finished: String,
+    pub duration_secs: f64,
+    /// The cells of this run that start from it.
+    pub cells: Vec<String>,
+    /// Its steps; their logs are relative to the build's directory.
+    pub steps: Vec<StepRecord>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<super::lock::LockedSource>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

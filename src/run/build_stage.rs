@@ -1,0 +1,407 @@
+//! Build stages at run time: a build's steps run once in a container of the
+//! environment's image, with the sources uploaded, and the container is
+//! committed as the snapshot its cells start from.
+//!
+//! The snapshot is named by a content hash (`rocmatrix/build:<hash>`) of the
+//! build's plan hash (environment, steps, sources as rendered, `per` and
+//! `build.*` values), the environment image's id and the sources' commits
+//! and patches: a snapshot that exists is reused and nothing runs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::cell::{blocking, judge_exec, scripts_tar, step_slug, CellEnv, CellError, StepLog};
+use super::events::Event;
+use crate::engine::labels::owner_labels;
+use crate::engine::{ContainerSpec, LABEL_KIND};
+use crate::plan::Build;
+use crate::store::lock::LockedSource;
+use crate::store::now_rfc3339;
+use crate::store::record::{BuildRecord, Status, StepRecord};
+
+/// Label on a build snapshot naming its build key.
+pub const LABEL_BUILD: &str = "rocmatrix.build";
+
+/// What a build stage gave its cells: the snapshot to start from, or why
+/// there is none.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub record: BuildRecord,
+}
+
+impl Built {
+    /// The snapshot, when the build passed (or was reused).
+    pub fn snapshot(&self) -> Option<&str> {
+        (self.record.status == Status::Passed).then_some(self.record.snapshot.as_str())
+    }
+
+    /// Why the build's cells cannot run: "build `<key>` failed: …".
+    pub fn failure(&self) -> String {
+        format!(
+            "build `{}` failed: {}",
+            self.record.key,
+            self.record
+                .reason
+                .as_deref()
+                .unwrap_or("no reason recorded")
+        )
+    }
+}
+
+impl Built {
+    /// A build that could not be judged (an engine error after retries).
+    pub fn errored(
+        build: &Build,
+        env_image: &str,
+        cells: Vec<String>,
+        started: String,
+        secs: f64,
+        error: String,
+    ) -> Built {
+        Built {
+            record: BuildRecord {
+                key: build.key.clone(),
+                hash: build.hash.clone(),
+                environment_hash: build.environment_hash.clone(),
+                environment_image: env_image.to_string(),
+                snapshot: String::new(),
+                snapshot_id: None,
+                reused: false,
+                status: Status::Error,
+                reason: Some(error),
+                started,
+                finished: now_rfc3339(),
+                duration_secs: secs,
+                cells,
+                steps: Vec::new(),
+                sources: Vec::new(),
+            },
+        }
+    }
+}
+
+/// The container name of a build stage.
+pub fn container_name(run: &str, key: &str) -> String {
+    let mut key = crate::spec::cell_id::sanitize(key);
+    key.truncate(100);
+    format!("rocmatrix-{run}-build-{key}")
+}
+
+/// Runs `build` from `env_image` (tag and id) unless its snapshot exists,
+/// for `cells`; writes `builds/<key>/build.json`.
+pub async fn run_build(
+    cx: &CellEnv<'_>,
+    build: &Build,
+    env_image: (&str, &str),
+    cells: Vec<String>,
+    binds: Vec<String>,
+) -> Result<Built, CellError> {
+    let started = now_rfc3339();
+    let t0 = Instant::now();
+    let dir = cx.store.dir.join("builds").join(&build.key);
+    let logs = dir.join("logs");
+    let fresh = (dir.clone(), logs.clone());
+    blocking("creating the build's directory", move || {
+        let _ = std::fs::remove_dir_all(&fresh.0);
+        std::fs::create_dir_all(&fresh.1).map_err(|e| CellError::io(&fresh.1, e))
+    })
+    .await??;
+    cx.events.emit(Event::BuildStarted {
+        build: build.key.clone(),
+        cells: cells.len(),
+    });
+    let mut prepared = Vec::with_capacity(build.sources.len());
+    for src in &build.sources {
+        let (sources, src) = (cx.sources.clone(), src.clone());
+        prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
+    }
+    let locked: Vec<LockedSource> = prepared.iter().map(|p| p.locked.clone()).collect();
+    let snapshot = snapshot_tag(build, env_image.1, &locked);
+    let mut record = BuildRecord {
+        key: build.key.clone(),
+        hash: build.hash.clone(),
+        environment_hash: build.environment_hash.clone(),
+        environment_image: env_image.0.to_string(),
+        snapshot: snapshot.clone(),
+        snapshot_id: None,
+        reused: false,
+        status: Status::Passed,
+        reason: None,
+        started,
+        finished: String::new(),
+        duration_secs: 0.0,
+        cells,
+        steps: Vec::new(),
+        sources: locked,
+    };
+    if let Some(existing) = cx.engine.image(&snapshot).await? {
+        record.reused = true;
+        record.snapshot_id = Some(existing.id);
+    } else {
+        let spec = ContainerSpec {
+            name: container_name(cx.run_id, &build.key),
+            image: env_image.0.to_string(),
+            labels: owner_labels(cx.run_id, &format!("build:{}", build.key)),
+            env: build_env(build),
+            binds,
+            ..Default::default()
+        };
+        let container = cx.engine.start_container(&spec).await?;
+        let ran = async {
+            for p in &prepared {
+                cx.engine.upload(&container, "/", p.tar.clone()).await?;
+            }
+            let (steps, verdict) = run_steps(cx, build, &container, &dir).await?;
+            record.steps = steps;
+            if let Some((status, reason)) = verdict {
+                record.status = status;
+                record.reason = Some(reason);
+            } else {
+                let labels = HashMap::from([
+                    (LABEL_KIND.to_string(), "build".to_string()),
+                    (LABEL_BUILD.to_string(), build.key.clone()),
+                ]);
+                record.snapshot_id = Some(cx.engine.commit(&container, &snapshot, labels).await?);
+            }
+            Ok::<(), CellError>(())
+        }
+        .await;
+        if let Err(e) = cx.engine.remove_container(&container).await {
+            tracing::warn!("{e}");
+        }
+        ran?;
+    }
+    record.finished = now_rfc3339();
+    record.duration_secs = t0.elapsed().as_secs_f64();
+    cx.events.emit(Event::BuildFinished {
+        build: build.key.clone(),
+        snapshot: snapshot.clone(),
+        status: record.status,
+        reused: record.reused,
+        reason: record.reason.clone(),
+        secs: record.duration_secs,
+    });
+    let (store, rel, rec) = (
+        cx.store.clone(),
+        format!("builds/{}/build.json", build.key),
+        record.clone(),
+    );
+    blocking("writing build.json", move || {
+        store
+            .write_json(&rel, &rec)
+            .map_err(|e| CellError::io(&dir.join("build.json"), std::io::Error::other(e)))
+    })
+    .await??;
+    Ok(Built { record })
+}
+
+/// `rocmatrix/build:<hash>` of the build's hash, the environment image's id
+/// and the sources' commits and patches.
+fn snapshot_tag(build: &Build, env_image_id: &str, sources: &[LockedSource]) -> String {
+    let payload = serde_json::json!({
+        "build": build.hash,
+        "environment_image": env_image_id,
+        "sources": sources,
+    });
+    // 32 hex digits, as environment images are named.
+    let hash = crate::digest::sha256_hex(payload.to_string().as_bytes());
+    format!("rocmatrix/build:{}", &hash[..32])
+}
+
+/// `ROCMATRIX_BUILD` and the `per` values, as cells get their values.
+fn build_env(build: &Build) -> Vec<String> {
+    let mut env = vec![format!("ROCMATRIX_BUILD={}", build.key)];
+    for (k, v) in &build.values {
+        env.push(format!("ROCMATRIX_{}={v}", super::cell::env_key(k)));
+    }
+    env
+}
+
+/// Runs the build's steps in order; the first that fails (unless it may)
+/// stops the build. Returns the step records and, when the build failed,
+/// its status and reason.
+async fn run_steps(
+    cx: &CellEnv<'_>,
+    build: &Build,
+    container: &str,
+    dir: &Path,
+) -> Result<(Vec<StepRecord>, Option<(Status, String)>), CellError> {
+    let logs = dir.join("logs");
+    cx.engine
+        .upload(
+            container,
+            "/",
+            scripts_tar(&build.steps).map_err(|e| CellError::io(&logs, e))?,
+        )
+        .await?;
+    let mut records = Vec::with_capacity(build.steps.len());
+    let mut verdict: Option<(Status, String)> = None;
+    let mut ooms_seen = 0;
+    for (i, step) in build.steps.iter().enumerate() {
+        let slug = step_slug(i, &step.name);
+        let log_rel = format!("logs/{slug}.log");
+        if let Some((_, why)) = &verdict {
+            let path = dir.join(&log_rel);
+            let text = format!("rocmatrix: step not run: {why}\n");
+            blocking("writing a step log", move || {
+                std::fs::write(&path, text).map_err(|e| CellError::io(&path, e))
+            })
+            .await??;
+            records.push(StepRecord {
+                name: step.name.clone(),
+                status: Status::Skipped,
+                exit_code: None,
+                duration_secs: 0.0,
+                log: log_rel,
+                reason: Some(why.clone()),
+                log_tail: String::new(),
+            });
+            continue;
+        }
+        let t = Instant::now();
+        let path: PathBuf = dir.join(&log_rel);
+        let create = path.clone();
+        let mut log = blocking("creating a step log", move || StepLog::create(&create))
+            .await?
+            .map_err(|e| CellError::io(&path, e))?;
+        let cmd = vec![
+            "bash".to_string(),
+            "-eo".into(),
+            "pipefail".into(),
+            format!("/rocmatrix/steps/{slug}.sh"),
+        ];
+        let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
+        let outcome = cx
+            .engine
+            .exec(
+                container,
+                cmd,
+                env,
+                &mut |b: &[u8]| log.write(b),
+                Some(step.timeout),
+            )
+            .await?;
+        let (status, exit_code, reason) = judge_exec(
+            cx.engine,
+            container,
+            outcome,
+            step,
+            &mut log,
+            &mut ooms_seen,
+        )
+        .await?;
+        let tail = blocking("closing a step log", move || log.finish())
+            .await?
+            .map_err(|e| CellError::io(&dir.join(&log_rel), e))?;
+        let secs = t.elapsed().as_secs_f64();
+        cx.events.emit(Event::BuildStepFinished {
+            build: build.key.clone(),
+            step: step.name.clone(),
+            status,
+            exit_code,
+            secs,
+        });
+        // Exit 77 means nothing to a build: it did not make what cells need.
+        let stops =
+            status != Status::Passed && !(status == Status::Failed && step.continue_on_error);
+        if stops {
+            let status = if status == Status::Skipped {
+                Status::Failed
+            } else {
+                status
+            };
+            verdict = Some((
+                status,
+                format!(
+                    "step `{}`: {}",
+                    step.name,
+                    reason.clone().unwrap_or_default()
+                ),
+            ));
+        }
+        records.push(StepRecord {
+            name: step.name.clone(),
+            status,
+            exit_code,
+            duration_secs: secs,
+            log: log_rel,
+            reason,
+            log_tail: tail,
+        });
+    }
+    Ok((records, verdict))
+}
+
+/// The record of a cell whose build failed: the build's steps (their logs
+/// linked into the cell's directory), the cell's own steps not run, and
+/// "build `<key>` failed: …" as the reason.
+pub fn failed_cell_record(
+    store_dir: &Path,
+    cell: &crate::plan::Cell,
+    built: &Built,
+) -> Result<crate::store::record::CellRecord, CellError> {
+    let b = &built.record;
+    let cell_dir = store_dir.join("cells").join(&cell.id);
+    let _ = std::fs::remove_dir_all(&cell_dir);
+    let logs = cell_dir.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| CellError::io(&logs, e))?;
+    let build_dir = store_dir.join("builds").join(&b.key);
+    let reason = built.failure();
+    let mut steps = Vec::new();
+    for s in &b.steps {
+        let name = format!("build-{}", s.log.trim_start_matches("logs/"));
+        let to = logs.join(&name);
+        let from = build_dir.join(&s.log);
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).map_err(|e| CellError::io(&to, e))?;
+        }
+        steps.push(StepRecord {
+            name: format!("build: {}", s.name),
+            log: format!("logs/{name}"),
+            ..s.clone()
+        });
+    }
+    for (i, s) in cell.steps.iter().enumerate() {
+        let log = format!("logs/{}.log", step_slug(i, &s.name));
+        let path = cell_dir.join(&log);
+        std::fs::write(&path, format!("rocmatrix: step not run: {reason}\n"))
+            .map_err(|e| CellError::io(&path, e))?;
+        steps.push(StepRecord {
+            name: s.name.clone(),
+            status: Status::Skipped,
+            exit_code: None,
+            duration_secs: 0.0,
+            log,
+            reason: Some(reason.clone()),
+            log_tail: String::new(),
+        });
+    }
+    let status = match b.status {
+        Status::Passed | Status::Skipped => Status::Failed,
+        other => other,
+    };
+    Ok(crate::store::record::CellRecord {
+        id: cell.id.clone(),
+        values: cell.values.iter().cloned().collect(),
+        hash: cell.hash.clone(),
+        environment_hash: cell.environment_hash.clone(),
+        image: Some(b.environment_image.clone()),
+        status,
+        reason: Some(reason),
+        started: b.started.clone(),
+        finished: now_rfc3339(),
+        duration_secs: 0.0,
+        attempts: 1,
+        steps,
+        junit: Vec::new(),
+        messages: Vec::new(),
+        sources: b.sources.clone(),
+        devices: Vec::new(),
+        build: Some(b.key.clone()),
+    })
+}
+
+/// A finished build shared by the cells that start from it.
+pub type SharedBuilt = Arc<Built>;
