@@ -519,6 +519,45 @@ fn a_matrix_runs_on_rootless_podman() {
     let cell = cell_json(&gpu.run_store(), "gfx1100");
     let tail = cell["steps"][0]["log_tail"].as_str().unwrap_or_default();
     assert!(tail.contains("opened visible=GPU-"), "{cell:#}");
+
+    // `gpus` finds the engine rootless and its user ready: in group 44 of
+    // both nodes, keep-groups in the user's containers.conf, crun.
+    let gpus = Rocmatrix::new()
+        .args(["gpus", "--json", "--sysfs-root"])
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .env("DOCKER_HOST", podman.docker_host())
+        .run();
+    gpus.assert_success();
+    let report: Value = serde_json::from_str(&gpus.stdout()).unwrap();
+    let check = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} check: {report:#}"))
+    };
+    let uid = podman.user_uid().unwrap();
+    let groups = check("rootless-groups");
+    assert_eq!(groups["status"], "ok", "{groups:#}");
+    assert!(
+        groups["message"].as_str().unwrap().contains(&format!(
+            "(uid {uid}) is in the groups of 2 GPU device node(s)"
+        )),
+        "{groups:#}"
+    );
+    let keep = check("keep-groups");
+    assert_eq!(keep["status"], "ok", "{keep:#}");
+    assert!(
+        keep["message"]
+            .as_str()
+            .unwrap()
+            .contains(".config/containers/containers.conf"),
+        "{keep:#}"
+    );
     assert_eq!(
         podman.run(&["ps", "-a", "-q"]).trim(),
         "",

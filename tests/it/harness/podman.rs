@@ -81,13 +81,12 @@ impl PodmanService {
             .prefix("rocmatrix-podman-")
             .tempdir()
             .unwrap();
-        let conf = match &user {
-            None => containers_conf(),
-            Some(_) => rootless::containers_conf(),
-        };
-        std::fs::write(dir.path().join("containers.conf"), conf).unwrap();
-        if let Some(u) = &user {
-            u.owns(dir.path());
+        match &user {
+            None => std::fs::write(dir.path().join("containers.conf"), containers_conf()).unwrap(),
+            Some(u) => {
+                u.configure(&rootless::containers_conf());
+                u.owns(dir.path());
+            }
         }
         let socket = dir.path().join("podman.sock");
         let log = std::fs::File::create(dir.path().join("service.log")).unwrap();

@@ -131,7 +131,7 @@ impl TestUser {
 
     /// `program` run as this user, with its groups and a clean environment
     /// of its own (home, runtime directory).
-    fn run_as(&self, program: &str, env: &[(&str, String)]) -> Command {
+    fn run_as(&self, program: &str) -> Command {
         let mut c = Command::new("setpriv");
         c.arg(format!("--reuid={}", self.uid))
             .arg(format!("--regid={}", self.gid))
@@ -142,24 +142,24 @@ impl TestUser {
             .arg(format!("LOGNAME={}", self.name))
             .arg("PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
             .arg(format!("XDG_RUNTIME_DIR={}", self.runtime_dir.display()));
-        for (k, v) in env {
-            c.arg(format!("{k}={v}"));
-        }
         c.arg(program);
         c
     }
 
-    /// `podman` as this user, with the configuration and storage under
-    /// `dir`: native overlay (unprivileged overlay mounts in a user
-    /// namespace, Linux 5.11 and later), no fuse-overlayfs.
+    /// Writes the user's own `~/.config/containers/containers.conf`, where
+    /// a user configures rootless Podman (and where `rocmatrix gpus` looks).
+    pub fn configure(&self, conf: &str) {
+        let dir = PathBuf::from(format!("/home/{}/.config/containers", self.name));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("containers.conf"), conf).unwrap();
+        self.owns(&PathBuf::from(format!("/home/{}/.config", self.name)));
+    }
+
+    /// `podman` as this user, with its storage under `dir`: native overlay
+    /// (unprivileged overlay mounts in a user namespace, Linux 5.11 and
+    /// later), no fuse-overlayfs.
     pub fn podman(&self, dir: &Path) -> Command {
-        let mut c = self.run_as(
-            "podman",
-            &[(
-                "CONTAINERS_CONF",
-                dir.join("containers.conf").display().to_string(),
-            )],
-        );
+        let mut c = self.run_as("podman");
         c.arg("--root")
             .arg(dir.join("root"))
             .arg("--runroot")
