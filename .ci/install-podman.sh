@@ -14,7 +14,9 @@
 # Rootless Podman needs besides: uidmap (newuidmap/newgidmap, setuid, for
 # the user namespace), slirp4netns (the rootless network namespace behind
 # Podman's bridge), crun (the runtime that keeps the user's groups in a
-# container: rootless GPU access) and a /dev/net/tun every user may open.
+# container: rootless GPU access; the rootful tests pin runc, since crun
+# refuses hybrid cgroup hosts like these) and a /dev/net/tun every user may
+# open.
 # Idempotent; runs as root without standard input.
 set -euo pipefail
 need=()

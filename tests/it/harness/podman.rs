@@ -282,6 +282,10 @@ fn storage_args(c: &mut Command, dir: &Path) {
 ///   ("error setting rlimit type 7"). So the limits are this process's own
 ///   hard limits, processes capped at the 32768 Podman itself runs with.
 /// * `cgroupfs`, file events: there is no systemd to ask.
+/// * `runtime = "runc"`: Podman prefers crun where both are installed
+///   (the rootless tests need it), and crun refuses every container on
+///   these machines, which mount both cgroup versions with a controller on
+///   v2 ("cgroups in hybrid mode not supported"); runc does not mind.
 ///
 /// The network stays Podman's default, its CNI bridge `cni-podman0`
 /// (10.88.0.0/16, nf_tables rules in CNI-* chains): containers made through
@@ -293,7 +297,7 @@ fn containers_conf() -> String {
     let nproc = hard_limit("Max processes").unwrap_or(4096).min(32768);
     format!(
         "[containers]\ndefault_ulimits = [\"nofile={nofile}:{nofile}\", \"nproc={nproc}:{nproc}\"]\n\
-         [engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
+         [engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
     )
 }
 
