@@ -104,20 +104,32 @@ fn drop_ins(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Why a `containers.conf` could not be read: the line and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {what}")]
+pub struct ConfError {
+    pub line: usize,
+    pub what: String,
+}
+
 /// Whether a `containers.conf`'s `[containers] annotations` hold
 /// [`KEEP_GROUPS`]; `None` when the file does not set them.
 ///
 /// Reads just that much TOML: table headers, and the `annotations` key of
 /// `[containers]` as an array of basic or literal strings, which may span
 /// lines and carry comments.
-fn annotations_keep_groups(text: &str) -> Result<Option<bool>, String> {
+fn annotations_keep_groups(text: &str) -> Result<Option<bool>, ConfError> {
+    let error = |n: usize, what: &str| ConfError {
+        line: n + 1,
+        what: what.to_string(),
+    };
     let mut table = String::new();
     let mut lines = text.lines().enumerate();
     while let Some((n, line)) = lines.next() {
         let line = line.trim();
         if let Some(header) = line.strip_prefix('[') {
             let Some(end) = header.find(']') else {
-                return Err(format!("line {}: unclosed table header", n + 1));
+                return Err(error(n, "unclosed table header"));
             };
             table = header[..end].trim().trim_matches('[').trim().to_string();
             continue;
@@ -137,9 +149,14 @@ fn annotations_keep_groups(text: &str) -> Result<Option<bool>, String> {
                         value.push('\n');
                         value.push_str(more);
                     }
-                    None => return Err(format!("line {}: annotations: unclosed list", n + 1)),
+                    None => return Err(error(n, "annotations: unclosed list")),
                 },
-                Err(e) => return Err(format!("line {}: annotations: {e}", n + 1)),
+                Err(c) => {
+                    return Err(error(
+                        n,
+                        &format!("annotations: not a list of strings (at `{c}`)"),
+                    ))
+                }
             }
         };
         return Ok(Some(strings.iter().any(|s| s.trim() == KEEP_GROUPS)));
@@ -148,11 +165,12 @@ fn annotations_keep_groups(text: &str) -> Result<Option<bool>, String> {
 }
 
 /// The strings of a TOML array of strings, or `None` while `text` has not
-/// closed it yet.
-fn array_strings(text: &str) -> Result<Option<Vec<String>>, String> {
+/// closed it yet; the error says what is not a list of strings.
+fn array_strings(text: &str) -> Result<Option<Vec<String>>, char> {
     let mut chars = text.trim_start().chars();
-    if chars.next() != Some('[') {
-        return Err("not a list of strings".into());
+    match chars.next() {
+        Some('[') => {}
+        other => return Err(other.unwrap_or(' ')),
     }
     let mut out = Vec::new();
     while let Some(c) = chars.next() {
@@ -179,7 +197,7 @@ fn array_strings(text: &str) -> Result<Option<Vec<String>>, String> {
                 }
             }
             c if c == ',' || c.is_whitespace() => {}
-            other => return Err(format!("unexpected `{other}` in a list of strings")),
+            other => return Err(other),
         }
     }
     Ok(None)
@@ -242,7 +260,7 @@ mod tests {
         assert_eq!(
             keep_groups_configured(root.path(), &home),
             KeepGroups::Unreadable(format!(
-                "{}: line 3: annotations: not a list of strings",
+                "{}: line 3: annotations: not a list of strings (at `\"`)",
                 own.display()
             ))
         );
