@@ -2,7 +2,9 @@
 //! GPUs of both vendors — AMD from the KFD topology, NVIDIA from the driver's
 //! files — the checks real setups fail, and with `--cdi` the CDI specs
 //! rocmatrix generates for them. Exits 3 (infrastructure) when no GPU is
-//! usable and a check failed.
+//! usable and a check failed. Where the engine is a rootless Podman, also
+//! what its user needs for GPU cells (`rootless_checks`); no engine, no
+//! such checks.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +15,7 @@ use serde_json::json;
 use super::PolicyArg;
 use crate::error::{Error, ExitCode};
 use crate::gpu::cdi::generate;
-use crate::gpu::checks::{run_checks, Identity, Status};
+use crate::gpu::checks::{rootless_checks, run_checks, Account, Identity, RootlessEngine, Status};
 use crate::gpu::nvidia::NvidiaInventory;
 use crate::gpu::{Inventory, TargetId};
 use crate::plan::Plan;
@@ -112,7 +114,26 @@ fn nvidia_table(nvidia: &NvidiaInventory) -> String {
     s
 }
 
-pub fn run(args: GpusArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+/// The engine, if it answers within a few seconds and is a rootless Podman
+/// whose user this host knows.
+fn rootless_engine(cx: &super::Context) -> Option<RootlessEngine> {
+    cx.runtime.block_on(async {
+        let connect = tokio::time::timeout(std::time::Duration::from_secs(5), cx.engine()).await;
+        let Ok(Ok(engine)) = connect else {
+            return None;
+        };
+        let user = engine.rootless_user().and_then(Account::of_uid)?;
+        let keep_groups =
+            crate::engine::rootless::keep_groups_configured(Path::new("/"), &user.home);
+        Some(RootlessEngine {
+            runtime: engine.default_runtime().await,
+            keep_groups,
+            user,
+        })
+    })
+}
+
+pub fn run(args: GpusArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let inventory = Inventory::read(&args.gpus.sysfs_root)?;
     let nvidia = args.gpus.nvidia();
     if args.cdi {
@@ -131,13 +152,16 @@ pub fn run(args: GpusArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         .map(Into::into)
         .or(matrix_policy)
         .unwrap_or_default();
-    let checks = run_checks(
+    let mut checks = run_checks(
         &inventory,
         &args.gpus.dev_root,
         &Identity::current(),
         &expected,
         policy,
     );
+    if let Some(engine) = rootless_engine(cx) {
+        checks.extend(rootless_checks(&inventory, &args.gpus.dev_root, &engine));
+    }
     // AMD's checks fail on a host whose GPUs are NVIDIA's: that host is fine.
     let failed = checks.iter().any(|c| c.status == Status::Fail) && nvidia.gpus.is_empty();
     let text = if args.json {

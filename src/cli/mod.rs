@@ -112,7 +112,7 @@ impl Cli {
             Command::Run(a) => run::run(a, &cx, out),
             Command::Shell(a) => shell::run(a, &cx, out),
             Command::Validate(a) => validate::run(a, out),
-            Command::Gpus(a) => gpus::run(a, out),
+            Command::Gpus(a) => gpus::run(a, &cx, out),
             Command::Bundles(a) => bundles::run(a, out),
             Command::Coverage(a) => coverage::run(a, &cx, out),
             Command::Report(a) => report::run(a, out),

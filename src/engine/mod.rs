@@ -11,6 +11,7 @@ mod flavour;
 mod image;
 pub mod labels;
 mod registry;
+pub mod rootless;
 mod volume;
 
 use std::collections::HashMap;

@@ -1,7 +1,8 @@
 //! Host checks behind `rocmatrix gpus`: the failures real setups hit before a
 //! single test runs — no amdgpu module, `/dev/kfd` missing or not read-write
 //! for this user, the user outside the group owning the render nodes, and
-//! GPUs that do not match the gfx targets a matrix expects.
+//! GPUs that do not match the gfx targets a matrix expects. With a rootless
+//! Podman engine, also what its user needs ([`rootless_checks`]).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -13,6 +14,7 @@ use serde::Serialize;
 use super::compat::{best_for, policy_name};
 use super::inventory::Inventory;
 use super::target::TargetId;
+use crate::engine::rootless::{KeepGroups, KEEP_GROUPS};
 use crate::spec::GpuPolicy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,6 +68,47 @@ impl Identity {
                 }
             }
             Identity { uid, groups }
+        }
+    }
+}
+
+/// A user of this host, from the password and group databases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub home: std::path::PathBuf,
+    /// Its uid, primary gid and supplementary groups.
+    pub identity: Identity,
+}
+
+impl Account {
+    /// The account of `uid`, or `None` when the databases do not know it.
+    pub fn of_uid(uid: u32) -> Option<Account> {
+        // SAFETY: getpwuid_r writes into `pw` and `buf` (of the length
+        // given) and sets `result` to `pw` or null; the strings it points
+        // at live in `buf`, copied out before it goes. getgrouplist writes
+        // at most `n` ids and says how many it needs when that is too few.
+        unsafe {
+            let mut pw: libc::passwd = std::mem::zeroed();
+            let mut buf = vec![0 as libc::c_char; 16384];
+            let mut result: *mut libc::passwd = std::ptr::null_mut();
+            let rc = libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut result);
+            if rc != 0 || result.is_null() {
+                return None;
+            }
+            let name = std::ffi::CStr::from_ptr(pw.pw_name);
+            let home = std::ffi::CStr::from_ptr(pw.pw_dir);
+            let mut n: libc::c_int = 64;
+            let mut groups: Vec<libc::gid_t> = vec![0; n as usize];
+            while libc::getgrouplist(name.as_ptr(), pw.pw_gid, groups.as_mut_ptr(), &mut n) < 0 {
+                groups = vec![0; n as usize];
+            }
+            groups.truncate(n as usize);
+            Some(Account {
+                name: name.to_string_lossy().into_owned(),
+                home: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(home.to_bytes())),
+                identity: Identity { uid, groups },
+            })
         }
     }
 }
@@ -237,6 +280,128 @@ fn render_group_check(inventory: &Inventory, dev_root: &Path, who: &Identity) ->
     }
 }
 
+/// A rootless Podman engine, as `gpus` found it.
+#[derive(Debug, Clone)]
+pub struct RootlessEngine {
+    /// The user its service runs as.
+    pub user: Account,
+    /// Its default OCI runtime, where the engine said.
+    pub runtime: Option<String>,
+    /// What that user's `containers.conf` files say about keeping groups.
+    pub keep_groups: KeepGroups,
+}
+
+/// What a rootless Podman engine needs for GPU cells: its user in the
+/// groups owning `/dev/kfd` and every render node (in a user namespace a
+/// group added to the container is not the host's, so only the user's own
+/// groups open them), and those groups kept in its containers (crun's
+/// `run.oci.keep_original_groups`, Podman's keep-groups).
+pub fn rootless_checks(
+    inventory: &Inventory,
+    dev_root: &Path,
+    engine: &RootlessEngine,
+) -> Vec<Check> {
+    vec![
+        rootless_groups_check(inventory, dev_root, &engine.user),
+        keep_groups_check(engine),
+    ]
+}
+
+fn rootless_groups_check(inventory: &Inventory, dev_root: &Path, user: &Account) -> Check {
+    let who = &user.identity;
+    let mut nodes = vec![dev_root.join("kfd")];
+    nodes.extend(inventory.gpus.iter().filter_map(|g| {
+        let node = g.render_node.as_ref()?;
+        Some(dev_root.join(node.strip_prefix("/dev").unwrap_or(node)))
+    }));
+    let mut problems = Vec::new();
+    let mut seen = 0;
+    for node in &nodes {
+        let Ok(meta) = std::fs::metadata(node) else {
+            // Missing nodes are the kfd and render-group checks' to report.
+            continue;
+        };
+        seen += 1;
+        if meta.uid() == who.uid || who.groups.contains(&meta.gid()) {
+            continue;
+        }
+        problems.push(format!(
+            "{} belongs to group {} and the rootless Podman user {} (uid {}) is not in it",
+            node.display(),
+            meta.gid(),
+            user.name,
+            who.uid
+        ));
+    }
+    if problems.is_empty() {
+        Check::new(
+            "rootless-groups",
+            Status::Ok,
+            format!(
+                "the rootless Podman user {} (uid {}) is in the groups of {seen} GPU device node(s)",
+                user.name, who.uid
+            ),
+        )
+    } else {
+        Check::new(
+            "rootless-groups",
+            Status::Fail,
+            format!(
+                "{} (add the user to the group, e.g. usermod -aG, and restart its Podman service)",
+                problems.join("; ")
+            ),
+        )
+    }
+}
+
+fn keep_groups_check(engine: &RootlessEngine) -> Check {
+    let setting = format!("annotations = [\"{KEEP_GROUPS}\"] in [containers] of containers.conf");
+    if let Some(runtime) = engine.runtime.as_deref().filter(|r| *r != "crun") {
+        return Check::new(
+            "keep-groups",
+            Status::Fail,
+            format!(
+                "rootless Podman runs containers with {runtime}, which sets the container's groups \
+                 and drops the user's: keep-groups is crun's (runtime = \"crun\" in [engine] of \
+                 containers.conf, with {setting})"
+            ),
+        );
+    }
+    match &engine.keep_groups {
+        KeepGroups::Unreadable(why) => Check::new(
+            "keep-groups",
+            Status::Fail,
+            format!("rootless Podman's containers.conf: {why}"),
+        ),
+        KeepGroups::Set(file) => Check::new(
+            "keep-groups",
+            Status::Ok,
+            format!(
+                "containers keep the user's groups ({KEEP_GROUPS} in {})",
+                file.display()
+            ),
+        ),
+        KeepGroups::NotSet { read } => {
+            Check::new(
+                "keep-groups",
+                Status::Warn,
+                format!(
+                "the user's groups may not reach its containers: no containers.conf of {} sets \
+                 {setting} (what `podman run --group-add keep-groups` does; the Docker API cannot \
+                 ask for it per container); read: {}; a CONTAINERS_CONF of the service is not \
+                 visible from here",
+                engine.user.name,
+                if read.is_empty() {
+                    "none".to_string()
+                } else {
+                    read.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                }
+            ),
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +426,13 @@ mod tests {
             ["amdgpu-module", "kfd", "topology", "matrix-target"]
         );
         assert!(checks[4].message.contains("have none"), "{:?}", checks[4]);
+    }
+
+    #[test]
+    fn root_is_an_account() {
+        let root = Account::of_uid(0).unwrap();
+        assert_eq!(root.name, "root");
+        assert!(root.identity.groups.contains(&0));
     }
 
     #[test]

@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rocmatrix::gpu::checks::{run_checks, Identity, Status};
+use rocmatrix::engine::rootless::KeepGroups;
+use rocmatrix::gpu::checks::{
+    rootless_checks, run_checks, Account, Identity, RootlessEngine, Status,
+};
 use rocmatrix::gpu::{How, Inventory, LeaseRequest, Leaser, Outcome, TargetId};
 use rocmatrix::spec::GpuPolicy;
 
@@ -197,4 +200,103 @@ fn render_node_of_another_group_is_reported() {
     let render = checks.iter().find(|c| c.name == "render-group").unwrap();
     assert_eq!(render.status, Status::Fail);
     assert!(render.message.contains("is not in it"), "{render:?}");
+}
+
+/// A rootless Podman user on the two-GPU APU laptop: in the groups of
+/// `/dev/kfd` and both render nodes or not, with keep-groups configured,
+/// not configured, or under runc (which cannot keep them).
+#[test]
+fn rootless_podman_user_groups_and_keep_groups() {
+    use std::os::unix::fs::MetadataExt;
+    let inv = inventory("apu-dgpu");
+    let dev = fake_dev(&inv);
+    let gid = std::fs::metadata(dev.path().join("kfd")).unwrap().gid();
+    let account = |groups: Vec<u32>| Account {
+        name: "ci".into(),
+        home: "/home/ci".into(),
+        identity: Identity { uid: 4242, groups },
+    };
+    let conf = std::path::PathBuf::from("/home/ci/.config/containers/containers.conf");
+    let engine = |user: Account, runtime: &str, keep_groups: KeepGroups| RootlessEngine {
+        user,
+        runtime: Some(runtime.into()),
+        keep_groups,
+    };
+    let status = |checks: &[rocmatrix::gpu::checks::Check]| {
+        checks
+            .iter()
+            .map(|c| (c.name, c.status))
+            .collect::<Vec<_>>()
+    };
+
+    let ready = engine(
+        account(vec![4242, gid]),
+        "crun",
+        KeepGroups::Set(conf.clone()),
+    );
+    let checks = rootless_checks(&inv, dev.path(), &ready);
+    assert_eq!(
+        status(&checks),
+        [("rootless-groups", Status::Ok), ("keep-groups", Status::Ok)],
+        "{checks:?}"
+    );
+    assert!(
+        checks[0].message.contains("3 GPU device node(s)"),
+        "{checks:?}"
+    );
+    assert!(
+        checks[1].message.contains(&conf.display().to_string()),
+        "{checks:?}"
+    );
+
+    // Outside the group: kfd and both render nodes are named.
+    let outside = engine(account(vec![4242]), "crun", KeepGroups::Set(conf.clone()));
+    let checks = rootless_checks(&inv, dev.path(), &outside);
+    assert_eq!(checks[0].status, Status::Fail);
+    for node in ["kfd", "dri/renderD128", "dri/renderD129"] {
+        let path = dev.path().join(node).display().to_string();
+        assert!(
+            checks[0]
+                .message
+                .contains(&format!("{path} belongs to group {gid}")),
+            "{node}: {checks:?}"
+        );
+    }
+    assert!(checks[0].message.contains("usermod -aG"), "{checks:?}");
+
+    // keep-groups not found in the user's files: a warning that says what to set.
+    let unset = engine(
+        account(vec![4242, gid]),
+        "crun",
+        KeepGroups::NotSet {
+            read: vec![conf.clone()],
+        },
+    );
+    let checks = rootless_checks(&inv, dev.path(), &unset);
+    assert_eq!(checks[1].status, Status::Warn);
+    assert!(
+        checks[1]
+            .message
+            .contains(r#"annotations = ["run.oci.keep_original_groups=1"] in [containers]"#),
+        "{checks:?}"
+    );
+    // runc drops the groups whatever the annotation says.
+    let runc = engine(account(vec![4242, gid]), "runc", KeepGroups::Set(conf));
+    let checks = rootless_checks(&inv, dev.path(), &runc);
+    assert_eq!(checks[1].status, Status::Fail);
+    assert!(
+        checks[1].message.contains("runs containers with runc"),
+        "{checks:?}"
+    );
+    // A containers.conf Podman cannot read either.
+    let broken = engine(
+        account(vec![4242, gid]),
+        "crun",
+        KeepGroups::Unreadable(
+            "/etc/containers/containers.conf: line 3: annotations: not a list of strings".into(),
+        ),
+    );
+    let checks = rootless_checks(&inv, dev.path(), &broken);
+    assert_eq!(checks[1].status, Status::Fail);
+    assert!(checks[1].message.contains("line 3"), "{checks:?}");
 }

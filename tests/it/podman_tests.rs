@@ -432,3 +432,135 @@ fn a_base_bootstraps_into_podman_under_its_own_name() {
         second.context()
     );
 }
+
+/// Rootless Podman: the service runs as a user the test makes (subordinate
+/// ids, its own runtime directory, in the group owning the stand-in GPU
+/// nodes) and keeps that user's groups in its containers (crun's
+/// `run.oci.keep_original_groups`, set in the service's configuration).
+/// The matrix ends as the rootful one does, and a GPU cell opens device
+/// nodes that only the group may open: through the user's own group, not
+/// through a group added in the container (in a user namespace that would
+/// be another group).
+#[test]
+fn a_matrix_runs_on_rootless_podman() {
+    const T: &str = "a_matrix_runs_on_rootless_podman";
+    let Some(_engine) = engine_or_skip(T) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The service's user reaches the base tarball and the device nodes here.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dev = dir.path().join("dev");
+    if !stand_in_nodes(&dev, &["kfd", "dri/renderD128"]) && unavailable(T, "mknod needs root") {
+        return;
+    }
+    for node in ["kfd", "dri/renderD128"] {
+        let o = Command::new("chown")
+            .arg("0:44")
+            .arg(dev.join(node))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "chown: {}", stderr(&o));
+        std::fs::set_permissions(dev.join(node), std::fs::Permissions::from_mode(0o660)).unwrap();
+    }
+    let Some(podman) = PodmanService::start_rootless_or_skip(T, &[44]) else {
+        return;
+    };
+    assert_eq!(
+        podman
+            .run(&["info", "--format", "{{.Host.Security.Rootless}}"])
+            .trim(),
+        "true"
+    );
+    let tarball = bookworm_tarball(dir.path());
+    let work = dir.path().join("matrix");
+    std::fs::create_dir_all(&work).unwrap();
+    let m = write(
+        &work,
+        "m.yaml",
+        &MATRIX.replace("BASE", tarball.to_str().unwrap()),
+    );
+    let ran = Rocmatrix::run_matrix(&m)
+        .env("DOCKER_HOST", podman.docker_host())
+        .progress_plain()
+        .out(&work)
+        .run();
+    ran.assert_code(1);
+    let got = outcome(&ran.run_store());
+    assert_eq!(got[0]["status"], "passed", "{}", ran.context());
+    assert_eq!(got[1]["status"], "failed", "{}", ran.context());
+    assert_eq!(got[1]["steps"][0][2], 3);
+    assert_eq!(got[1]["steps"][1][1], "skipped");
+    assert_eq!(got[2]["status"], "skipped");
+    assert_eq!(got[1]["junit"], 1, "{}", ran.context());
+
+    // kfd and the render node are root:44 0660; the container's root is
+    // the service's user on the host, which only its group 44 lets in.
+    let m = write(
+        &work,
+        "gpu.yaml",
+        &format!(
+            "name: gpu\nmatrix:\n  gfx: [gfx1100]\nenvironment:\n  base: {}\ngpu:\n  need: required\n  policy: exact\nsteps:\n  - name: devices\n    run: |\n      : > /dev/kfd\n      : > /dev/dri/renderD128\n      echo \"opened visible=$ROCR_VISIBLE_DEVICES\"\n",
+            tarball.display()
+        ),
+    );
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/gfx1100");
+    let gpu = Rocmatrix::run_matrix(&m)
+        .env("DOCKER_HOST", podman.docker_host())
+        .progress_plain()
+        .arg("--sysfs-root")
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .out(&work)
+        .run();
+    gpu.assert_success();
+    let cell = cell_json(&gpu.run_store(), "gfx1100");
+    let tail = cell["steps"][0]["log_tail"].as_str().unwrap_or_default();
+    assert!(tail.contains("opened visible=GPU-"), "{cell:#}");
+
+    // `gpus` finds the engine rootless and its user ready: in group 44 of
+    // both nodes, keep-groups in the user's containers.conf, crun.
+    let gpus = Rocmatrix::new()
+        .args(["gpus", "--json", "--sysfs-root"])
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .env("DOCKER_HOST", podman.docker_host())
+        .run();
+    gpus.assert_success();
+    let report: Value = serde_json::from_str(&gpus.stdout()).unwrap();
+    let check = |name: &str| {
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} check: {report:#}"))
+    };
+    let uid = podman.user_uid().unwrap();
+    let groups = check("rootless-groups");
+    assert_eq!(groups["status"], "ok", "{groups:#}");
+    assert!(
+        groups["message"].as_str().unwrap().contains(&format!(
+            "(uid {uid}) is in the groups of 2 GPU device node(s)"
+        )),
+        "{groups:#}"
+    );
+    let keep = check("keep-groups");
+    assert_eq!(keep["status"], "ok", "{keep:#}");
+    assert!(
+        keep["message"]
+            .as_str()
+            .unwrap()
+            .contains(".config/containers/containers.conf"),
+        "{keep:#}"
+    );
+    assert_eq!(
+        podman.run(&["ps", "-a", "-q"]).trim(),
+        "",
+        "containers left"
+    );
+}

@@ -1,9 +1,14 @@
-//! A rootful Podman API service for a test: `podman system service` on a
-//! socket in a temporary directory, with its own storage (`--root`,
-//! `--runroot`) and its own `containers.conf` there, so that it shares no
-//! images or containers with the Docker engine or any other Podman (the
-//! host's CNI bridge `cni-podman0` it does share, see [`containers_conf`]). Dropping it stops the
-//! service and removes everything it stored (`podman system reset`).
+//! A Podman API service for a test: `podman system service` on a socket in
+//! a temporary directory, with its own storage (`--root`, `--runroot`) and
+//! its own `containers.conf` there, so that it shares no images or
+//! containers with the Docker engine or any other Podman (the host's CNI
+//! bridge `cni-podman0` a rootful one does share, see [`containers_conf`]).
+//! Dropping it stops the service and removes everything it stored
+//! (`podman system reset`).
+//!
+//! Rootful ([`PodmanService::start_or_skip`]) or rootless
+//! ([`PodmanService::start_rootless_or_skip`]: run by a user the test makes,
+//! see [`rootless`], and deletes afterwards).
 //!
 //! Point rocmatrix at it with [`PodmanService::docker_host`] (`DOCKER_HOST`).
 //! Installed by `.ci/install-podman.sh`.
@@ -12,10 +17,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod rootless;
+
 pub struct PodmanService {
     child: Child,
     socket: PathBuf,
     dir: tempfile::TempDir,
+    /// The rootless service's user; deleted after the service is gone.
+    user: Option<rootless::TestUser>,
     /// Held until the service is gone (fields drop after `Drop::drop`).
     _turn: std::sync::MutexGuard<'static, ()>,
 }
@@ -42,19 +51,50 @@ impl PodmanService {
             );
             return None;
         }
-        Some(Self::start())
+        Some(Self::start(None))
     }
 
-    fn start() -> PodmanService {
+    /// Starts a rootless service, run by a user made for it (in the
+    /// `groups` given, e.g. the one owning stand-in render nodes), or
+    /// `None` (after the gate said why) where this machine cannot.
+    #[track_caller]
+    pub fn start_rootless_or_skip(test: &str, groups: &[u32]) -> Option<PodmanService> {
+        if let Err(why) = rootless::can_run() {
+            super::unavailable(test, &why);
+            return None;
+        }
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let user = rootless::TestUser::create(groups);
+        Some(Self::start_locked(turn, Some(user)))
+    }
+
+    fn start(user: Option<rootless::TestUser>) -> PodmanService {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        Self::start_locked(turn, user)
+    }
+
+    fn start_locked(
+        turn: std::sync::MutexGuard<'static, ()>,
+        user: Option<rootless::TestUser>,
+    ) -> PodmanService {
         let dir = tempfile::Builder::new()
             .prefix("rocmatrix-podman-")
             .tempdir()
             .unwrap();
-        std::fs::write(dir.path().join("containers.conf"), containers_conf()).unwrap();
+        match &user {
+            None => std::fs::write(dir.path().join("containers.conf"), containers_conf()).unwrap(),
+            Some(u) => {
+                u.configure(&rootless::containers_conf());
+                u.owns(dir.path());
+            }
+        }
         let socket = dir.path().join("podman.sock");
         let log = std::fs::File::create(dir.path().join("service.log")).unwrap();
-        let child = podman(dir.path())
+        let mut command = match &user {
+            None => podman(dir.path()),
+            Some(u) => u.service_command(dir.path()),
+        };
+        let child = command
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", socket.display()))
             .stdin(Stdio::null())
@@ -66,10 +106,16 @@ impl PodmanService {
             child,
             socket,
             dir,
+            user,
             _turn: turn,
         };
         service.wait_ready();
         service
+    }
+
+    /// The uid of the rootless service's user (`None` when rootful).
+    pub fn user_uid(&self) -> Option<u32> {
+        self.user.as_ref().map(|u| u.uid)
     }
 
     fn wait_ready(&self) {
@@ -160,9 +206,12 @@ impl Drop for PodmanService {
         }
         // Containers, images and their fuse-overlayfs mounts: the storage
         // must be empty and unmounted before the directory can go.
-        let o = podman(self.dir.path())
-            .args(["system", "reset", "--force"])
-            .output();
+        let o = match &self.user {
+            None => podman(self.dir.path()),
+            Some(u) => u.podman(self.dir.path()),
+        }
+        .args(["system", "reset", "--force"])
+        .output();
         if !o.as_ref().is_ok_and(|o| o.status.success()) {
             use std::io::Write;
             let _ = writeln!(
@@ -170,6 +219,11 @@ impl Drop for PodmanService {
                 "podman system reset in {}: {o:?}",
                 self.dir.path().display()
             );
+        }
+        // The rootless user's own processes (its user namespace's pause
+        // process, slirp4netns), then the user itself (`TestUser::drop`).
+        if let Some(u) = self.user.take() {
+            u.kill_processes();
         }
     }
 }
@@ -196,6 +250,12 @@ fn processes_mentioning(dir: &Path) -> Vec<(u32, String)> {
 /// `podman` with the storage and configuration under `dir`.
 fn podman(dir: &Path) -> Command {
     let mut c = Command::new("podman");
+    storage_args(&mut c, dir);
+    c
+}
+
+/// The configuration and storage under `dir`, as arguments of `c`.
+fn storage_args(c: &mut Command, dir: &Path) {
     c.env("CONTAINERS_CONF", dir.join("containers.conf"))
         .arg("--root")
         .arg(dir.join("root"))
@@ -211,7 +271,6 @@ fn podman(dir: &Path) -> Command {
             "overlay.mount_program=/usr/bin/fuse-overlayfs",
         ]);
     }
-    c
 }
 
 /// The service's configuration.
@@ -223,6 +282,10 @@ fn podman(dir: &Path) -> Command {
 ///   ("error setting rlimit type 7"). So the limits are this process's own
 ///   hard limits, processes capped at the 32768 Podman itself runs with.
 /// * `cgroupfs`, file events: there is no systemd to ask.
+/// * `runtime = "runc"`: Podman prefers crun where both are installed
+///   (the rootless tests need it), and crun refuses every container on
+///   these machines, which mount both cgroup versions with a controller on
+///   v2 ("cgroups in hybrid mode not supported"); runc does not mind.
 ///
 /// The network stays Podman's default, its CNI bridge `cni-podman0`
 /// (10.88.0.0/16, nf_tables rules in CNI-* chains): containers made through
@@ -234,7 +297,7 @@ fn containers_conf() -> String {
     let nproc = hard_limit("Max processes").unwrap_or(4096).min(32768);
     format!(
         "[containers]\ndefault_ulimits = [\"nofile={nofile}:{nofile}\", \"nproc={nproc}:{nproc}\"]\n\
-         [engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
+         [engine]\nruntime = \"runc\"\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\n"
     )
 }
 
