@@ -107,6 +107,10 @@ fn table(plan: &Plan) -> String {
     let mut header: Vec<String> = vec!["cell".into()];
     header.extend(shown.iter().cloned());
     header.push("env".into());
+    let staged = !plan.builds.is_empty();
+    if staged {
+        header.push("build".into());
+    }
     let rows: Vec<Vec<String>> = plan
         .cells
         .iter()
@@ -123,6 +127,9 @@ fn table(plan: &Plan) -> String {
                     .map(|k| values.get(k.as_str()).copied().unwrap_or("-").to_string()),
             );
             row.push(c.environment_hash[..12].to_string());
+            if staged {
+                row.push(c.build.clone().unwrap_or_else(|| "-".into()));
+            }
             row
         })
         .collect();
@@ -154,10 +161,20 @@ fn table(plan: &Plan) -> String {
         ));
     }
     let envs = plan.environments().len();
+    let builds = plan
+        .builds
+        .iter()
+        .filter(|b| plan.cells.iter().any(|c| c.build.as_ref() == Some(&b.key)))
+        .count();
     out.push_str(&format!(
-        "{} cells, {} environments{}\n",
+        "{} cells, {} environments{}{}\n",
         plan.cells.len(),
         envs,
+        if staged {
+            format!(", {builds} builds")
+        } else {
+            String::new()
+        },
         plan.shard
             .map(|s| format!(", shard {s} of {} cells", plan.total_cells))
             .unwrap_or_default()

@@ -347,12 +347,16 @@ impl Plan {
             .cells
             .iter()
             .map(|c| {
-                serde_json::json!({
+                let mut cell = serde_json::json!({
                     "id": c.id,
                     "values": PairsRef(&c.values),
                     "environment": c.environment_hash,
                     "hash": c.hash,
-                })
+                });
+                if let Some(b) = &c.build {
+                    cell["build"] = serde_json::json!(b);
+                }
+                cell
             })
             .collect();
         let mut doc = serde_json::json!({ "name": self.name, "cells": cells });
