@@ -564,3 +564,93 @@ fn a_matrix_runs_on_rootless_podman() {
         "containers left"
     );
 }
+
+/// The registry on Podman: a plain-HTTP registry that the service's
+/// `registries.conf` marks insecure (what a Podman user writes for a
+/// registry without TLS) takes the environment image a first run built,
+/// and a run whose engine lacks it pulls it instead of building.
+#[test]
+fn podman_pushes_to_and_pulls_from_a_registry() {
+    const T: &str = "podman_pushes_to_and_pulls_from_a_registry";
+    let Some(_engine) = engine_or_skip(T) else {
+        return;
+    };
+    let serves = std::process::Command::new("docker-registry")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !serves
+        && unavailable(
+            T,
+            "docker-registry is not installed (run .ci/install-registry.sh)",
+        )
+    {
+        return;
+    }
+    let registry = registry::Registry::start();
+    let Some(podman) = PodmanService::start_trusting_registry_or_skip(T, &registry.addr) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tarball = bookworm_tarball(dir.path());
+    let m = write(
+        dir.path(),
+        "m.yaml",
+        &format!(
+            "name: podman-registry\nmatrix:\n  n: [a]\nenvironment:\n  base: {}\n  env: {{NONCE: '{}'}}\nsteps:\n  - name: t\n    run: test \"$NONCE\" = '{}'\n",
+            tarball.display(),
+            std::process::id(),
+            std::process::id()
+        ),
+    );
+    let repo = registry.repository("rocmatrix");
+    let run = |out: &str| {
+        let o = Rocmatrix::run_matrix(&m)
+            .env("DOCKER_HOST", podman.docker_host())
+            .args(["--registry", &repo])
+            .progress_plain()
+            .out(dir.path().join(out))
+            .run();
+        o.assert_success();
+        o.run_store()
+    };
+    let first = run("first");
+    let journal = std::fs::read_to_string(first.join("journal.jsonl")).unwrap();
+    assert!(journal.contains("\"event\":\"image_pushed\""), "{journal}");
+    let lock: Value =
+        serde_json::from_str(&std::fs::read_to_string(first.join("lock.json")).unwrap()).unwrap();
+    let image = lock["environments"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()["image"]
+        .clone();
+    let reference = image["registry"].as_str().unwrap().to_string();
+    assert!(
+        reference.starts_with(&format!("{repo}/env@sha256:")),
+        "{image}"
+    );
+    let tag = image["tag"].as_str().unwrap().to_string();
+    let pushed = tag.replace("rocmatrix/", &format!("{repo}/"));
+    assert!(
+        registry
+            .tags("rocmatrix/env")
+            .contains(&tag.rsplit(':').next().unwrap().to_string()),
+        "{:?}",
+        registry.tags("rocmatrix/env")
+    );
+
+    // Gone from the engine, the image comes back from the registry.
+    podman.run(&["rmi", "-f", &tag, &pushed]);
+    let second = run("second");
+    let journal = std::fs::read_to_string(second.join("journal.jsonl")).unwrap();
+    let finished: Vec<Value> = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "image_finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{journal}");
+    assert_eq!(finished[0]["pulled"], true, "{journal}");
+    assert!(!journal.contains("\"event\":\"image_pushed\""), "{journal}");
+}

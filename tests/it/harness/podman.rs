@@ -40,18 +40,16 @@ impl PodmanService {
     /// machine has no podman.
     #[track_caller]
     pub fn start_or_skip(test: &str) -> Option<PodmanService> {
-        let runs = Command::new("podman")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !runs {
-            super::unavailable(
-                test,
-                "`podman` is not available (run .ci/install-podman.sh as root)",
-            );
-            return None;
-        }
-        Some(Self::start(None))
+        podman_or_skip(test).then(|| Self::start(None, None))
+    }
+
+    /// A rootful service that reaches the plain-HTTP registry at `addr`
+    /// (`host:port`): marked `insecure` in a `registries.conf` of its own
+    /// (`CONTAINERS_REGISTRIES_CONF`), as a Podman user must for a registry
+    /// without TLS. `None` as [`Self::start_or_skip`].
+    #[track_caller]
+    pub fn start_trusting_registry_or_skip(test: &str, addr: &str) -> Option<PodmanService> {
+        podman_or_skip(test).then(|| Self::start(None, Some(addr)))
     }
 
     /// Starts a rootless service, run by a user made for it (in the
@@ -65,17 +63,18 @@ impl PodmanService {
         }
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
         let user = rootless::TestUser::create(groups);
-        Some(Self::start_locked(turn, Some(user)))
+        Some(Self::start_locked(turn, Some(user), None))
     }
 
-    fn start(user: Option<rootless::TestUser>) -> PodmanService {
+    fn start(user: Option<rootless::TestUser>, registry: Option<&str>) -> PodmanService {
         let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-        Self::start_locked(turn, user)
+        Self::start_locked(turn, user, registry)
     }
 
     fn start_locked(
         turn: std::sync::MutexGuard<'static, ()>,
         user: Option<rootless::TestUser>,
+        insecure_registry: Option<&str>,
     ) -> PodmanService {
         let dir = tempfile::Builder::new()
             .prefix("rocmatrix-podman-")
@@ -94,6 +93,15 @@ impl PodmanService {
             None => podman(dir.path()),
             Some(u) => u.service_command(dir.path()),
         };
+        if let Some(addr) = insecure_registry {
+            let conf = dir.path().join("registries.conf");
+            std::fs::write(
+                &conf,
+                format!("[[registry]]\nlocation = \"{addr}\"\ninsecure = true\n"),
+            )
+            .unwrap();
+            command.env("CONTAINERS_REGISTRIES_CONF", conf);
+        }
         let child = command
             .args(["system", "service", "--time=0"])
             .arg(format!("unix://{}", socket.display()))
@@ -226,6 +234,22 @@ impl Drop for PodmanService {
             u.kill_processes();
         }
     }
+}
+
+/// Whether podman runs here; if not, the gate is told for `test`.
+#[track_caller]
+fn podman_or_skip(test: &str) -> bool {
+    let runs = Command::new("podman")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !runs {
+        super::unavailable(
+            test,
+            "`podman` is not available (run .ci/install-podman.sh as root)",
+        );
+    }
+    runs
 }
 
 /// The processes whose command line names `dir`: their ids and command
