@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::cell::{blocking, judge_exec, scripts_tar, step_slug, CellEnv, CellError, StepLog};
+use super::cell::{
+    blocking, fresh_dir, judge_exec, prepare_sources, scripts_tar, step_slug, CellEnv, CellError,
+    StepLog,
+};
 use super::events::Event;
 use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, LABEL_KIND};
@@ -101,22 +104,12 @@ pub async fn run_build(
     let started = now_rfc3339();
     let t0 = Instant::now();
     let dir = cx.store.dir.join("builds").join(&build.key);
-    let logs = dir.join("logs");
-    let fresh = (dir.clone(), logs.clone());
-    blocking("creating the build's directory", move || {
-        let _ = std::fs::remove_dir_all(&fresh.0);
-        std::fs::create_dir_all(&fresh.1).map_err(|e| CellError::io(&fresh.1, e))
-    })
-    .await??;
+    fresh_dir(&dir).await?;
     cx.events.emit(Event::BuildStarted {
         build: build.key.clone(),
         cells: cells.len(),
     });
-    let mut prepared = Vec::with_capacity(build.sources.len());
-    for src in &build.sources {
-        let (sources, src) = (cx.sources.clone(), src.clone());
-        prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
-    }
+    let prepared = prepare_sources(cx, &build.sources).await?;
     let locked: Vec<LockedSource> = prepared.iter().map(|p| p.locked.clone()).collect();
     let snapshot = snapshot_tag(build, env_image.1, &locked);
     let mut record = BuildRecord {

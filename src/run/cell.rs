@@ -109,13 +109,7 @@ pub async fn run_cell(
     let started_at = now_rfc3339();
     let t0 = Instant::now();
     let dir = cx.store.cell_dir(&cell.id);
-    let logs = dir.join("logs");
-    let fresh = (dir.clone(), logs.clone());
-    blocking("creating the cell's directory", move || {
-        let _ = std::fs::remove_dir_all(&fresh.0);
-        std::fs::create_dir_all(&fresh.1).map_err(|e| CellError::io(&fresh.1, e))
-    })
-    .await??;
+    let logs = fresh_dir(&dir).await?;
     cx.events.emit(Event::CellStarted {
         cell: cell.id.clone(),
         attempt,
@@ -127,11 +121,10 @@ pub async fn run_cell(
     let spec = container_spec(cx.run_id, cell, image, grant.as_ref(), name);
     // Sources first: a patch that does not apply stops the cell before any
     // container exists.
-    let mut prepared = Vec::with_capacity(cell.sources.len());
-    for src in cell.sources.iter().filter(|_| built.is_none()) {
-        let (sources, src) = (cx.sources.clone(), src.clone());
-        prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
-    }
+    let prepared = match built {
+        Some(_) => Vec::new(),
+        None => prepare_sources(cx, &cell.sources).await?,
+    };
     let container = cx.engine.start_container(&spec).await?;
     let (notes, hooks) = grant
         .as_ref()
@@ -200,6 +193,31 @@ pub async fn run_cell(
         build: built.map(|b| b.record.key.clone()),
     };
     write_record(cx, dir, record).await
+}
+
+/// Empties `dir` (what an earlier attempt left) and makes `dir/logs`.
+pub(super) async fn fresh_dir(dir: &Path) -> Result<PathBuf, CellError> {
+    let (dir, logs) = (dir.to_path_buf(), dir.join("logs"));
+    blocking("creating a run-store directory", move || {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&logs)
+            .map(|()| logs.clone())
+            .map_err(|e| CellError::io(&logs, e))
+    })
+    .await?
+}
+
+/// `sources` checked out (and patched) as tar archives to upload.
+pub(super) async fn prepare_sources(
+    cx: &CellEnv<'_>,
+    sources: &[crate::plan::SourceRef],
+) -> Result<Vec<Arc<crate::source::Prepared>>, CellError> {
+    let mut prepared = Vec::with_capacity(sources.len());
+    for src in sources {
+        let (sources, src) = (cx.sources.clone(), src.clone());
+        prepared.push(blocking("checking out sources", move || sources.prepare(&src)).await??);
+    }
+    Ok(prepared)
 }
 
 /// The cell's GPUs, or why it has none; waiting for a busy GPU blocks.

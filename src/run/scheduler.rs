@@ -356,15 +356,7 @@ async fn build_then_cells(
     if s.stop.load(Ordering::SeqCst) {
         return not_run(&cells, NotRun::FailFast);
     }
-    let cx = CellEnv {
-        engine: &s.engine,
-        store: &s.store,
-        run_id: &s.run_id,
-        events: &s.events,
-        gpus: &s.gpus,
-        sources: &s.sources,
-        cleanups: &s.cleanups,
-    };
+    let cx = s.cell_env();
     let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
     let binds: Vec<String> = build.caches.iter().map(|c| c.bind()).collect();
     let name = build_stage::container_name(&s.run_id, &build.key);
@@ -682,6 +674,19 @@ async fn share(
 }
 
 impl Shared {
+    /// What cells and builds need of the run.
+    fn cell_env(&self) -> CellEnv<'_> {
+        CellEnv {
+            engine: &self.engine,
+            store: &self.store,
+            run_id: &self.run_id,
+            events: &self.events,
+            gpus: &self.gpus,
+            sources: &self.sources,
+            cleanups: &self.cleanups,
+        }
+    }
+
     /// What a registry gave, if anything; a registry that just failed is
     /// reported (once per run).
     fn fetched<T>(&self, f: Fetched<T>) -> Option<T> {
@@ -981,15 +986,7 @@ async fn run_one(
     if s.stop.load(Ordering::SeqCst) {
         return not_run(NotRun::FailFast);
     }
-    let cx = CellEnv {
-        engine: &s.engine,
-        store: &s.store,
-        run_id: &s.run_id,
-        events: &s.events,
-        gpus: &s.gpus,
-        sources: &s.sources,
-        cleanups: &s.cleanups,
-    };
+    let cx = s.cell_env();
     let t0 = Instant::now();
     let started = now_rfc3339();
     let mut attempt = 1;
