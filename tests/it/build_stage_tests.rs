@@ -291,6 +291,18 @@ fn builds_run_once_per_key_reruns_reuse_them_and_a_changed_step_rebuilds_its_key
     assert_eq!(cell_json(&third, "trixie.gfx900")["status"], "failed");
     assert_eq!(cell_json(&third, "bookworm.gfx900")["status"], "passed");
 
+    // A shell in a cell starts from its build's snapshot.
+    let o = Rocmatrix::new()
+        .arg("shell")
+        .arg(&first)
+        .arg("trixie.gfx900")
+        .run_with_input("cat /work/build/who /work/build/stamp\n");
+    o.assert_success();
+    assert_eq!(
+        o.stdout(),
+        format!("trixie trixie\n{}\n", stamp(&first, "trixie.gfx900"))
+    );
+
     // An export of a cell runs its build, then its steps.
     let export = dir.path().join("export");
     Rocmatrix::new()
