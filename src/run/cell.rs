@@ -826,14 +826,15 @@ fn passed_inline(run: &str) -> bool {
     run.len() <= INLINE_SCRIPT_MAX && !run.contains('\0')
 }
 
-/// The command that runs a step's script: `bash -eo pipefail -c SCRIPT`, or
-/// the uploaded file for a script too long for that. Either way `$0` is
+/// The command that runs a step's script: `bash -eo pipefail -c -- SCRIPT`,
+/// or the uploaded file for a script too long for that. Either way `$0` is
 /// `/rocmatrix/steps/<slug>.sh`, so bash's messages name the step alike.
+/// (`--`: a script that starts with `-` is a script, not bash's options.)
 fn step_command(slug: &str, run: &str) -> Vec<String> {
     let path = format!("/rocmatrix/steps/{slug}.sh");
     let mut cmd = vec!["bash".to_string(), "-eo".into(), "pipefail".into()];
     if passed_inline(run) {
-        cmd.extend(["-c".to_string(), run.to_string()]);
+        cmd.extend(["-c".to_string(), "--".into(), run.to_string()]);
     }
     cmd.push(path);
     cmd
@@ -917,6 +918,33 @@ mod tests {
         assert_eq!(
             cell_status(failed, &versions_ran, Some("no GPU")).0,
             Status::Failed
+        );
+    }
+
+    #[test]
+    fn scripts_go_inline_unless_too_long_for_an_argument() {
+        assert_eq!(
+            step_command("01-a", "-x"),
+            [
+                "bash",
+                "-eo",
+                "pipefail",
+                "-c",
+                "--",
+                "-x",
+                "/rocmatrix/steps/01-a.sh"
+            ]
+        );
+        let longest = "#".repeat(INLINE_SCRIPT_MAX);
+        assert_eq!(step_command("01-a", &longest)[5], longest);
+        let long = format!("{longest}\n");
+        assert_eq!(
+            step_command("02-b", &long),
+            ["bash", "-eo", "pipefail", "/rocmatrix/steps/02-b.sh"]
+        );
+        assert_eq!(
+            step_command("03-c", "echo \0")[3],
+            "/rocmatrix/steps/03-c.sh"
         );
     }
 
