@@ -120,7 +120,7 @@ impl Engine {
         sink: &mut (dyn FnMut(&[u8]) + Send),
         limit: Option<Duration>,
     ) -> Result<ExecOutcome, EngineError> {
-        let what = cmd.join(" ");
+        let what = describe(&cmd);
         let action = || format!("running `{what}` in container {}", short(container));
         let exec = self
             .docker()
@@ -333,6 +333,22 @@ impl Engine {
     }
 }
 
+/// `cmd` on one line for messages, each long argument (an inline script)
+/// cut short.
+fn describe(cmd: &[String]) -> String {
+    const LONGEST: usize = 60;
+    cmd.iter()
+        .map(|a| {
+            let short = match a.char_indices().nth(LONGEST) {
+                Some((cut, _)) => format!("{}…", &a[..cut]),
+                None => a.clone(),
+            };
+            short.replace('\n', " ")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 impl Engine {
     /// Commits a container as image `reference` with `labels`.
     pub async fn commit(
@@ -390,5 +406,21 @@ impl Engine {
             EngineError::failed(action(), format!("cannot run the docker CLI: {e}"))
         })?;
         Ok(i64::from(status.code().unwrap_or(-1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe;
+
+    #[test]
+    fn a_long_inline_script_is_cut_short_in_messages() {
+        let script = format!("echo one\n{}", "x".repeat(200_000));
+        let cmd = ["bash", "-c", script.as_str(), "/rocmatrix/steps/01-a.sh"].map(String::from);
+        let text = describe(&cmd);
+        assert!(text.starts_with("bash -c echo one xxx"), "{text}");
+        assert!(text.ends_with("… /rocmatrix/steps/01-a.sh"), "{text}");
+        assert!(text.len() < 200, "{text}");
+        assert_eq!(describe(&["true".to_string()]), "true");
     }
 }

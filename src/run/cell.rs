@@ -27,6 +27,9 @@ const TAIL_BYTES: usize = 64 * 1024;
 const TAIL_LINES: usize = 40;
 /// Largest JUnit archive copied out of a container.
 const MAX_JUNIT_ARCHIVE: u64 = 256 * 1024 * 1024;
+/// Longest step script passed to bash as an argument: Linux takes at most
+/// 128 KiB in one argument (`MAX_ARG_STRLEN`, its terminating NUL included).
+const INLINE_SCRIPT_MAX: usize = 128 * 1024 - 1;
 
 /// What a cell needs from the run around it.
 pub struct CellEnv<'a> {
@@ -339,13 +342,13 @@ async fn run_steps(
     gpu: GpuAt<'_>,
 ) -> Result<StepsOutcome, CellError> {
     let gpu_refusal = gpu.refusal;
-    cx.engine
-        .upload(
-            container,
-            "/",
-            scripts_tar(&cell.steps).map_err(|e| CellError::io(logs, e))?,
-        )
-        .await?;
+    // Only the scripts too long to pass inline are uploaded (usually none:
+    // an upload costs the engine more than the step `true` itself).
+    if cell.steps.iter().any(|s| !passed_inline(&s.run)) {
+        let tar = scripts_tar_where(&cell.steps, |s| !passed_inline(&s.run))
+            .map_err(|e| CellError::io(logs, e))?;
+        cx.engine.upload(container, "/", tar).await?;
+    }
     let dir = logs.parent().unwrap_or(logs).to_path_buf();
     let mut records = Vec::with_capacity(cell.steps.len());
     let mut junit = Vec::new();
@@ -478,12 +481,7 @@ async fn run_step(
     let (mut status, mut exit_code, mut reason) = if step.run.trim().is_empty() {
         (Status::Passed, None, None)
     } else {
-        let cmd = vec![
-            "bash".to_string(),
-            "-eo".into(),
-            "pipefail".into(),
-            format!("/rocmatrix/steps/{slug}.sh"),
-        ];
+        let cmd = step_command(&slug, &step.run);
         let outcome = cx
             .engine
             .exec(
@@ -851,9 +849,37 @@ pub fn container_name(run: &str, cell: &str, attempt: u32) -> String {
     format!("rocmatrix-{run}-{cell}-{attempt}")
 }
 
+/// Whether a step's script goes to bash as an argument rather than as an
+/// uploaded file: when it fits in one argument and holds no NUL (which no
+/// argument can).
+fn passed_inline(run: &str) -> bool {
+    run.len() <= INLINE_SCRIPT_MAX && !run.contains('\0')
+}
+
+/// The command that runs a step's script: `bash -eo pipefail -c -- SCRIPT`,
+/// or the uploaded file for a script too long for that. Either way `$0` is
+/// `/rocmatrix/steps/<slug>.sh`, so bash's messages name the step alike.
+/// (`--`: a script that starts with `-` is a script, not bash's options.)
+fn step_command(slug: &str, run: &str) -> Vec<String> {
+    let path = format!("/rocmatrix/steps/{slug}.sh");
+    let mut cmd = vec!["bash".to_string(), "-eo".into(), "pipefail".into()];
+    if passed_inline(run) {
+        cmd.extend(["-c".to_string(), "--".into(), run.to_string()]);
+    }
+    cmd.push(path);
+    cmd
+}
+
+/// Every step's script as `rocmatrix/steps/<slug>.sh` in a tar archive (for
+/// `shell`, which runs them from files).
 pub fn scripts_tar(steps: &[Step]) -> std::io::Result<Vec<u8>> {
+    scripts_tar_where(steps, |_| true)
+}
+
+/// [`scripts_tar`] of the steps that `keep` selects, at their own slugs.
+fn scripts_tar_where(steps: &[Step], keep: impl Fn(&Step) -> bool) -> std::io::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
-    for (i, s) in steps.iter().enumerate() {
+    for (i, s) in steps.iter().enumerate().filter(|(_, s)| keep(s)) {
         let mut h = tar::Header::new_gnu();
         h.set_size(s.run.len() as u64);
         h.set_mode(0o755);
@@ -922,6 +948,33 @@ mod tests {
         assert_eq!(
             cell_status(failed, &versions_ran, Some("no GPU")).0,
             Status::Failed
+        );
+    }
+
+    #[test]
+    fn scripts_go_inline_unless_too_long_for_an_argument() {
+        assert_eq!(
+            step_command("01-a", "-x"),
+            [
+                "bash",
+                "-eo",
+                "pipefail",
+                "-c",
+                "--",
+                "-x",
+                "/rocmatrix/steps/01-a.sh"
+            ]
+        );
+        let longest = "#".repeat(INLINE_SCRIPT_MAX);
+        assert_eq!(step_command("01-a", &longest)[5], longest);
+        let long = format!("{longest}\n");
+        assert_eq!(
+            step_command("02-b", &long),
+            ["bash", "-eo", "pipefail", "/rocmatrix/steps/02-b.sh"]
+        );
+        assert_eq!(
+            step_command("03-c", "echo \0")[3],
+            "/rocmatrix/steps/03-c.sh"
         );
     }
 

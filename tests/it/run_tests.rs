@@ -139,6 +139,60 @@ fn cells_pass_fail_time_out_skip_and_oom_for_real() {
     assert!(!o.stderr().contains(": built "), "{}", o.stderr());
 }
 
+/// Scripts go to bash inline (`bash -c`) while they fit in one argument;
+/// one over Linux's 128 KiB argument limit is uploaded and run from its file.
+/// Both see `$0` as the step's path, so bash's messages name the step alike;
+/// only the long one's exists (the short ones cost no upload).
+#[test]
+fn short_scripts_run_inline_and_one_over_128_kib_from_a_file() {
+    let Some(_engine) = engine_or_skip("short_scripts_run_inline_and_one_over_128_kib_from_a_file")
+    else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    // 3,000 comment lines of 60 bytes: 180 KB, then the real work.
+    let padding = format!("      # {}\n", "p".repeat(51)).repeat(3000);
+    let big = format!(
+        "  - name: big\n    run: |\n{padding}      echo \"big $0 $(( 6 * 7 ))\"; test -f \"$0\"\n"
+    );
+    assert!(big.len() > 128 * 1024);
+    let yaml = format!(
+        "name: scripts\nmatrix:\n  a: [1]\nenvironment:\n  base: debian:bookworm\nsteps:\n  \
+         - name: small\n    run: echo \"small $0\"; test ! -e \"$0\"\n\
+         {big}  \
+         - name: missing\n    continue_on_error: true\n    run: |\n      true\n      no-such-command\n  \
+         - name: after\n    run: echo after\n"
+    );
+    let m = write(dir.path(), "scripts.yaml", &yaml);
+    let o = Rocmatrix::run_matrix(&m).out(dir.path()).run();
+    o.assert_success();
+    let run = o.run_store();
+    let cell = cell_json(&run, "1");
+    let statuses: Vec<&str> = cell["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["passed", "passed", "failed", "passed"],
+        "{cell:#}"
+    );
+    let log = |name: &str| std::fs::read_to_string(run.join("cells/1/logs").join(name)).unwrap();
+    assert_eq!(log("01-small.log"), "small /rocmatrix/steps/01-small.sh\n");
+    assert_eq!(log("02-big.log"), "big /rocmatrix/steps/02-big.sh 42\n");
+    let missing = log("03-missing.log");
+    assert!(
+        missing
+            .contains("/rocmatrix/steps/03-missing.sh: line 2: no-such-command: command not found"),
+        "{missing}"
+    );
+    assert_eq!(cell["steps"][2]["exit_code"], 127);
+    assert_eq!(log("04-after.log"), "after\n");
+}
+
 #[test]
 fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
     let Some(_engine) = engine_or_skip("sigint_leaves_no_containers_and_resume_finishes_the_run")
