@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cell::{
-    blocking, fresh_dir, judge_exec, prepare_sources, scripts_tar, step_slug, CellEnv, CellError,
-    StepLog,
+    blocking, fresh_dir, judge_exec, passed_inline, prepare_sources, scripts_tar_where,
+    step_command, step_slug, CellEnv, CellError, StepLog,
 };
 use super::events::Event;
 use crate::engine::labels::owner_labels;
@@ -222,13 +222,11 @@ async fn run_steps(
     dir: &Path,
 ) -> Result<(Vec<StepRecord>, Option<(Status, String)>), CellError> {
     let logs = dir.join("logs");
-    cx.engine
-        .upload(
-            container,
-            "/",
-            scripts_tar(&build.steps).map_err(|e| CellError::io(&logs, e))?,
-        )
-        .await?;
+    if build.steps.iter().any(|s| !passed_inline(&s.run)) {
+        let tar = scripts_tar_where(&build.steps, |s| !passed_inline(&s.run))
+            .map_err(|e| CellError::io(&logs, e))?;
+        cx.engine.upload(container, "/", tar).await?;
+    }
     let mut records = Vec::with_capacity(build.steps.len());
     let mut verdict: Option<(Status, String)> = None;
     let mut ooms_seen = 0;
@@ -259,12 +257,7 @@ async fn run_steps(
         let mut log = blocking("creating a step log", move || StepLog::create(&create))
             .await?
             .map_err(|e| CellError::io(&path, e))?;
-        let cmd = vec![
-            "bash".to_string(),
-            "-eo".into(),
-            "pipefail".into(),
-            format!("/rocmatrix/steps/{slug}.sh"),
-        ];
+        let cmd = step_command(&slug, &step.run);
         let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
         let outcome = cx
             .engine

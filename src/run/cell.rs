@@ -852,7 +852,7 @@ pub fn container_name(run: &str, cell: &str, attempt: u32) -> String {
 /// Whether a step's script goes to bash as an argument rather than as an
 /// uploaded file: when it fits in one argument and holds no NUL (which no
 /// argument can).
-fn passed_inline(run: &str) -> bool {
+pub(super) fn passed_inline(run: &str) -> bool {
     run.len() <= INLINE_SCRIPT_MAX && !run.contains('\0')
 }
 
@@ -860,7 +860,7 @@ fn passed_inline(run: &str) -> bool {
 /// or the uploaded file for a script too long for that. Either way `$0` is
 /// `/rocmatrix/steps/<slug>.sh`, so bash's messages name the step alike.
 /// (`--`: a script that starts with `-` is a script, not bash's options.)
-fn step_command(slug: &str, run: &str) -> Vec<String> {
+pub(super) fn step_command(slug: &str, run: &str) -> Vec<String> {
     let path = format!("/rocmatrix/steps/{slug}.sh");
     let mut cmd = vec!["bash".to_string(), "-eo".into(), "pipefail".into()];
     if passed_inline(run) {
@@ -877,7 +877,10 @@ pub fn scripts_tar(steps: &[Step]) -> std::io::Result<Vec<u8>> {
 }
 
 /// [`scripts_tar`] of the steps that `keep` selects, at their own slugs.
-fn scripts_tar_where(steps: &[Step], keep: impl Fn(&Step) -> bool) -> std::io::Result<Vec<u8>> {
+pub(super) fn scripts_tar_where(
+    steps: &[Step],
+    keep: impl Fn(&Step) -> bool,
+) -> std::io::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     for (i, s) in steps.iter().enumerate().filter(|(_, s)| keep(s)) {
         let mut h = tar::Header::new_gnu();
