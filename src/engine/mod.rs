@@ -188,4 +188,25 @@ impl Engine {
     pub(crate) fn docker(&self) -> &Docker {
         &self.docker
     }
+
+    /// The gateway address of network `name` (`bridge` for the default
+    /// one): where containers on it reach the host. `None` when the engine
+    /// names no IPv4 gateway for it.
+    pub async fn network_gateway(
+        &self,
+        name: &str,
+    ) -> Result<Option<std::net::IpAddr>, EngineError> {
+        let net = self
+            .docker
+            .inspect_network(name, None)
+            .await
+            .doing(|| format!("inspecting network {name}"))?;
+        Ok(net
+            .ipam
+            .and_then(|i| i.config)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|c| c.gateway?.parse::<std::net::IpAddr>().ok())
+            .find(|ip| ip.is_ipv4()))
+    }
 }
