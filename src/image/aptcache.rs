@@ -65,6 +65,32 @@ pub fn switched_off() -> bool {
     std::env::var(SWITCH_ENV).is_ok_and(|v| matches!(v.as_str(), "off" | "0" | "false" | "no"))
 }
 
+/// Removes everything under `dir` (the cache's directory); the number of
+/// files and their bytes. A run using the cache meanwhile only misses the
+/// files it would have found or stored.
+pub fn clear(dir: &Path) -> std::io::Result<(u64, u64)> {
+    fn walk(d: &Path, files: &mut u64, bytes: &mut u64) -> std::io::Result<()> {
+        for e in std::fs::read_dir(d)? {
+            let e = e?;
+            let t = e.file_type()?;
+            if t.is_dir() {
+                walk(&e.path(), files, bytes)?;
+                std::fs::remove_dir(e.path())?;
+            } else {
+                *bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
+                *files += 1;
+                std::fs::remove_file(e.path())?;
+            }
+        }
+        Ok(())
+    }
+    let (mut files, mut bytes) = (0, 0);
+    match walk(dir, &mut files, &mut bytes) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !dir.exists() => Ok((0, 0)),
+        other => other.map(|()| (files, bytes)),
+    }
+}
+
 /// What the cache did so far.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Stats {
