@@ -13,11 +13,12 @@
 //! or for the debootstrap process: nothing in an image changes, and neither
 //! does the lock.
 //!
-//! Only `GET`s of `.deb`/`.udeb` files that answer 200 are stored: pool file
-//! names carry the version, so a stored file never goes stale, and apt and
+//! Only `GET`s of files that never change and answer 200 are stored: `.deb`
+//! and `.udeb` files (pool file names carry the version) and the package
+//! indexes apt fetches by hash (`…/by-hash/SHA256/<hash>`); apt and
 //! debootstrap check every file against the hashes of the signed indexes.
-//! Everything else (indexes, whatever a `setup:` script fetches) passes
-//! through. Targets on the host's loopback are forwarded only for clients
+//! Everything else (`InRelease`, indexes by name, whatever a `setup:` script
+//! fetches) passes through. Targets on the host's loopback are forwarded only for clients
 //! on the loopback listener, so a container on the bridge cannot use the
 //! proxy to reach the host's local services.
 
@@ -389,10 +390,13 @@ async fn forward(
     }
 }
 
-/// Where the package file at `path` on `host:port` is kept, if it is one
-/// (`….deb` or `….udeb`, plain path segments only).
+/// Where the file at `path` on `host:port` is kept, if it never changes:
+/// a package (`….deb`, `….udeb`: pool names carry the version) or an index
+/// that apt fetches by its hash (`…/by-hash/SHA256/<hash>`). Plain path
+/// segments only.
 fn cache_path(dir: &Path, host: &str, port: u16, path: &str) -> Option<PathBuf> {
-    if !(path.ends_with(".deb") || path.ends_with(".udeb")) {
+    let by_hash = path.rsplit('/').nth(2).is_some_and(|d| d == "by-hash");
+    if !(path.ends_with(".deb") || path.ends_with(".udeb") || by_hash) {
         return None;
     }
     let plain = |s: &str, extra: &str| {
@@ -622,6 +626,13 @@ mod tests {
         assert_eq!(
             cache_path(d, "deb.debian.org", 80, "/debian/dists/sid/InRelease"),
             None
+        );
+        let by_name = "/debian/dists/sid/main/binary-amd64/Packages.xz";
+        assert_eq!(cache_path(d, "deb.debian.org", 80, by_name), None);
+        let by_hash = "/debian/dists/sid/main/binary-amd64/by-hash/SHA256/0a1b2c";
+        assert_eq!(
+            cache_path(d, "deb.debian.org", 80, by_hash),
+            Some(PathBuf::from(format!("/c/deb.debian.org{by_hash}")))
         );
         assert_eq!(
             cache_path(d, "deb.debian.org", 80, "/debian/../../etc/x.deb"),

@@ -198,7 +198,7 @@ pub async fn execute(
         if st.hits + st.stored > 0 {
             events.emit(Event::Warning {
                 message: format!(
-                    "package cache: {} package files served from {}, {} downloaded into it",
+                    "package cache: {} files served from {}, {} downloaded into it",
                     st.hits,
                     c.dir().display(),
                     st.stored
