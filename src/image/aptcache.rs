@@ -53,6 +53,10 @@ type Body = BoxBody<Bytes, BoxError>;
 /// Set to `off` to build and bootstrap without the cache.
 pub const SWITCH_ENV: &str = "ROCMATRIX_PACKAGE_CACHE";
 
+/// Downloads in progress, `<pid>-<n>`, renamed into place when complete.
+/// Cached paths never have a segment starting with a dot.
+const PARTIAL: &str = ".partial";
+
 /// How long connecting to a mirror may take.
 const CONNECT_LIMIT: Duration = Duration::from_secs(20);
 
@@ -64,6 +68,22 @@ pub fn dir() -> PathBuf {
 /// Whether the user turned the cache off (`ROCMATRIX_PACKAGE_CACHE=off`).
 pub fn switched_off() -> bool {
     std::env::var(SWITCH_ENV).is_ok_and(|v| matches!(v.as_str(), "off" | "0" | "false" | "no"))
+}
+
+/// Removes the downloads in progress that processes now gone left.
+fn remove_stale_partials(partial: &Path) {
+    let Ok(entries) = std::fs::read_dir(partial) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if pid
+            .is_some_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists())
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Removes everything under `dir` (the cache's directory); the number of
@@ -148,7 +168,9 @@ impl AptCache {
     /// Starts the cache over `dir`, listening on loopback; `log` (if any)
     /// receives a line per package file served or stored.
     pub async fn start(dir: PathBuf, log: Option<&Path>) -> std::io::Result<AptCache> {
-        tokio::fs::create_dir_all(&dir).await?;
+        let partial = dir.join(PARTIAL);
+        tokio::fs::create_dir_all(&partial).await?;
+        let _ = tokio::task::spawn_blocking(move || remove_stale_partials(&partial)).await;
         let log = match log {
             Some(p) => Some(
                 tokio::fs::OpenOptions::new()
@@ -453,8 +475,9 @@ async fn cached(path: &Path) -> Option<Response<Body>> {
     Some(r)
 }
 
-/// Streams `body` to the client and into a private file next to `path`,
-/// renamed to `path` once the whole body (as long as announced) arrived.
+/// Streams `body` to the client and into a private file under
+/// [`PARTIAL`], renamed to `path` once the whole body (as long as
+/// announced) arrived.
 /// The download goes on if the client leaves, so the next one finds it.
 async fn tee(
     state: Arc<State>,
@@ -464,12 +487,8 @@ async fn tee(
     tx: mpsc::Sender<Result<Frame<Bytes>, BoxError>>,
     uri: Uri,
 ) {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let part = path.with_file_name(format!(
-        "{name}.part-{}-{}",
+    let part = state.dir.join(PARTIAL).join(format!(
+        "{}-{}",
         std::process::id(),
         state.seq.fetch_add(1, Ordering::Relaxed)
     ));
@@ -685,6 +704,10 @@ mod tests {
     #[tokio::test]
     async fn second_download_comes_from_the_cache() {
         let d = tempfile::tempdir().unwrap();
+        // Left by a process that is gone (no pid is that large).
+        let stale = d.path().join("downloads").join(PARTIAL).join("999999999-0");
+        std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+        std::fs::write(&stale, "half a package").unwrap();
         let (mirror, requests) = mirror(b"package bytes").await;
         let cache = AptCache::start(d.path().join("downloads"), Some(&d.path().join("log")))
             .await
@@ -728,5 +751,11 @@ mod tests {
             mirror.port()
         ));
         assert_eq!(std::fs::read(stored).unwrap(), b"package bytes");
+        let partial = std::fs::read_dir(d.path().join("downloads").join(PARTIAL)).unwrap();
+        assert_eq!(
+            partial.count(),
+            0,
+            "the stale download is gone, the new one renamed"
+        );
     }
 }
