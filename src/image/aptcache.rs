@@ -142,13 +142,18 @@ impl State {
     }
 }
 
+/// Why builds on a network cannot use the cache.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreachable(String);
+
 /// A running cache. Dropping it stops its listeners and open connections.
 pub struct AptCache {
     state: Arc<State>,
     loopback: SocketAddr,
     listeners: Mutex<Vec<JoinHandle<()>>>,
     /// Per build network: the proxy URL builds on it use, or why they cannot.
-    routes: tokio::sync::Mutex<HashMap<Option<String>, Result<String, String>>>,
+    routes: tokio::sync::Mutex<HashMap<Option<String>, Result<String, Unreachable>>>,
 }
 
 impl Drop for AptCache {
@@ -229,7 +234,7 @@ impl AptCache {
         engine: &Engine,
         image: &str,
         network_mode: Option<&str>,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<String>, Unreachable> {
         let mut routes = self.routes.lock().await;
         let key = network_mode.map(str::to_string);
         if let Some(r) = routes.get(&key) {
@@ -245,7 +250,8 @@ impl AptCache {
         engine: &Engine,
         image: &str,
         network_mode: Option<&str>,
-    ) -> Result<String, String> {
+    ) -> Result<String, Unreachable> {
+        let why = |s: String| Unreachable(s);
         let addr = match network_mode {
             Some("host") => self.loopback,
             other => {
@@ -253,18 +259,22 @@ impl AptCache {
                 let gateway = engine
                     .network_gateway(net)
                     .await
-                    .map_err(|e| e.to_string())?
-                    .ok_or_else(|| format!("the engine names no IPv4 gateway for network {net}"))?;
+                    .map_err(|e| why(e.to_string()))?
+                    .ok_or_else(|| {
+                        why(format!(
+                            "the engine names no IPv4 gateway for network {net}"
+                        ))
+                    })?;
                 self.listen(gateway)
                     .await
-                    .map_err(|e| format!("cannot listen on {gateway}: {e}"))?
+                    .map_err(|e| why(format!("cannot listen on {gateway}: {e}")))?
             }
         };
         let (host, port) = (addr.ip().to_string(), addr.port());
         match super::network::reaches(engine, image, network_mode, &host, port).await {
             Ok(true) => Ok(format!("http://{addr}")),
-            Ok(false) => Err(format!("a container on it cannot reach {addr}")),
-            Err(e) => Err(format!("probing it failed: {e}")),
+            Ok(false) => Err(why(format!("a container on it cannot reach {addr}"))),
+            Err(e) => Err(why(format!("probing it failed: {e}"))),
         }
     }
 
