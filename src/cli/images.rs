@@ -7,6 +7,7 @@
 //! a CI job or a test run removes only what it made. Pruning never removes
 //! an image that a `lock.json` of a run under `--out` names: those are the
 //! images `repro`, `shell` and `export` of a kept run start from.
+//! `--prune --downloads` also empties the package download cache.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -33,6 +34,10 @@ pub struct ImagesArgs {
     /// (the engine keeps a volume a container still uses).
     #[arg(long)]
     pub caches: bool,
+    /// With --prune: empty the package download cache too (the `.deb` files
+    /// image builds and debootstrap share, `<cache>/downloads`).
+    #[arg(long, requires = "prune")]
+    pub downloads: bool,
     /// With --prune: only images not used for this long (e.g. 7d).
     #[arg(long, requires = "prune", value_name = "DURATION")]
     pub older_than: Option<String>,
@@ -75,8 +80,24 @@ pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result
             table(&rows)
         };
         super::write_out(out, &text)?;
-        Ok(ExitCode::Success)
-    })
+        Ok::<_, Error>(())
+    })?;
+    if args.prune && args.downloads {
+        let dir = crate::image::aptcache::dir();
+        let (files, bytes) = crate::image::aptcache::clear(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        super::write_out(
+            out,
+            &format!(
+                "emptied the package download cache {} ({files} files, {})\n",
+                dir.display(),
+                mb(bytes as i64)
+            ),
+        )?;
+    }
+    Ok(ExitCode::Success)
 }
 
 /// The images rocmatrix made that carry this invocation's `--label`s, by

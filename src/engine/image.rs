@@ -164,20 +164,30 @@ impl Engine {
             EngineError::failed(format!("making {reference} from {from}"), e.to_string())
         })?;
         let built = self
-            .build(context, reference, labels, None, &mut |_| {})
+            .build(
+                context,
+                reference,
+                labels,
+                None,
+                &HashMap::new(),
+                &mut |_| {},
+            )
             .await;
         let _ = self.remove_image(from).await;
         built
     }
 
     /// Builds an image from a tar build context, tagging it `tag`. Build output
-    /// goes line by line to `log`. Returns the image id.
+    /// goes line by line to `log`. `build_args` are passed as `--build-arg`
+    /// (the predefined proxy ones, `http_proxy`…, stay out of the image's
+    /// history and config). Returns the image id.
     pub async fn build(
         &self,
         context: Vec<u8>,
         tag: &str,
         labels: HashMap<String, String>,
         network_mode: Option<&str>,
+        build_args: &HashMap<String, String>,
         log: &mut (dyn FnMut(&str) + Send),
     ) -> Result<String, EngineError> {
         let action = || format!("building image {tag}");
@@ -188,6 +198,7 @@ impl Engine {
             forcerm: true,
             labels: Some(self.labelled(&labels)),
             networkmode: network_mode.map(str::to_string),
+            buildargs: (!build_args.is_empty()).then(|| build_args.clone()),
             ..Default::default()
         };
         let mut s = self

@@ -195,4 +195,53 @@ impl Engine {
     pub(crate) fn docker(&self) -> &Docker {
         &self.docker
     }
+
+    /// The gateway address of network `name` (`bridge` for the default
+    /// one): where containers on it reach the host. Docker 20.10 names no
+    /// gateway for its default bridge, only the subnet; the gateway is then
+    /// the subnet's first address, as Docker assigns it. `None` when the
+    /// engine names neither for IPv4.
+    pub async fn network_gateway(
+        &self,
+        name: &str,
+    ) -> Result<Option<std::net::IpAddr>, EngineError> {
+        let net = self
+            .docker
+            .inspect_network(name, None)
+            .await
+            .doing(|| format!("inspecting network {name}"))?;
+        Ok(net
+            .ipam
+            .and_then(|i| i.config)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|c| {
+                c.gateway
+                    .and_then(|g| g.parse::<std::net::Ipv4Addr>().ok())
+                    .or_else(|| first_address(c.subnet.as_deref()?))
+            })
+            .next()
+            .map(std::net::IpAddr::V4))
+    }
+}
+
+/// The first host address of an IPv4 subnet (`172.17.0.0/16` → `172.17.0.1`).
+fn first_address(subnet: &str) -> Option<std::net::Ipv4Addr> {
+    let (ip, bits) = subnet.split_once('/')?;
+    let ip: std::net::Ipv4Addr = ip.parse().ok()?;
+    let bits: u32 = bits.parse().ok().filter(|b| *b <= 30)?;
+    let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+    Some(std::net::Ipv4Addr::from((u32::from(ip) & mask) + 1))
+}
+
+#[cfg(test)]
+mod gateway_tests {
+    #[test]
+    fn first_address_of_a_subnet() {
+        use super::first_address;
+        assert_eq!(first_address("172.17.0.0/16"), Some([172, 17, 0, 1].into()));
+        assert_eq!(first_address("10.88.3.7/24"), Some([10, 88, 3, 1].into()));
+        assert_eq!(first_address("fd00::/64"), None);
+        assert_eq!(first_address("10.0.0.0/32"), None);
+    }
 }

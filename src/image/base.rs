@@ -71,7 +71,8 @@ pub struct BaseShare<'a> {
 /// family's (its `bootstrap` decides whether a base can be bootstrapped);
 /// `work` is a scratch directory; `log` receives debootstrap's output. With
 /// `share`, a base to bootstrap is first pulled from the registry, and one
-/// that was bootstrapped is pushed there.
+/// that was bootstrapped is pushed there. With `proxy` (the package cache's
+/// loopback URL), debootstrap downloads through it.
 pub async fn ensure_base(
     engine: &Engine,
     env: &Environment,
@@ -79,6 +80,7 @@ pub async fn ensure_base(
     work: &Path,
     log: &Path,
     mut share: Option<&mut BaseShare<'_>>,
+    proxy: Option<&str>,
 ) -> Result<BaseImage, ImageError> {
     let family_bootstrap = profile.bootstrap.as_str();
     if is_tarball(&env.base) {
@@ -158,7 +160,17 @@ pub async fn ensure_base(
             Fetched::Missing | Fetched::Skipped => {}
         }
     }
-    let base = bootstrap(engine, &reference, &suite, &mirror, work, log, &pull_error).await?;
+    let base = bootstrap(
+        engine,
+        &reference,
+        &suite,
+        &mirror,
+        work,
+        log,
+        &pull_error,
+        proxy,
+    )
+    .await?;
     if let (Some(sh), Some(remote)) = (share, &shared) {
         match sh
             .registries
@@ -209,6 +221,7 @@ fn remove_stale_scratch(work: &Path) {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn bootstrap(
     engine: &Engine,
     reference: &str,
@@ -217,6 +230,7 @@ async fn bootstrap(
     work: &Path,
     log: &Path,
     pull_error: &str,
+    proxy: Option<&str>,
 ) -> Result<BaseImage, ImageError> {
     let no_base = |why: String| ImageError::NoBase {
         reference: reference.to_string(),
@@ -246,7 +260,13 @@ async fn bootstrap(
         .into_std()
         .await;
     let log_err = log_file.try_clone().map_err(|e| ImageError::io(log, e))?;
-    let status = tokio::process::Command::new(&debootstrap)
+    let mut command = tokio::process::Command::new(&debootstrap);
+    // debootstrap fetches with wget, which honours `http_proxy`; nothing of
+    // it reaches the root file system.
+    if let Some(p) = proxy {
+        command.envs(super::aptcache::proxy_vars(p));
+    }
+    let status = command
         .args(["--variant=minbase", suite])
         .arg(&root)
         .arg(mirror)

@@ -62,13 +62,16 @@ pub fn recipe(
 }
 
 /// Builds the image for `recipe` unless its tag exists. Build output is
-/// written to `log`.
+/// written to `log`. With `proxy` (the package cache,
+/// [`super::aptcache`]), the build's downloads go through it: `http_proxy`
+/// is a build argument, in no layer and no config of the image.
 pub async fn ensure_env_image(
     engine: &Engine,
     recipe: &Recipe,
     env_hash: &str,
     base: &BaseImage,
     network_mode: Option<&str>,
+    proxy: Option<&str>,
     log: &Path,
 ) -> Result<EnvImage, ImageError> {
     if let Some(img) = engine.image(&recipe.tag).await? {
@@ -93,8 +96,10 @@ pub async fn ensure_env_image(
         .await;
     let _ = writeln!(
         file,
-        "# {}\n{}\n# build output:",
-        recipe.tag, recipe.containerfile
+        "# {}\n{}\n# package cache: {}\n# build output:",
+        recipe.tag,
+        recipe.containerfile,
+        proxy.unwrap_or("none")
     );
     let kind = if recipe.tag.starts_with(SNAPSHOT_REPO) {
         "snapshot"
@@ -111,7 +116,14 @@ pub async fn ensure_env_image(
         let _ = file.write_all(line.as_bytes());
     };
     let id = engine
-        .build(context, &recipe.tag, labels, network_mode, &mut sink)
+        .build(
+            context,
+            &recipe.tag,
+            labels,
+            network_mode,
+            &proxy.map(super::aptcache::proxy_vars).unwrap_or_default(),
+            &mut sink,
+        )
         .await
         .map_err(|e| match e {
             crate::engine::EngineError::Failed { action, message } => {

@@ -2,6 +2,7 @@
 //! (present, pulled, bootstrapped or imported), environment image builds,
 //! and the network the builds use.
 
+pub mod aptcache;
 pub mod base;
 pub mod build;
 pub mod family;

@@ -56,10 +56,27 @@ pub async fn bridge_reaches(
     host: &str,
     port: u16,
 ) -> Result<bool, EngineError> {
+    reaches(engine, image, None, host, port).await
+}
+
+/// Whether a container started from `image` on `network_mode` (the default
+/// bridge when `None`) reaches `host:port` within a few seconds.
+pub async fn reaches(
+    engine: &Engine,
+    image: &str,
+    network_mode: Option<&str>,
+    host: &str,
+    port: u16,
+) -> Result<bool, EngineError> {
+    // Unique per call: the package cache probes while a run may be probing
+    // the mirror.
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let spec = ContainerSpec {
-        name: format!("rocmatrix-netprobe-{}", std::process::id()),
+        name: format!("rocmatrix-netprobe-{}-{n}", std::process::id()),
         image: image.to_string(),
         labels: crate::engine::labels::owner_labels("netprobe", "netprobe"),
+        network_mode: network_mode.map(str::to_string),
         ..Default::default()
     };
     let id = engine.start_container(&spec).await?;

@@ -19,6 +19,7 @@ use super::events::{Event, Events};
 use super::gpu_gate::GpuGate;
 use super::signals::Interrupt;
 use crate::engine::Engine;
+use crate::image::aptcache::AptCache;
 use crate::image::base::BaseShare;
 use crate::image::network::{bridge_reaches, mirror_endpoint, NetworkChoice};
 use crate::image::registry::{Fetched, Registries};
@@ -82,6 +83,8 @@ struct Shared {
     cleanups: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Which registries failed in this run (each is reported once).
     registries: Registries,
+    /// The package download cache, unless it is off or could not start.
+    packages: Option<AptCache>,
 }
 
 /// The dispatcher task; it yields every cell task's result once its sender drops.
@@ -172,6 +175,7 @@ pub async fn execute(
         sources: Arc::new(crate::source::Sources::new(&crate::dirs::cache_dir())),
         cleanups: std::sync::Mutex::new(Vec::new()),
         registries: Registries::default(),
+        packages: start_package_cache(store, events).await,
     });
     let mut out = RunOutcome::default();
     create_caches(&shared, &cells, builds).await;
@@ -255,6 +259,19 @@ pub async fn execute(
         crate::store::usage::record(&tags)
     })
     .await;
+    if let Some(c) = &shared.packages {
+        let st = c.stats();
+        if st.hits + st.stored > 0 {
+            events.emit(Event::Warning {
+                message: format!(
+                    "package cache: {} files served from {}, {} downloaded into it",
+                    st.hits,
+                    c.dir().display(),
+                    st.stored
+                ),
+            });
+        }
+    }
     out.interrupted = interrupt.is_set();
     if out.interrupted {
         let _ = super::sweep::remove_run_containers(engine, run_id).await;
@@ -586,10 +603,23 @@ async fn prepare_image(
                     chosen
                 }
             };
+            let proxy = match &s.packages {
+                Some(c) if s.engine.image(&recipe.tag).await?.is_none() => {
+                    package_proxy(s, c, &base, net.as_deref()).await
+                }
+                _ => None,
+            };
             let log = s.store.dir.join("images").join(format!("{short}.log"));
-            let mut img =
-                build::ensure_env_image(&s.engine, &recipe, hash, &base, net.as_deref(), &log)
-                    .await?;
+            let mut img = build::ensure_env_image(
+                &s.engine,
+                &recipe,
+                hash,
+                &base,
+                net.as_deref(),
+                proxy.as_deref(),
+                &log,
+            )
+            .await?;
             if let Some(reg) = registry {
                 share(s, reg, short, &mut img).await?;
             }
@@ -732,6 +762,7 @@ async fn obtain_base(
         &s.opts.work_dir,
         &log,
         share.as_mut(),
+        s.packages.as_ref().map(AptCache::loopback_proxy).as_deref(),
     )
     .await
     .map_err(Arc::new);
@@ -838,6 +869,50 @@ fn origin_word(o: &crate::image::BaseOrigin) -> &'static str {
         crate::image::BaseOrigin::Registry { .. } => "registry",
         crate::image::BaseOrigin::Bootstrapped(_) => "bootstrapped",
         crate::image::BaseOrigin::Imported { .. } => "imported",
+    }
+}
+
+/// The package download cache of this run, in the cache directory, logged to
+/// `images/package-cache.log`; when it cannot start, one warning and none.
+async fn start_package_cache(store: &RunStore, events: &Events) -> Option<AptCache> {
+    if crate::image::aptcache::switched_off() {
+        return None;
+    }
+    let images = store.dir.join("images");
+    let _ = tokio::fs::create_dir_all(&images).await;
+    let dir = crate::image::aptcache::dir();
+    match AptCache::start(dir.clone(), Some(&images.join("package-cache.log"))).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            events.emit(Event::Warning {
+                message: format!(
+                    "package cache: cannot start over {} ({e}); downloading everything",
+                    dir.display()
+                ),
+            });
+            None
+        }
+    }
+}
+
+/// The proxy URL for builds on `net`, or none (one warning per network).
+async fn package_proxy(
+    s: &Shared,
+    c: &AptCache,
+    base: &BaseImage,
+    net: Option<&str>,
+) -> Option<String> {
+    match c.proxy_for(&s.engine, &base.reference, net).await {
+        Ok(p) => p,
+        Err(why) => {
+            s.events.emit(Event::Warning {
+                message: format!(
+                    "package cache: builds on the {} network cannot use it ({why}); they download everything",
+                    net.unwrap_or("bridge")
+                ),
+            });
+            None
+        }
     }
 }
 

@@ -15,6 +15,7 @@ mod gpu_tests;
 mod harness;
 mod harness_tests;
 mod hostile_tests;
+mod package_cache_tests;
 mod podman_tests;
 mod registry_tests;
 mod report_html;
