@@ -17,7 +17,9 @@
 # comment with a fresh nonce in its first step, so no snapshot of an earlier
 # run is reused. The environment image is built (or reused) before anything
 # is timed. Cells run 2 at a time in both. Prints both wall times and the
-# ratio. Needs the engine, debian:sid and the Debian archive (the image
+# ratio, and the CPU time (user + sys) the compile steps report: on a host
+# shared with other work, wall time favours the variant with more processes
+# (it takes a larger share of the CPUs), CPU time does not. Needs the engine, debian:sid and the Debian archive (the image
 # build fetches rocPRIM's source). ROCMATRIX_BIN picks the binary (default:
 # a release build).
 set -euo pipefail
@@ -80,13 +82,32 @@ run "$tmp/per-cell.yaml" --out "$tmp/per-cell" >/dev/null; t2=$(now)
 # Drop the snapshots and cache volumes this benchmark made.
 "$bin" --label "$label" images --prune --caches >/dev/null
 
-python3 - "${#gfx[@]}" "${gfx[*]}" "$t0" "$t1" "$t2" <<'PY'
-import sys
-n, gfx = int(sys.argv[1]), sys.argv[2]
-t0, t1, t2 = map(float, sys.argv[3:])
+python3 - "$tmp" "${#gfx[@]}" "${gfx[*]}" "$t0" "$t1" "$t2" <<'PY'
+import pathlib, re, sys
+tmp, n, gfx = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+t0, t1, t2 = map(float, sys.argv[4:])
 stages, per_cell = t1 - t0, t2 - t1
+
+def cpu(variant, where):
+    # The `compile time:` lines of the compile steps' logs (bash's `time`).
+    # Cold means no ccache hits: `ccache --show-stats` follows the compile.
+    total, hits, logs = 0.0, 0, list((tmp / variant).glob(f"runs/*/{where}/*/logs/*compile.log"))
+    for log in logs:
+        text = log.read_text()
+        m = re.search(r"compile time: \S+ s wall, (\S+) s user, (\S+) s sys", text)
+        h = re.search(r"Hits:\s+(\d+) /", text)
+        if not m or not h:
+            sys.exit(f"no `compile time:` or ccache `Hits:` line in {log}")
+        total += float(m[1]) + float(m[2])
+        hits += int(h[1])
+    if hits:
+        sys.exit(f"{variant}: {hits} ccache hits: not a cold build")
+    return total, len(logs)
+
+s_cpu, s_n = cpu("stages", "builds")
+c_cpu, c_n = cpu("per-cell", "cells")
 print(f"matrix/rocprim.yaml, sid x {n} gfx ({gfx}), cold ccache, --jobs 2")
-print(f"build stages (1 build, {n} cells): {stages:7.1f} s")
-print(f"per cell ({n} builds in cells)    : {per_cell:7.1f} s")
-print(f"per cell / stages: {per_cell / stages:.2f}x")
+print(f"build stages ({s_n} build, {n} cells): {stages:7.1f} s wall, compile {s_cpu:7.1f} s CPU")
+print(f"per cell ({c_n} builds in cells)    : {per_cell:7.1f} s wall, compile {c_cpu:7.1f} s CPU")
+print(f"per cell / stages: {per_cell / stages:.2f}x wall, {c_cpu / s_cpu:.2f}x CPU")
 PY
