@@ -80,7 +80,7 @@ impl Renderer {
         let _budget = crate::budget::Guard::arm(
             TEMPLATE_MEMORY,
             format!(
-                "{}:{}:{}: {}: the template needs more than {} MiB of memory (rendering cell {cell}); \
+                "{}:{}:{}: {}: the template needs more than {} MiB of memory (rendering {cell}); \
                  a template may not build strings that large",
                 self.file.display(),
                 t.pos.line,
