@@ -152,6 +152,10 @@ environment:
   family: debian
   base: "debian:{{{{ matrix.suite }}}}"
   suite: "{{{{ matrix.suite }}}}"
+  # An environment image of this test's own: a locked rebuild of an equal
+  # environment by another test would replace it (a new image id), and the
+  # snapshots' names follow the image's id.
+  env: {{STAGED_NONCE: "{nonce}"}}
 retries: 0
 build:
   per: [suite]
