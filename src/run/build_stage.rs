@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::cell::{
@@ -388,6 +387,3 @@ pub fn failed_cell_record(
         build: Some(b.key.clone()),
     })
 }
-
-/// A finished build shared by the cells that start from it.
-pub type SharedBuilt = Arc<Built>;
