@@ -451,29 +451,21 @@ async fn build_then_cells(
 async fn build_failed(s: Arc<Shared>, cell: Cell, built: Arc<Built>) -> CellResult {
     let dir = s.store.dir.clone();
     let (c, b) = (cell.clone(), built.clone());
-    let record = match super::blocking("recording a failed build's cell", move || {
-        build_stage::failed_cell_record(&dir, &c, &b)
+    let written = super::blocking("recording a failed build's cell", move || {
+        build_stage::failed_cell_record(&dir, &c, &b).map_err(|e| e.to_string())
     })
     .await
-    {
-        Ok(Ok(rec)) => rec,
-        Ok(Err(e)) => errored(
+    .unwrap_or_else(|e| Err(e.to_string()));
+    let record = written.unwrap_or_else(|e| {
+        errored(
             &cell,
             &built.record.environment_image,
-            e.to_string(),
+            e,
             &now_rfc3339(),
             Instant::now(),
             1,
-        ),
-        Err(e) => errored(
-            &cell,
-            &built.record.environment_image,
-            e.to_string(),
-            &now_rfc3339(),
-            Instant::now(),
-            1,
-        ),
-    };
+        )
+    });
     write_record(&s, record.clone()).await;
     s.events.emit(Event::CellFinished {
         cell: cell.id.clone(),
