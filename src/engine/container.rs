@@ -43,6 +43,33 @@ pub enum ExecOutcome {
     TimedOut,
 }
 
+/// A container's attached output stream (stdout and stderr frames in
+/// arrival order).
+pub struct Attached {
+    pub container: String,
+    output: std::pin::Pin<
+        Box<
+            dyn futures_util::Stream<
+                    Item = Result<bollard::container::LogOutput, bollard::errors::Error>,
+                > + Send,
+        >,
+    >,
+    // Held so that the engine does not see the attach connection close.
+    _input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
+}
+
+impl Attached {
+    /// The next bytes the container wrote, or `None` when its output closed.
+    pub async fn next(&mut self) -> Result<Option<bytes::Bytes>, EngineError> {
+        match self.output.next().await {
+            None => Ok(None),
+            Some(Ok(frame)) => Ok(Some(frame.into_bytes())),
+            Some(Err(e)) => Err(e)
+                .doing(|| format!("reading the output of container {}", short(&self.container))),
+        }
+    }
+}
+
 /// A container found by label.
 #[derive(Debug, Clone)]
 pub struct LabelledContainer {
@@ -56,7 +83,21 @@ impl Engine {
     /// Creates and starts a container that idles until removed; steps run in
     /// it by exec. Returns its id.
     pub async fn start_container(&self, spec: &ContainerSpec) -> Result<String, EngineError> {
-        let action = || format!("starting container {} from {}", spec.name, spec.image);
+        let id = self
+            .create_container(spec, vec!["sleep".into(), "infinity".into()])
+            .await?;
+        self.start_created(&id, spec).await?;
+        Ok(id)
+    }
+
+    /// Creates (does not start) the container `spec` describes, running
+    /// `cmd` as its main process once started. Returns its id.
+    pub async fn create_container(
+        &self,
+        spec: &ContainerSpec,
+        cmd: Vec<String>,
+    ) -> Result<String, EngineError> {
+        let action = || format!("creating container {} from {}", spec.name, spec.image);
         let host_config = HostConfig {
             devices: Some(
                 spec.devices
@@ -79,10 +120,12 @@ impl Engine {
         };
         let body = ContainerCreateBody {
             image: Some(spec.image.clone()),
-            cmd: Some(vec!["sleep".into(), "infinity".into()]),
+            cmd: Some(cmd),
             env: Some(spec.env.clone()),
             labels: Some(self.labelled(&spec.labels)),
             working_dir: spec.working_dir.clone(),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
             host_config: Some(host_config),
             ..Default::default()
         };
@@ -95,18 +138,61 @@ impl Engine {
             .create_container(Some(opts), body)
             .await
             .doing(action)?;
+        Ok(created.id)
+    }
+
+    /// Starts a created container; one that fails to start is removed.
+    pub async fn start_created(&self, id: &str, spec: &ContainerSpec) -> Result<(), EngineError> {
+        let action = || format!("starting container {} from {}", spec.name, spec.image);
         if let Err(e) = self
             .docker()
-            .start_container(
-                &created.id,
-                None::<bollard::query_parameters::StartContainerOptions>,
-            )
+            .start_container(id, None::<bollard::query_parameters::StartContainerOptions>)
             .await
         {
-            let _ = self.remove_container(&created.id).await;
+            let _ = self.remove_container(id).await;
             return Err(e).doing(action);
         }
-        Ok(created.id)
+        Ok(())
+    }
+
+    /// Attaches to a created container's standard output and error (as
+    /// `docker run` does before it starts one), so nothing its main process
+    /// writes is missed.
+    pub async fn attach_output(&self, container: &str) -> Result<Attached, EngineError> {
+        let opts = bollard::query_parameters::AttachContainerOptions {
+            stream: true,
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        };
+        let attached = self
+            .docker()
+            .attach_container(container, Some(opts))
+            .await
+            .doing(|| format!("attaching to container {}", short(container)))?;
+        Ok(Attached {
+            container: container.to_string(),
+            output: attached.output,
+            _input: attached.input,
+        })
+    }
+
+    /// Waits for a container's main process to end; its exit code.
+    pub async fn wait_exit(&self, container: &str) -> Result<i64, EngineError> {
+        let mut waits = self.docker().wait_container(
+            container,
+            None::<bollard::query_parameters::WaitContainerOptions>,
+        );
+        match waits.next().await {
+            Some(Ok(r)) => Ok(r.status_code),
+            // bollard reports a non-zero exit as an error carrying the code.
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(e)) => Err(e).doing(|| format!("waiting for container {}", short(container))),
+            None => Err(EngineError::failed(
+                format!("waiting for container {}", short(container)),
+                "the engine closed the wait without a result",
+            )),
+        }
     }
 
     /// Runs `cmd` in a running container, streaming stdout and stderr (merged,

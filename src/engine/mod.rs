@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use bollard::Docker;
 
 pub use connect::Address;
-pub use container::{ContainerSpec, ExecOutcome};
+pub use container::{Attached, ContainerSpec, ExecOutcome};
 pub use flavour::Flavour;
 pub use image::{split_reference, ImageInfo};
 pub use registry::TransferError;
