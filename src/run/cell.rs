@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use super::events::{Event, Events};
 use super::gpu_gate::{GpuGate, GpuGrant};
+use super::main_process;
 use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, Engine, EngineError, ExecOutcome};
 use crate::image::untar;
@@ -26,7 +27,7 @@ const TAIL_BYTES: usize = 64 * 1024;
 /// Lines of log kept in the record.
 const TAIL_LINES: usize = 40;
 /// Largest JUnit archive copied out of a container.
-const MAX_JUNIT_ARCHIVE: u64 = 256 * 1024 * 1024;
+pub(super) const MAX_JUNIT_ARCHIVE: u64 = 256 * 1024 * 1024;
 /// Longest step script passed to bash as an argument: Linux takes at most
 /// 128 KiB in one argument (`MAX_ARG_STRLEN`, its terminating NUL included).
 const INLINE_SCRIPT_MAX: usize = 128 * 1024 - 1;
@@ -128,18 +129,32 @@ pub async fn run_cell(
         Some(_) => Vec::new(),
         None => prepare_sources(cx, &cell.sources).await?,
     };
-    let container = cx.engine.start_container(&spec).await?;
     let (notes, hooks) = grant
         .as_ref()
         .map(|g| (g.notes.clone(), g.after_start.clone()))
         .unwrap_or_default();
-    let gpu_messages = cdi_after_start(cx.engine, &container, notes, hooks).await;
-    for p in &prepared {
-        if let Err(e) = cx.engine.upload(&container, "/", p.tar.clone()).await {
+    let leading = main_process::leading_steps(cell, !hooks.is_empty());
+    let nonce = main_process::nonce();
+    let cmd = if leading > 0 {
+        let steps: Vec<(usize, &Step)> = cell.steps[..leading]
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !(s.gpu == GpuUse::Required && gpu_refusal.is_some()))
+            .collect();
+        main_process::runner_command(&nonce, &steps, leading < cell.steps.len())
+    } else {
+        vec!["sleep".into(), "infinity".into()]
+    };
+    let container = cx.engine.create_container(&spec, cmd).await?;
+    let attached = match set_up(cx, cell, &container, &prepared, leading > 0).await {
+        Ok(a) => a,
+        Err(e) => {
             let _ = cx.engine.remove_container(&container).await;
-            return Err(e.into());
+            return Err(e);
         }
-    }
+    };
+    cx.engine.start_created(&container, &spec).await?;
+    let gpu_messages = cdi_after_start(cx.engine, &container, notes, hooks).await;
     let per_gpu = grant
         .as_ref()
         .map(|g| g.per_gpu.clone())
@@ -152,7 +167,12 @@ pub async fn run_cell(
         refusal: gpu_refusal.as_deref(),
         per_gpu: &per_gpu,
     };
-    let result = run_steps(cx, cell, &container, &logs, gpu).await;
+    let leading = attached.map(|attached| main_process::Leading {
+        attached,
+        nonce,
+        count: leading,
+    });
+    let result = run_steps(cx, cell, &container, &logs, gpu, leading).await;
     // The GPUs stay leased until the container is gone.
     let engine = cx.engine.clone();
     let removal = tokio::spawn(async move {
@@ -199,6 +219,31 @@ pub async fn run_cell(
 }
 
 /// Empties `dir` (what an earlier attempt left) and makes `dir/logs`.
+/// Fills a created container before it starts: the sources, the step
+/// scripts too long to pass inline (usually none: an upload costs the
+/// engine more than the step `true` itself); attaches to its output when
+/// its main process runs steps.
+async fn set_up(
+    cx: &CellEnv<'_>,
+    cell: &Cell,
+    container: &str,
+    prepared: &[Arc<crate::source::Prepared>],
+    attach: bool,
+) -> Result<Option<crate::engine::Attached>, CellError> {
+    for p in prepared {
+        cx.engine.upload(container, "/", p.tar.clone()).await?;
+    }
+    if cell.steps.iter().any(|s| !passed_inline(&s.run)) {
+        let tar = scripts_tar_where(&cell.steps, |s| !passed_inline(&s.run))
+            .map_err(|e| CellError::io(Path::new("/rocmatrix/steps"), e))?;
+        cx.engine.upload(container, "/", tar).await?;
+    }
+    Ok(match attach {
+        true => Some(cx.engine.attach_output(container).await?),
+        false => None,
+    })
+}
+
 pub(super) async fn fresh_dir(dir: &Path) -> Result<PathBuf, CellError> {
     let (dir, logs) = (dir.to_path_buf(), dir.join("logs"));
     blocking("creating a run-store directory", move || {
@@ -331,8 +376,54 @@ struct GpuAt<'a> {
     per_gpu: &'a [Vec<String>],
 }
 
-/// Runs the cell's steps in order in `container`: each with its own log,
-/// timeout and JUnit files; a step that stops the cell makes the rest
+/// What a cell's steps have come to so far: their records, JUnit files and
+/// messages, and the step that stopped the cell, if one did.
+#[derive(Default)]
+pub(super) struct Progress {
+    pub(super) records: Vec<StepRecord>,
+    pub(super) junit: Vec<String>,
+    pub(super) messages: Vec<String>,
+    stop: Option<String>,
+    verdict: Option<(Status, String)>,
+    pub(super) ooms_seen: u64,
+}
+
+impl Progress {
+    /// Why `step` does not run, if it does not: an earlier step stopped the
+    /// cell, or it needs a GPU the cell was refused.
+    pub(super) fn skip_reason(&self, step: &Step, gpu_refusal: Option<&str>) -> Option<String> {
+        match (&self.stop, step.gpu, gpu_refusal) {
+            (Some(why), _, _) => Some(why.clone()),
+            (None, GpuUse::Required, Some(why)) => Some(format!("needs a GPU: {why}")),
+            _ => None,
+        }
+    }
+
+    /// Whether a step stopped the cell.
+    pub(super) fn stopped(&self) -> bool {
+        self.stop.is_some()
+    }
+
+    /// Adds a step's record; a step that stops the cell decides its verdict.
+    pub(super) fn push(&mut self, step: &Step, record: StepRecord) {
+        if let Some(what) = stops_the_cell(record.status, step) {
+            self.stop = Some(format!("step `{}` {what}", step.name));
+            self.verdict = Some((
+                record.status,
+                format!(
+                    "step `{}`: {}",
+                    step.name,
+                    record.reason.clone().unwrap_or_default()
+                ),
+            ));
+        }
+        self.records.push(record);
+    }
+}
+
+/// Runs the cell's steps in order in `container`: the leading ones from its
+/// main process when `leading` says so, the rest by exec, each with its own
+/// log, timeout and JUnit files; a step that stops the cell makes the rest
 /// skipped with the reason.
 async fn run_steps(
     cx: &CellEnv<'_>,
@@ -340,30 +431,23 @@ async fn run_steps(
     container: &str,
     logs: &Path,
     gpu: GpuAt<'_>,
+    leading: Option<main_process::Leading>,
 ) -> Result<StepsOutcome, CellError> {
     let gpu_refusal = gpu.refusal;
-    // Only the scripts too long to pass inline are uploaded (usually none:
-    // an upload costs the engine more than the step `true` itself).
-    if cell.steps.iter().any(|s| !passed_inline(&s.run)) {
-        let tar = scripts_tar_where(&cell.steps, |s| !passed_inline(&s.run))
-            .map_err(|e| CellError::io(logs, e))?;
-        cx.engine.upload(container, "/", tar).await?;
-    }
     let dir = logs.parent().unwrap_or(logs).to_path_buf();
-    let mut records = Vec::with_capacity(cell.steps.len());
-    let mut junit = Vec::new();
-    let mut messages = Vec::new();
-    let mut stop: Option<String> = None;
-    let mut verdict: Option<(Status, String)> = None;
-    let mut ooms_seen = 0u64;
-    for (i, step) in cell.steps.iter().enumerate() {
-        let skip_reason = match (&stop, step.gpu, gpu_refusal) {
-            (Some(why), _, _) => Some(why.clone()),
-            (None, GpuUse::Required, Some(why)) => Some(format!("needs a GPU: {why}")),
-            _ => None,
-        };
-        if let Some(reason) = skip_reason {
-            records.push(skip_step(cx, cell, i, step, &dir, reason).await?);
+    let mut p = Progress::default();
+    let first = match leading {
+        Some(l) => {
+            let count = l.count;
+            main_process::run_leading(cx, cell, container, &dir, gpu_refusal, l, &mut p).await?;
+            count
+        }
+        None => 0,
+    };
+    for (i, step) in cell.steps.iter().enumerate().skip(first) {
+        if let Some(reason) = p.skip_reason(step, gpu_refusal) {
+            let record = skip_step(cx, cell, i, step, &dir, reason).await?;
+            p.records.push(record);
             continue;
         }
         let at = StepAt {
@@ -373,38 +457,27 @@ async fn run_steps(
             cell_dir: &dir,
             per_gpu: gpu.per_gpu,
         };
-        let (record, suite_junit) = run_step(cx, cell, &at, &mut ooms_seen).await?;
-        junit.extend(suite_junit);
+        let (record, suite_junit) = run_step(cx, cell, &at, &mut p.ooms_seen).await?;
+        p.junit.extend(suite_junit);
         if record.status != Status::Timeout && !step.junit.is_empty() {
             let dest = dir.join("junit").join(step_slug(i, &step.name));
             let (files, msgs) =
                 collect_junit(cx.engine, container, &step.junit, &dest, &dir).await?;
-            junit.extend(files);
-            messages.extend(msgs);
+            p.junit.extend(files);
+            p.messages.extend(msgs);
         }
-        if let Some(what) = stops_the_cell(record.status, step) {
-            stop = Some(format!("step `{}` {what}", step.name));
-            verdict = Some((
-                record.status,
-                format!(
-                    "step `{}`: {}",
-                    step.name,
-                    record.reason.clone().unwrap_or_default()
-                ),
-            ));
-        }
-        records.push(record);
+        p.push(step, record);
     }
     // A cell that needs a GPU and got none did not test what it is for,
     // whatever its GPU-free steps did.
     let refused = (cell.gpu.need == GpuUse::Required)
         .then_some(gpu_refusal)
         .flatten();
-    let verdict = cell_status(verdict, &records, refused);
+    let verdict = cell_status(p.verdict, &p.records, refused);
     Ok(StepsOutcome {
-        steps: records,
-        junit,
-        messages,
+        steps: p.records,
+        junit: p.junit,
+        messages: p.messages,
         verdict,
     })
 }
@@ -420,7 +493,7 @@ struct StepAt<'a> {
 }
 
 /// Records a step that does not run, with the reason in its log.
-async fn skip_step(
+pub(super) async fn skip_step(
     cx: &CellEnv<'_>,
     cell: &Cell,
     index: usize,
@@ -580,47 +653,72 @@ pub(super) async fn judge_exec(
     ooms_seen: &mut u64,
 ) -> Result<(Status, Option<i64>, Option<String>), CellError> {
     Ok(match outcome {
-        ExecOutcome::Exited(0) => (Status::Passed, Some(0), None),
-        ExecOutcome::Exited(EXIT_SKIPPED) => (
+        ExecOutcome::Exited(code) => {
+            let kills = match code {
+                137 => oom_kills(engine, container).await,
+                _ => 0,
+            };
+            judge_exit(code, kills, ooms_seen)
+        }
+        ExecOutcome::TimedOut => {
+            log.note(&timed_out_note(step));
+            engine.kill_container(container).await?;
+            timed_out(step)
+        }
+    })
+}
+
+/// A timed-out step's line in its log.
+pub(super) fn timed_out_note(step: &Step) -> String {
+    format!(
+        "\nrocmatrix: step timed out after {} s; container killed\n",
+        step.timeout.as_secs()
+    )
+}
+
+/// A timed-out step's status and reason.
+pub(super) fn timed_out(step: &Step) -> (Status, Option<i64>, Option<String>) {
+    (
+        Status::Timeout,
+        None,
+        Some(format!("timed out after {} s", step.timeout.as_secs())),
+    )
+}
+
+/// A step's status, exit code and reason from its exit code: 0 passed, 77
+/// skipped, 137 an out-of-memory kill when the cgroup's count of them
+/// (`oom_kills`) grew past `ooms_seen`, else SIGKILL; anything else failed.
+pub(super) fn judge_exit(
+    code: i64,
+    oom_kills: u64,
+    ooms_seen: &mut u64,
+) -> (Status, Option<i64>, Option<String>) {
+    match code {
+        0 => (Status::Passed, Some(0), None),
+        EXIT_SKIPPED => (
             Status::Skipped,
             Some(EXIT_SKIPPED),
             Some("exit 77: skipped".to_string()),
         ),
-        ExecOutcome::Exited(137) => {
-            let kills = oom_kills(engine, container).await;
-            if kills > *ooms_seen {
-                *ooms_seen = kills;
-                (
-                    Status::Oom,
-                    Some(137),
-                    Some("killed by the out-of-memory killer".to_string()),
-                )
-            } else {
-                (
-                    Status::Failed,
-                    Some(137),
-                    Some("killed (SIGKILL)".to_string()),
-                )
-            }
+        137 if oom_kills > *ooms_seen => {
+            *ooms_seen = oom_kills;
+            (
+                Status::Oom,
+                Some(137),
+                Some("killed by the out-of-memory killer".to_string()),
+            )
         }
-        ExecOutcome::Exited(code) => (
+        137 => (
+            Status::Failed,
+            Some(137),
+            Some("killed (SIGKILL)".to_string()),
+        ),
+        code => (
             Status::Failed,
             Some(code),
             Some(format!("exit code {code}")),
         ),
-        ExecOutcome::TimedOut => {
-            log.note(&format!(
-                "\nrocmatrix: step timed out after {} s; container killed\n",
-                step.timeout.as_secs()
-            ));
-            engine.kill_container(container).await?;
-            (
-                Status::Timeout,
-                None,
-                Some(format!("timed out after {} s", step.timeout.as_secs())),
-            )
-        }
-    })
+    }
 }
 
 /// Whether a step that ended with `status` stops the cell, and how to say so.
@@ -758,29 +856,43 @@ fn unpack_junit(
     match untar::unpack(f, &staging, limits, abs) {
         Ok(u) => {
             messages.extend(u.refused);
-            let flat = crate::spec::cell_id::sanitize(abs.trim_start_matches('/'));
-            for rel in u.files {
-                let name = if u_single(&rel) {
-                    flat.clone()
-                } else {
-                    format!(
-                        "{flat}-{}",
-                        crate::spec::cell_id::sanitize(&rel.to_string_lossy())
-                    )
-                };
-                let final_path = dest.join(&name);
-                std::fs::rename(staging.join(&rel), &final_path)
-                    .map_err(|e| CellError::io(&final_path, e))?;
-                if let Ok(r) = final_path.strip_prefix(cell_dir) {
-                    files.push(r.to_string_lossy().into_owned());
-                }
-            }
+            files = place_junit(&staging, &u.files, dest, cell_dir, abs)?;
         }
         Err(e) => messages.push(format!("{abs}: unreadable archive: {e}")),
     }
     let _ = std::fs::remove_dir_all(&staging);
     let _ = std::fs::remove_file(archive);
     Ok((files, messages))
+}
+
+/// Moves the JUnit files copied from `abs` (at `rels` under `from`: the file
+/// itself, or a directory's files under its name) into `dest`, named after
+/// `abs`; returns them relative to `cell_dir`.
+pub(super) fn place_junit(
+    from: &Path,
+    rels: &[PathBuf],
+    dest: &Path,
+    cell_dir: &Path,
+    abs: &str,
+) -> Result<Vec<String>, CellError> {
+    let mut files = Vec::new();
+    let flat = crate::spec::cell_id::sanitize(abs.trim_start_matches('/'));
+    for rel in rels {
+        let name = if u_single(rel) {
+            flat.clone()
+        } else {
+            format!(
+                "{flat}-{}",
+                crate::spec::cell_id::sanitize(&rel.to_string_lossy())
+            )
+        };
+        let final_path = dest.join(&name);
+        std::fs::rename(from.join(rel), &final_path).map_err(|e| CellError::io(&final_path, e))?;
+        if let Ok(r) = final_path.strip_prefix(cell_dir) {
+            files.push(r.to_string_lossy().into_owned());
+        }
+    }
+    Ok(files)
 }
 
 /// A path with a single component (the file itself, as docker archives a file).
@@ -811,7 +923,7 @@ impl StepLog {
         self.tail.extend(keep);
     }
 
-    fn note(&mut self, text: &str) {
+    pub(super) fn note(&mut self, text: &str) {
         self.write(text.as_bytes());
     }
 

@@ -8,6 +8,7 @@ pub mod events;
 pub mod export;
 pub mod gpu_gate;
 pub mod journal;
+pub mod main_process;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;

@@ -193,6 +193,61 @@ fn short_scripts_run_inline_and_one_over_128_kib_from_a_file() {
     assert_eq!(log("04-after.log"), "after\n");
 }
 
+/// A cell's leading plain steps run as its container's main process (as
+/// `docker run` runs its command), not by exec: their output comes through
+/// one pipe in the order written, and each step's JUnit file is the one it
+/// wrote even when a later step overwrites it.
+#[test]
+fn leading_steps_run_as_the_main_process_each_with_its_own_log_and_junit() {
+    let Some(_engine) =
+        engine_or_skip("leading_steps_run_as_the_main_process_each_with_its_own_log_and_junit")
+    else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let junit = |name: &str| {
+        format!(
+            "echo '<testsuite name=\"{name}\" tests=\"1\"><testcase classname=\"c\" name=\"{name}\"/></testsuite>' > /work/r.xml"
+        )
+    };
+    let yaml = format!(
+        "name: leading\nmatrix:\n  a: [1]\nenvironment:\n  base: debian:bookworm\nsteps:\n  \
+         - name: first\n    junit: [/work/r.xml]\n    run: |\n      \
+         tr '\\0' ' ' < /proc/1/cmdline | grep -q rocmatrix-runner\n      \
+         for i in 1 2 3; do echo out$i; echo err$i >&2; done; printf 'rocmatrix- B 1'\n      {}\n  \
+         - name: second\n    junit: [/work/r.xml]\n    run: |\n      {}\n      echo \"$ROCMATRIX_STEP\"\n",
+        junit("first"),
+        junit("second")
+    );
+    let m = write(dir.path(), "leading.yaml", &yaml);
+    let o = Rocmatrix::run_matrix(&m).out(dir.path()).run();
+    o.assert_success();
+    let run = o.run_store();
+    let log = |name: &str| std::fs::read_to_string(run.join("cells/1/logs").join(name)).unwrap();
+    assert_eq!(
+        log("01-first.log"),
+        "out1\nerr1\nout2\nerr2\nout3\nerr3\nrocmatrix- B 1"
+    );
+    assert_eq!(log("02-second.log"), "second\n");
+    let cell = cell_json(&run, "1");
+    let files: Vec<String> = cell["junit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        files,
+        ["junit/01-first/work-r.xml", "junit/02-second/work-r.xml"],
+        "{cell:#}"
+    );
+    for (file, name) in files.iter().zip(["first", "second"]) {
+        let text = std::fs::read_to_string(run.join("cells/1").join(file)).unwrap();
+        assert!(text.contains(&format!("name=\"{name}\"")), "{file}: {text}");
+    }
+}
+
 #[test]
 fn sigint_leaves_no_containers_and_resume_finishes_the_run() {
     let Some(_engine) = engine_or_skip("sigint_leaves_no_containers_and_resume_finishes_the_run")
