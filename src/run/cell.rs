@@ -1,6 +1,7 @@
-//! Running one cell: a container from its environment image, each step by
-//! exec with its own log, timeout and JUnit globs, and the container removed
-//! whatever happens.
+//! Running one cell: a container from its environment image, each step with
+//! its own log, timeout and JUnit globs (the leading ones from the
+//! container's main process, see `main_process`, the rest by exec), and the
+//! container removed whatever happens.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::Write;
