@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::cell::{
-    blocking, fresh_dir, judge_exec, passed_inline, prepare_sources, scripts_tar_where,
-    step_command, step_slug, CellEnv, CellError, StepLog,
+    blocking, fresh_dir, judge_exec, not_run_step, passed_inline, prepare_sources,
+    scripts_tar_where, step_command, step_slug, CellEnv, CellError, StepLog,
 };
 use super::events::Event;
 use crate::engine::labels::owner_labels;
@@ -233,21 +233,13 @@ async fn run_steps(
         let slug = step_slug(i, &step.name);
         let log_rel = format!("logs/{slug}.log");
         if let Some((_, why)) = &verdict {
-            let path = dir.join(&log_rel);
-            let text = format!("rocmatrix: step not run: {why}\n");
-            blocking("writing a step log", move || {
-                std::fs::write(&path, text).map_err(|e| CellError::io(&path, e))
-            })
-            .await??;
-            records.push(StepRecord {
-                name: step.name.clone(),
-                status: Status::Skipped,
-                exit_code: None,
-                duration_secs: 0.0,
-                log: log_rel,
-                reason: Some(why.clone()),
-                log_tail: String::new(),
-            });
+            let (dir, name, why) = (dir.to_path_buf(), step.name.clone(), why.clone());
+            records.push(
+                blocking("writing a step log", move || {
+                    not_run_step(&dir, i, &name, why)
+                })
+                .await??,
+            );
             continue;
         }
         let t = Instant::now();
@@ -349,19 +341,7 @@ pub fn failed_cell_record(
         });
     }
     for (i, s) in cell.steps.iter().enumerate() {
-        let log = format!("logs/{}.log", step_slug(i, &s.name));
-        let path = cell_dir.join(&log);
-        std::fs::write(&path, format!("rocmatrix: step not run: {reason}\n"))
-            .map_err(|e| CellError::io(&path, e))?;
-        steps.push(StepRecord {
-            name: s.name.clone(),
-            status: Status::Skipped,
-            exit_code: None,
-            duration_secs: 0.0,
-            log,
-            reason: Some(reason.clone()),
-            log_tail: String::new(),
-        });
+        steps.push(not_run_step(&cell_dir, i, &s.name, reason.clone())?);
     }
     let status = match b.status {
         Status::Passed | Status::Skipped => Status::Failed,

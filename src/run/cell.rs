@@ -502,11 +502,9 @@ pub(super) async fn skip_step(
     cell_dir: &Path,
     reason: String,
 ) -> Result<StepRecord, CellError> {
-    let log_rel = format!("logs/{}.log", step_slug(index, &step.name));
-    let log_path = cell_dir.join(&log_rel);
-    let text = format!("rocmatrix: step not run: {reason}\n");
-    blocking("writing a step log", move || {
-        std::fs::write(&log_path, text).map_err(|e| CellError::io(&log_path, e))
+    let (dir, name) = (cell_dir.to_path_buf(), step.name.clone());
+    let record = blocking("writing a step log", move || {
+        not_run_step(&dir, index, &name, reason)
     })
     .await??;
     cx.events.emit(Event::StepFinished {
@@ -516,12 +514,27 @@ pub(super) async fn skip_step(
         exit_code: None,
         secs: 0.0,
     });
+    Ok(record)
+}
+
+/// The record of step `index` (`name`) of a cell or build in `dir` that
+/// did not run, its log saying why.
+pub(super) fn not_run_step(
+    dir: &Path,
+    index: usize,
+    name: &str,
+    reason: String,
+) -> Result<StepRecord, CellError> {
+    let log = format!("logs/{}.log", step_slug(index, name));
+    let path = dir.join(&log);
+    std::fs::write(&path, format!("rocmatrix: step not run: {reason}\n"))
+        .map_err(|e| CellError::io(&path, e))?;
     Ok(StepRecord {
-        name: step.name.clone(),
+        name: name.to_string(),
         status: Status::Skipped,
         exit_code: None,
         duration_secs: 0.0,
-        log: log_rel,
+        log,
         reason: Some(reason),
         log_tail: String::new(),
     })
