@@ -1,7 +1,8 @@
 //! Sharing environment images through a registry (`--registry`,
 //! `registry:`): an environment image `rocmatrix/env:<hash>` lives there as
-//! `<registry>/env:<hash>`. Before a build the image is pulled; after one it
-//! is pushed. A registry that cannot be used (unreachable, denied, bad
+//! `<registry>/env:<hash>`, a build snapshot `rocmatrix/build:<hash>` as
+//! `<registry>/build:<hash>`. Before a build the image is pulled; after one
+//! it is pushed. A registry that cannot be used (unreachable, denied, bad
 //! credentials) is reported once and left alone for the rest of the run:
 //! rocmatrix builds locally instead. Only a digest that differs from the
 //! lock's under `--locked` is an error.
@@ -32,6 +33,17 @@ pub enum Fetched<T> {
     Skipped,
 }
 
+impl<T> Fetched<T> {
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Fetched<U> {
+        match self {
+            Fetched::Done(t) => Fetched::Done(f(t)),
+            Fetched::Missing => Fetched::Missing,
+            Fetched::Unavailable { registry, reason } => Fetched::Unavailable { registry, reason },
+            Fetched::Skipped => Fetched::Skipped,
+        }
+    }
+}
+
 /// The registries of one run and which of them have failed.
 #[derive(Debug, Default)]
 pub struct Registries {
@@ -43,6 +55,12 @@ pub struct Registries {
 pub fn env_reference(registry: &str, local_tag: &str) -> String {
     let (_, tag) = crate::engine::split_reference(local_tag);
     format!("{registry}/env:{tag}")
+}
+
+/// `<registry>/build:<hash>` for the build snapshot `rocmatrix/build:<hash>`.
+pub fn snapshot_reference(registry: &str, snapshot: &str) -> String {
+    let (_, tag) = crate::engine::split_reference(snapshot);
+    format!("{registry}/build:{tag}")
 }
 
 /// `<registry>/base:<family>-<suite>-<hash>` for a base bootstrapped from
@@ -203,6 +221,35 @@ impl Registries {
         }
     }
 
+    /// Pulls the build snapshot `snapshot` from the registry, tagged as
+    /// itself; returns `<registry>/build@sha256:…`.
+    pub async fn pull_snapshot(
+        &self,
+        engine: &Engine,
+        registry: &str,
+        snapshot: &str,
+    ) -> Result<Fetched<String>, ImageError> {
+        let remote = snapshot_reference(registry, snapshot);
+        let got = self.pull_as(engine, registry, &remote, snapshot).await?;
+        Ok(got.map(|digest| format!("{registry}/build@{digest}")))
+    }
+
+    /// Pushes the build snapshot `snapshot` unless the engine already knows
+    /// it there; returns `<registry>/build@sha256:…` and whether it pushed.
+    pub async fn share_snapshot(
+        &self,
+        engine: &Engine,
+        registry: &str,
+        snapshot: &str,
+    ) -> Result<Fetched<(String, bool)>, ImageError> {
+        let remote = snapshot_reference(registry, snapshot);
+        if let Ok(Some(d)) = engine.repo_digest(&remote).await {
+            return Ok(Fetched::Done((format!("{registry}/build@{d}"), false)));
+        }
+        let pushed = self.push_as(engine, registry, snapshot, &remote).await?;
+        Ok(pushed.map(|r| (r, true)))
+    }
+
     /// The digest the engine already knows for a local image in this
     /// registry (it was pulled from or pushed to it before).
     pub async fn known_digest(
@@ -261,5 +308,9 @@ mod tests {
             Some(("ghcr.io/o/r", "sha256:00"))
         );
         assert_eq!(split_locked("ghcr.io/o/r/base@sha256:00"), None);
+        assert_eq!(
+            snapshot_reference("127.0.0.1:5000/rm", "rocmatrix/build:abc"),
+            "127.0.0.1:5000/rm/build:abc"
+        );
     }
 }

@@ -18,6 +18,7 @@ use super::cell::{
 use super::events::Event;
 use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, LABEL_KIND};
+use crate::image::registry::Registries;
 use crate::plan::Build;
 use crate::store::lock::LockedSource;
 use crate::store::now_rfc3339;
@@ -71,6 +72,8 @@ impl Built {
                 snapshot: String::new(),
                 snapshot_id: None,
                 reused: false,
+                pulled: false,
+                registry: None,
                 status: Status::Error,
                 reason: Some(error),
                 started,
@@ -91,14 +94,23 @@ pub fn container_name(run: &str, key: &str) -> String {
     format!("rocmatrix-{run}-build-{key}")
 }
 
-/// Runs `build` from `env_image` (tag and id) unless its snapshot exists,
-/// for `cells`; writes `builds/<key>/build.json`.
+/// The registry a run shares its build snapshots through (`--registry`).
+#[derive(Clone, Copy)]
+pub struct Share<'a> {
+    pub registries: &'a Registries,
+    pub registry: &'a str,
+}
+
+/// Runs `build` from `env_image` (tag and id) unless its snapshot exists
+/// (in the engine or, with `share`, in the registry), for `cells`; writes
+/// `builds/<key>/build.json`. A snapshot made or found locally is pushed.
 pub async fn run_build(
     cx: &CellEnv<'_>,
     build: &Build,
     env_image: (&str, &str),
     cells: Vec<String>,
     binds: Vec<String>,
+    share: Option<Share<'_>>,
 ) -> Result<Built, CellError> {
     let started = now_rfc3339();
     let t0 = Instant::now();
@@ -119,6 +131,8 @@ pub async fn run_build(
         snapshot: snapshot.clone(),
         snapshot_id: None,
         reused: false,
+        pulled: false,
+        registry: None,
         status: Status::Passed,
         reason: None,
         started,
@@ -131,6 +145,10 @@ pub async fn run_build(
     if let Some(existing) = cx.engine.image(&snapshot).await? {
         record.reused = true;
         record.snapshot_id = Some(existing.id);
+    } else if let Some(pulled) = pull(cx, share, &snapshot).await? {
+        record.pulled = true;
+        record.registry = Some(pulled);
+        record.snapshot_id = cx.engine.image(&snapshot).await?.map(|i| i.id);
     } else {
         let spec = ContainerSpec {
             name: container_name(cx.run_id, &build.key),
@@ -165,6 +183,22 @@ pub async fn run_build(
         }
         ran?;
     }
+    if let (Some(sh), Some(_), None) = (share, &record.snapshot_id, &record.registry) {
+        let shared = sh
+            .registries
+            .share_snapshot(cx.engine, sh.registry, &snapshot)
+            .await
+            .map_err(registry_error)?;
+        if let Some((reference, pushed)) = cx.events.fetched(shared) {
+            if pushed {
+                cx.events.emit(Event::BuildPushed {
+                    build: build.key.clone(),
+                    reference: reference.clone(),
+                });
+            }
+            record.registry = Some(reference);
+        }
+    }
     record.finished = now_rfc3339();
     record.duration_secs = t0.elapsed().as_secs_f64();
     cx.events.emit(Event::BuildFinished {
@@ -172,6 +206,7 @@ pub async fn run_build(
         snapshot: snapshot.clone(),
         status: record.status,
         reused: record.reused,
+        pulled: record.pulled,
         reason: record.reason.clone(),
         secs: record.duration_secs,
     });
@@ -187,6 +222,31 @@ pub async fn run_build(
     })
     .await??;
     Ok(Built { record })
+}
+
+/// The snapshot from the registry, if it has it: `<registry>/build@sha256:…`.
+async fn pull(
+    cx: &CellEnv<'_>,
+    share: Option<Share<'_>>,
+    snapshot: &str,
+) -> Result<Option<String>, CellError> {
+    let Some(sh) = share else { return Ok(None) };
+    let got = sh
+        .registries
+        .pull_snapshot(cx.engine, sh.registry, snapshot)
+        .await
+        .map_err(registry_error)?;
+    Ok(cx.events.fetched(got))
+}
+
+fn registry_error(e: crate::image::ImageError) -> CellError {
+    match e {
+        crate::image::ImageError::Engine(e) => CellError::Engine(e),
+        e => CellError::Engine(crate::engine::EngineError::failed(
+            "sharing a build snapshot",
+            e.to_string(),
+        )),
+    }
 }
 
 /// `rocmatrix/build:<hash>` of the build's hash, the environment image's id

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::image::registry::Fetched;
 pub use crate::store::journal::Event;
 
 /// Consumes events. Implementations must be cheap: they run inline.
@@ -25,6 +26,19 @@ impl Events {
     pub fn emit(&self, event: Event) {
         for l in &self.listeners {
             l.on_event(&event);
+        }
+    }
+
+    /// What a registry gave, if anything; a registry that just failed is
+    /// reported (once per run: it is not asked again).
+    pub fn fetched<T>(&self, f: Fetched<T>) -> Option<T> {
+        match f {
+            Fetched::Done(t) => Some(t),
+            Fetched::Unavailable { registry, reason } => {
+                self.emit(Event::RegistryUnavailable { registry, reason });
+                None
+            }
+            Fetched::Missing | Fetched::Skipped => None,
         }
     }
 }

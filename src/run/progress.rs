@@ -90,6 +90,10 @@ pub fn line(event: &Event) -> Option<String> {
             status.as_str(),
             exit_code.map(|c| format!(", exit {c}")).unwrap_or_default()
         ),
+        Event::BuildFinished { build, snapshot, pulled: true, .. } => {
+            format!("build {build}: pulled {snapshot} from the registry")
+        }
+        Event::BuildPushed { build, reference } => format!("build {build}: pushed {reference}"),
         Event::BuildFinished { build, snapshot, reused: true, .. } => {
             format!("build {build}: reusing {snapshot}")
         }

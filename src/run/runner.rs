@@ -345,6 +345,7 @@ fn lock(store: &RunStore, manifest: &RunManifest, outcome: &RunOutcome) -> Lock 
                     snapshot: b.snapshot.clone(),
                     id: id.clone(),
                     sources: b.sources.clone(),
+                    registry: b.registry.clone(),
                 },
             );
         }

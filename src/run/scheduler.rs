@@ -377,11 +377,19 @@ async fn build_then_cells(
     let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
     let binds: Vec<String> = build.caches.iter().map(|c| c.bind()).collect();
     let name = build_stage::container_name(&s.run_id, &build.key);
+    let share = s
+        .opts
+        .registry
+        .as_deref()
+        .map(|registry| build_stage::Share {
+            registries: &s.registries,
+            registry,
+        });
     let (started, t0) = (now_rfc3339(), Instant::now());
     let mut attempt = 1;
     let built = loop {
         let r = tokio::select! {
-            r = build_stage::run_build(&cx, &build, (&env_image.0, &env_image.1), ids.clone(), binds.clone()) => r,
+            r = build_stage::run_build(&cx, &build, (&env_image.0, &env_image.1), ids.clone(), binds.clone(), share) => r,
             _ = s.interrupt.fired() => {
                 let _ = s.engine.remove_container(&name).await;
                 return not_run(&cells, NotRun::Interrupted);
@@ -415,6 +423,7 @@ async fn build_then_cells(
                     snapshot: String::new(),
                     status: Status::Error,
                     reused: false,
+                    pulled: false,
                     reason: b.record.reason.clone(),
                     secs,
                 });
@@ -709,18 +718,9 @@ impl Shared {
         }
     }
 
-    /// What a registry gave, if anything; a registry that just failed is
-    /// reported (once per run).
+    /// What a registry gave, if anything (see [`Events::fetched`]).
     fn fetched<T>(&self, f: Fetched<T>) -> Option<T> {
-        match f {
-            Fetched::Done(t) => Some(t),
-            Fetched::Unavailable { registry, reason } => {
-                self.events
-                    .emit(Event::RegistryUnavailable { registry, reason });
-                None
-            }
-            Fetched::Missing | Fetched::Skipped => None,
-        }
+        self.events.fetched(f)
     }
 }
 

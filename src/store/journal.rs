@@ -43,6 +43,11 @@ pub enum Event {
         registry: String,
         reason: String,
     },
+    /// A build snapshot was pushed to the registry.
+    BuildPushed {
+        build: String,
+        reference: String,
+    },
     /// An environment image was pushed to the registry.
     ImagePushed {
         environment: String,
@@ -69,6 +74,8 @@ pub enum Event {
         snapshot: String,
         status: Status,
         reused: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        pulled: bool,
         reason: Option<String>,
         secs: f64,
     },

@@ -39,6 +39,9 @@ pub struct LockedBuild {
     pub id: String,
     #[serde(default)]
     pub sources: Vec<LockedSource>,
+    /// `<registry>/build@sha256:…` when the run shared it through one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -141,6 +141,12 @@ pub struct BuildRecord {
     pub snapshot_id: Option<String>,
     /// The snapshot existed: nothing ran.
     pub reused: bool,
+    /// The snapshot came from the registry: nothing ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub pulled: bool,
+    /// `<registry>/build@sha256:…` when it was pulled from or pushed to one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
     pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,

@@ -461,3 +461,87 @@ fn a_bootstrapped_base_is_pushed_and_pulled_instead_of_bootstrapped_again() {
     assert_eq!(env2["base"]["origin"]["bootstrapped"]["suite"], "sid");
     assert_eq!(events(&j, "image_finished")[0]["pulled"], true);
 }
+
+/// A build stage's snapshot is pushed after the build; a run whose engine
+/// lacks it (another machine, a later CI job) pulls it instead of building,
+/// and both locks name the same registry digest.
+#[test]
+fn a_build_snapshot_is_pushed_and_a_run_without_it_pulls_instead_of_building() {
+    let test = "a_build_snapshot_is_pushed_and_a_run_without_it_pulls_instead_of_building";
+    let Some(_engine) = gate(test) else { return };
+    let registry = Registry::start();
+    let reference = registry.repository("rocmatrix");
+    let dir = tempfile::tempdir().unwrap();
+    let config = docker_config(dir.path(), None);
+    let m = write(
+        dir.path(),
+        "staged.yaml",
+        &format!(
+            r#"name: registry-staged
+matrix:
+  gfx: [gfx1030, gfx1100]
+environment:
+  base: debian:sid
+  setup: echo {test} {run}
+retries: 0
+build:
+  steps:
+    - name: make
+      run: echo "built for {{{{ build.gfx | join(',') }}}}" > /built
+steps:
+  - name: check
+    run: grep -q "gfx1030,gfx1100" /built
+"#,
+            run = label::value()
+        ),
+    );
+    let build_json = |run: &Path| -> Value {
+        let builds: Vec<_> = std::fs::read_dir(run.join("builds"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(builds.len(), 1, "{builds:?}");
+        read_json(&builds[0].join("build.json"))
+    };
+    let first = run(
+        &m,
+        &dir.path().join("first"),
+        &config,
+        &["--registry", &reference],
+    );
+    first.assert_success();
+    let built = build_json(&first.run_store());
+    assert_eq!(built["steps"].as_array().unwrap().len(), 1, "{built:#}");
+    let snapshot = built["snapshot"].as_str().unwrap().to_string();
+    let hash = snapshot.strip_prefix("rocmatrix/build:").expect(&snapshot);
+    assert_eq!(registry.tags("rocmatrix/build"), vec![hash.to_string()]);
+    let digest = registry.digest("rocmatrix/build", hash).expect("a manifest");
+    let shared = format!("{reference}/build@{digest}");
+    assert_eq!(built["registry"], shared.as_str(), "{built:#}");
+    assert!(first.stderr().contains("pushed"), "{}", first.text());
+
+    // The engine loses the snapshot; the registry has it.
+    let o = docker::docker(["rmi", "-f", &snapshot]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let second = run(
+        &m,
+        &dir.path().join("second"),
+        &config,
+        &["--registry", &reference],
+    );
+    second.assert_success();
+    let pulled = build_json(&second.run_store());
+    assert_eq!(pulled["pulled"], true, "{pulled:#}");
+    assert_eq!(pulled["steps"].as_array().unwrap().len(), 0, "nothing ran");
+    assert_eq!(pulled["snapshot"], snapshot.as_str());
+    assert_eq!(pulled["registry"], shared.as_str());
+    assert!(
+        second.stderr().contains("pulled rocmatrix/build:"),
+        "{}",
+        second.text()
+    );
+    let lock = read_json(&second.run_store().join("lock.json"));
+    let locked: Vec<&Value> = lock["builds"].as_object().unwrap().values().collect();
+    assert_eq!(locked[0]["registry"], shared.as_str(), "{lock:#}");
+    assert!(docker::image_exists(&snapshot));
+}
