@@ -551,19 +551,8 @@ async fn run_step(
     ooms_seen: &mut u64,
 ) -> Result<(StepRecord, Option<String>), CellError> {
     let (step, slug) = (at.step, step_slug(at.index, &at.step.name));
-    let log_rel = format!("logs/{slug}.log");
-    let log_path = at.cell_dir.join(&log_rel);
-    cx.events.emit(Event::StepStarted {
-        cell: cell.id.clone(),
-        step: step.name.clone(),
-        index: at.index + 1,
-        total: cell.steps.len(),
-    });
-    let t = Instant::now();
-    let create = log_path.clone();
-    let mut log = blocking("creating a step log", move || StepLog::create(&create))
-        .await?
-        .map_err(|e| CellError::io(&log_path, e))?;
+    let mut open = OpenStep::begin(cx, cell, at.index, step, at.cell_dir).await?;
+    let (log, t) = (&mut open.log, open.started);
     let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
     let (mut status, mut exit_code, mut reason) = if step.run.trim().is_empty() {
         (Status::Passed, None, None)
@@ -579,7 +568,7 @@ async fn run_step(
                 Some(step.timeout),
             )
             .await?;
-        judge_exec(cx.engine, at.container, outcome, step, &mut log, ooms_seen).await?
+        judge_exec(cx.engine, at.container, outcome, step, log, ooms_seen).await?
     };
     let mut suite_junit = None;
     if let (Some(suite), Status::Passed) = (&step.suite, status) {
@@ -593,7 +582,7 @@ async fn run_step(
             per_gpu: at.per_gpu,
             env,
         };
-        let judged = run_suite(&sc, suite, &mut log).await?;
+        let judged = run_suite(&sc, suite, log).await?;
         (status, exit_code, reason) = (judged.0, None, judged.1);
         suite_junit = judged.2.and_then(|p| {
             p.strip_prefix(at.cell_dir)
@@ -601,27 +590,81 @@ async fn run_step(
                 .map(|r| r.to_string_lossy().into_owned())
         });
     }
-    let tail = blocking("closing a step log", move || log.finish())
-        .await?
-        .map_err(|e| CellError::io(&log_path, e))?;
-    let secs = t.elapsed().as_secs_f64();
-    cx.events.emit(Event::StepFinished {
-        cell: cell.id.clone(),
-        step: step.name.clone(),
-        status,
-        exit_code,
-        secs,
-    });
-    let record = StepRecord {
-        name: step.name.clone(),
-        status,
-        exit_code,
-        duration_secs: secs,
-        log: log_rel,
-        reason,
-        log_tail: tail,
-    };
+    let record = open
+        .finish(cx, cell, step, (status, exit_code, reason))
+        .await?;
     Ok((record, suite_junit))
+}
+
+/// A step under way: its log open, its start reported.
+pub(super) struct OpenStep {
+    pub(super) log: StepLog,
+    log_rel: String,
+    pub(super) started: Instant,
+    cell_dir: PathBuf,
+}
+
+impl OpenStep {
+    /// Reports step `index` of `cell` started and opens its log.
+    pub(super) async fn begin(
+        cx: &CellEnv<'_>,
+        cell: &Cell,
+        index: usize,
+        step: &Step,
+        cell_dir: &Path,
+    ) -> Result<OpenStep, CellError> {
+        cx.events.emit(Event::StepStarted {
+            cell: cell.id.clone(),
+            step: step.name.clone(),
+            index: index + 1,
+            total: cell.steps.len(),
+        });
+        let started = Instant::now();
+        let log_rel = format!("logs/{}.log", step_slug(index, &step.name));
+        let path = cell_dir.join(&log_rel);
+        let create = path.clone();
+        let log = blocking("creating a step log", move || StepLog::create(&create))
+            .await?
+            .map_err(|e| CellError::io(&path, e))?;
+        Ok(OpenStep {
+            log,
+            log_rel,
+            started,
+            cell_dir: cell_dir.to_path_buf(),
+        })
+    }
+
+    /// Closes the log, reports the step finished and makes its record.
+    pub(super) async fn finish(
+        self,
+        cx: &CellEnv<'_>,
+        cell: &Cell,
+        step: &Step,
+        (status, exit_code, reason): (Status, Option<i64>, Option<String>),
+    ) -> Result<StepRecord, CellError> {
+        let path = self.cell_dir.join(&self.log_rel);
+        let log = self.log;
+        let tail = blocking("closing a step log", move || log.finish())
+            .await?
+            .map_err(|e| CellError::io(&path, e))?;
+        let secs = self.started.elapsed().as_secs_f64();
+        cx.events.emit(Event::StepFinished {
+            cell: cell.id.clone(),
+            step: step.name.clone(),
+            status,
+            exit_code,
+            secs,
+        });
+        Ok(StepRecord {
+            name: step.name.clone(),
+            status,
+            exit_code,
+            duration_secs: secs,
+            log: self.log_rel,
+            reason,
+            log_tail: tail,
+        })
+    }
 }
 
 /// Runs a step's suite through its adapter: the step's status, reason and

@@ -24,15 +24,13 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use memchr::memmem;
 
 use super::cell::{
     blocking, judge_exit, passed_inline, place_junit, skip_step, step_slug, timed_out,
-    timed_out_note, CellEnv, CellError, Progress, StepLog, EXIT_SKIPPED,
+    timed_out_note, CellEnv, CellError, OpenStep, Progress, EXIT_SKIPPED,
 };
-use super::events::Event;
 use crate::engine::{Attached, EngineError};
 use crate::image::untar;
 use crate::plan::{Cell, Step};
@@ -369,20 +367,9 @@ async fn follow_step(
     reader: &mut Reader,
     p: &mut Progress,
 ) -> Result<StepRecord, CellError> {
-    cx.events.emit(Event::StepStarted {
-        cell: cell.id.clone(),
-        step: step.name.clone(),
-        index: index + 1,
-        total: cell.steps.len(),
-    });
-    let t = Instant::now();
-    let log_rel = format!("logs/{}.log", step_slug(index, &step.name));
-    let log_path = cell_dir.join(&log_rel);
-    let create = log_path.clone();
-    let mut log = blocking("creating a step log", move || StepLog::create(&create))
-        .await?
-        .map_err(|e| CellError::io(&log_path, e))?;
-    let deadline = tokio::time::Instant::from_std(t + step.timeout);
+    let mut open = OpenStep::begin(cx, cell, index, step, cell_dir).await?;
+    let log = &mut open.log;
+    let deadline = tokio::time::Instant::from_std(open.started + step.timeout);
     let (status, mut exit_code, reason) = loop {
         match tokio::time::timeout_at(deadline, reader.next()).await {
             Err(_) => {
@@ -415,26 +402,8 @@ async fn follow_step(
     if step.run.trim().is_empty() && status == Status::Passed {
         exit_code = None;
     }
-    let tail = blocking("closing a step log", move || log.finish())
-        .await?
-        .map_err(|e| CellError::io(&cell_dir.join(&log_rel), e))?;
-    let secs = t.elapsed().as_secs_f64();
-    cx.events.emit(Event::StepFinished {
-        cell: cell.id.clone(),
-        step: step.name.clone(),
-        status,
-        exit_code,
-        secs,
-    });
-    Ok(StepRecord {
-        name: step.name.clone(),
-        status,
-        exit_code,
-        duration_secs: secs,
-        log: format!("logs/{}.log", step_slug(index, &step.name)),
-        reason,
-        log_tail: tail,
-    })
+    open.finish(cx, cell, step, (status, exit_code, reason))
+        .await
 }
 
 /// Copies the JUnit files the runner staged out of the container (running

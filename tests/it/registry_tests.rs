@@ -515,7 +515,9 @@ steps:
     let snapshot = built["snapshot"].as_str().unwrap().to_string();
     let hash = snapshot.strip_prefix("rocmatrix/build:").expect(&snapshot);
     assert_eq!(registry.tags("rocmatrix/build"), vec![hash.to_string()]);
-    let digest = registry.digest("rocmatrix/build", hash).expect("a manifest");
+    let digest = registry
+        .digest("rocmatrix/build", hash)
+        .expect("a manifest");
     let shared = format!("{reference}/build@{digest}");
     assert_eq!(built["registry"], shared.as_str(), "{built:#}");
     assert!(first.stderr().contains("pushed"), "{}", first.text());
