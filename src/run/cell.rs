@@ -219,7 +219,6 @@ pub async fn run_cell(
     write_record(cx, dir, record).await
 }
 
-/// Empties `dir` (what an earlier attempt left) and makes `dir/logs`.
 /// Fills a created container before it starts: the sources, the step
 /// scripts too long to pass inline (usually none: an upload costs the
 /// engine more than the step `true` itself); attaches to its output when
@@ -245,6 +244,7 @@ async fn set_up(
     })
 }
 
+/// Empties `dir` (what an earlier attempt left) and makes `dir/logs`.
 pub(super) async fn fresh_dir(dir: &Path) -> Result<PathBuf, CellError> {
     let (dir, logs) = (dir.to_path_buf(), dir.join("logs"));
     blocking("creating a run-store directory", move || {
