@@ -142,7 +142,7 @@ pub async fn run_cell(
             .enumerate()
             .filter(|(_, s)| !(s.gpu == GpuUse::Required && gpu_refusal.is_some()))
             .collect();
-        main_process::runner_command(&nonce, &steps, leading < cell.steps.len())
+        main_process::runner_command(&nonce, &steps)
     } else {
         vec!["sleep".into(), "infinity".into()]
     };
@@ -398,11 +398,6 @@ impl Progress {
             (None, GpuUse::Required, Some(why)) => Some(format!("needs a GPU: {why}")),
             _ => None,
         }
-    }
-
-    /// Whether a step stopped the cell.
-    pub(super) fn stopped(&self) -> bool {
-        self.stop.is_some()
     }
 
     /// Adds a step's record; a step that stops the cell decides its verdict.

@@ -18,9 +18,10 @@
 //! container, as for an exec. A step's JUnit files are copied right after it
 //! to `/rocmatrix/junit/NN/<path>` (its matches listed in `NN.list`) and
 //! fetched once when the runner is done, so a later step overwriting a file
-//! does not change what an earlier one wrote. When steps remain that need
-//! exec (a suite, or anything after one), the runner ends with
-//! `exec sleep infinity` and the cell goes on as before.
+//! does not change what an earlier one wrote. The runner then idles
+//! (`exec sleep infinity`) rather than exit, so its last output cannot be
+//! lost with the process, and steps that need exec (a suite, or anything
+//! after one) go on in the running container as before.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -62,14 +63,16 @@ pub fn leading_steps(cell: &Cell, hooks_first: bool) -> usize {
 }
 
 /// The runner's command line: runs `steps` (index into the cell's steps,
-/// the step) in order; `then_idle` keeps the container running afterwards
-/// for the steps that follow by exec.
-pub fn runner_command(nonce: &str, steps: &[(usize, &Step)], then_idle: bool) -> Vec<String> {
+/// the step) in order, then idles. It never ends by itself: Docker may drop
+/// the last output of a main process that exits at once (a step's last
+/// line, its end marker), and the steps after a test suite need it running.
+pub fn runner_command(nonce: &str, steps: &[(usize, &Step)]) -> Vec<String> {
     let mut script = String::from(
         "M=$1; s=0\n\
          oom() { local n; n=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events 2>/dev/null); \
          [ -n \"$n\" ] || n=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null); \
-         echo \"${n:-0}\"; }\n",
+         echo \"${n:-0}\"; }\n\
+         steps() {\n",
     );
     let mut args = vec![
         "bash".to_string(),
@@ -111,11 +114,9 @@ pub fn runner_command(nonce: &str, steps: &[(usize, &Step)], then_idle: bool) ->
         } else {
             "[ $rc != 0 ]".to_string()
         };
-        script.push_str(&format!("if {stop_if}; then exit 0; fi; s=$o\n"));
+        script.push_str(&format!("if {stop_if}; then return; fi; s=$o\n"));
     }
-    if then_idle {
-        script.push_str("exec sleep infinity\n");
-    }
+    script.push_str(":\n}\nsteps \"$@\"\nexec sleep infinity\n");
     args[2] = script;
     args
 }
@@ -345,11 +346,6 @@ pub(super) async fn run_leading(
         p.push(step, record);
     }
     if !staged.is_empty() {
-        // A main process that ended may still be ending; Podman cannot copy
-        // out of a container caught between the two.
-        if p.stopped() || count == cell.steps.len() {
-            cx.engine.wait_exit(container).await?;
-        }
         collect_staged(cx, container, cell_dir, &staged, p).await?;
     }
     Ok(())
@@ -388,10 +384,20 @@ async fn follow_step(
                     oom_kills,
                 })) if e == index => break judge_exit(code, oom_kills, &mut p.ooms_seen),
                 Some(Piece::Marker(_)) => {}
-                // The main process ended inside the step: killed from outside,
-                // or by the out-of-memory killer.
+                // The main process ended inside the step (it never ends by
+                // itself): killed from outside, or by the out-of-memory killer.
                 None => {
                     let code = cx.engine.wait_exit(container).await?;
+                    if code == 0 {
+                        return Err(EngineError::failed(
+                            format!("running cell {}", cell.id),
+                            format!(
+                                "the output of step `{}` ended without its exit code",
+                                step.name
+                            ),
+                        )
+                        .into());
+                    }
                     let oom = cx.engine.oom_killed(container).await.unwrap_or(false);
                     let kills = p.ooms_seen + u64::from(oom);
                     break judge_exit(code, kills, &mut p.ooms_seen);
@@ -596,6 +602,62 @@ mod tests {
         );
         assert_eq!(s.feed(b"x rocm"), vec![Piece::Output(b"x ".to_vec())]);
         assert_eq!(s.finish(), Some(b"rocm".to_vec()));
+    }
+
+    /// The runner's own script through real bash: each step runs with its
+    /// script, its output and exit code between its markers; a failing step
+    /// without `continue_on_error` stops it; then it idles.
+    #[test]
+    fn the_runner_runs_each_step_between_its_markers_and_stops_where_the_cell_would() {
+        use std::io::Read;
+        let step = |name: &str, run: &str, continue_on_error: bool| Step {
+            name: name.into(),
+            run: run.into(),
+            suite: None,
+            timeout: std::time::Duration::from_secs(5),
+            junit: Vec::new(),
+            gpu: crate::spec::GpuUse::None,
+            continue_on_error,
+        };
+        let steps = [
+            step("one", "echo \"one $0\"; exit 3", true),
+            step("two", "echo two >&2; false; echo unreached", false),
+            step("three", "echo three", false),
+        ];
+        let listed: Vec<(usize, &Step)> = steps.iter().enumerate().collect();
+        let n = "rocmatrix-0123";
+        let args = runner_command(n, &listed);
+        let mut child = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        // Until the runner idles: the second step's end marker.
+        while !text.contains(&format!("{n} E 1 ")) {
+            let got = out.read(&mut buf).unwrap();
+            assert!(got > 0, "{text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..got]));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let still_running = child.try_wait().unwrap().is_none();
+        let _ = child.kill();
+        let _ = child.wait();
+        let _ = out.read_to_string(&mut text);
+        // The OOM-kill count is this host's cgroup's, whatever it is.
+        let text = regex::Regex::new(r"(E \d+ \d+) \d+\n")
+            .unwrap()
+            .replace_all(&text, "$1 K\n");
+        assert_eq!(
+            text,
+            format!(
+                "{n} B 0\none /rocmatrix/steps/01-one.sh\n{n} E 0 3 K\n\
+                 {n} B 1\ntwo\n{n} E 1 1 K\n"
+            )
+        );
+        assert!(still_running, "the runner idles instead of exiting");
     }
 
     #[test]
