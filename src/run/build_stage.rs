@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::cell::{
-    blocking, fresh_dir, judge_exec, not_run_step, passed_inline, prepare_sources,
-    scripts_tar_where, step_command, step_slug, CellEnv, CellError, StepLog,
+    blocking, fresh_dir, judge_exec, not_run_step, prepare_sources, step_command, step_slug,
+    upload_long_scripts, CellEnv, CellError, StepLog,
 };
 use super::events::Event;
 use crate::engine::labels::owner_labels;
@@ -280,12 +280,7 @@ async fn run_steps(
     container: &str,
     dir: &Path,
 ) -> Result<(Vec<StepRecord>, Option<(Status, String)>), CellError> {
-    let logs = dir.join("logs");
-    if build.steps.iter().any(|s| !passed_inline(&s.run)) {
-        let tar = scripts_tar_where(&build.steps, |s| !passed_inline(&s.run))
-            .map_err(|e| CellError::io(&logs, e))?;
-        cx.engine.upload(container, "/", tar).await?;
-    }
+    upload_long_scripts(cx, container, &build.steps).await?;
     let mut records = Vec::with_capacity(build.steps.len());
     let mut verdict: Option<(Status, String)> = None;
     let mut ooms_seen = 0;

@@ -233,15 +233,26 @@ async fn set_up(
     for p in prepared {
         cx.engine.upload(container, "/", p.tar.clone()).await?;
     }
-    if cell.steps.iter().any(|s| !passed_inline(&s.run)) {
-        let tar = scripts_tar_where(&cell.steps, |s| !passed_inline(&s.run))
-            .map_err(|e| CellError::io(Path::new("/rocmatrix/steps"), e))?;
-        cx.engine.upload(container, "/", tar).await?;
-    }
+    upload_long_scripts(cx, container, &cell.steps).await?;
     Ok(match attach {
         true => Some(cx.engine.attach_output(container).await?),
         false => None,
     })
+}
+
+/// Uploads the scripts of `steps` too long to pass inline to
+/// `/rocmatrix/steps/` (usually none).
+pub(super) async fn upload_long_scripts(
+    cx: &CellEnv<'_>,
+    container: &str,
+    steps: &[Step],
+) -> Result<(), CellError> {
+    if steps.iter().any(|s| !passed_inline(&s.run)) {
+        let tar = scripts_tar_where(steps, |s| !passed_inline(&s.run))
+            .map_err(|e| CellError::io(Path::new("/rocmatrix/steps"), e))?;
+        cx.engine.upload(container, "/", tar).await?;
+    }
+    Ok(())
 }
 
 /// Empties `dir` (what an earlier attempt left) and makes `dir/logs`.
