@@ -328,14 +328,13 @@ pub(super) async fn run_leading(
                 Some(_) => continue,
                 None => {
                     let code = cx.engine.wait_exit(container).await?;
-                    return Err(EngineError::failed(
-                        format!("running cell {}", cell.id),
+                    return Err(runner_lost(
+                        cell,
                         format!(
                             "its container's main process ended (exit code {code}) before step `{}` began",
                             step.name
                         ),
-                    )
-                    .into());
+                    ));
                 }
             }
         }
@@ -349,6 +348,12 @@ pub(super) async fn run_leading(
         collect_staged(cx, container, cell_dir, &staged, p).await?;
     }
     Ok(())
+}
+
+/// The runner's output ended where it cannot (`why`): an engine failure,
+/// so the cell is retried or errored, never judged.
+fn runner_lost(cell: &Cell, why: String) -> CellError {
+    EngineError::failed(format!("running cell {}", cell.id), why).into()
 }
 
 /// One step of the runner, from its first marker to its last.
@@ -389,14 +394,13 @@ async fn follow_step(
                 None => {
                     let code = cx.engine.wait_exit(container).await?;
                     if code == 0 {
-                        return Err(EngineError::failed(
-                            format!("running cell {}", cell.id),
+                        return Err(runner_lost(
+                            cell,
                             format!(
                                 "the output of step `{}` ended without its exit code",
                                 step.name
                             ),
-                        )
-                        .into());
+                        ));
                     }
                     let oom = cx.engine.oom_killed(container).await.unwrap_or(false);
                     let kills = p.ooms_seen + u64::from(oom);
