@@ -24,7 +24,8 @@ pub struct ImagesArgs {
     /// images are kept).
     #[arg(long)]
     pub prune: bool,
-    /// With --prune: remove snapshots too.
+    /// With --prune: remove snapshots too (cells committed after a step,
+    /// debug LLVM built from source), unless a lock names them.
     #[arg(long, requires = "prune")]
     pub snapshots: bool,
     /// With --prune: remove base images too.
@@ -195,7 +196,9 @@ async fn prune(
         }
         let wanted = match r.kind.as_str() {
             "env" | "build" => true,
-            "snapshot" => args.snapshots,
+            // An LLVM built from source took most of an hour: kept like
+            // a snapshot.
+            "snapshot" | "llvm-debug" => args.snapshots,
             "base" => args.bases,
             "cache" => args.caches,
             _ => false,

@@ -40,6 +40,15 @@ pub fn recipe(
             message: e.to_string(),
         })?;
     let mut files = Vec::new();
+    if let Llvm::Source(src) = &env.llvm {
+        let script = family
+            .llvm_source_script(src)
+            .map_err(|e| ImageError::Recipe {
+                env: crate::digest::short(env_hash).to_string(),
+                message: e.to_string(),
+            })?;
+        files.push(("llvm-source.sh".to_string(), script));
+    }
     if let Some(setup) = &env.setup {
         files.push(("setup.sh".to_string(), setup.clone()));
     }
@@ -52,7 +61,7 @@ pub fn recipe(
     // snapshot, shared by every cell that names it.
     let tag = match env.llvm {
         Llvm::Debug => format!("{SNAPSHOT_REPO}:llvm-debug-{}", &hash[..32]),
-        Llvm::Release => format!("{ENV_REPO}:{}", &hash[..32]),
+        Llvm::Release | Llvm::Source(_) => format!("{ENV_REPO}:{}", &hash[..32]),
     };
     Ok(Recipe {
         containerfile,

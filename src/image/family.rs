@@ -29,6 +29,11 @@ pub struct Profile {
     pub bootstrap: String,
     /// Containerfile lines added for `environment.llvm: debug`.
     pub debug_llvm: String,
+    /// The image build's script for `environment.llvm: {debug: source}`:
+    /// fetch, unpack and patch the LLVM source at `/usr/src/llvm-source`
+    /// and install the build's tools (`{{ version }}`, `{{ tools }}`).
+    #[serde(default)]
+    pub llvm_source: Option<String>,
 }
 
 /// Why a family cannot be loaded or cannot render its snippets and templates.
@@ -131,6 +136,7 @@ impl Family {
             install => install,
             base_image => base_image,
             hash => hash,
+            llvm_source => matches!(env.llvm, crate::plan::Llvm::Source(_)),
         };
         let in_template = |source| FamilyError::Containerfile {
             family: self.profile.family.clone(),
@@ -142,6 +148,36 @@ impl Family {
             .get_template("Containerfile")
             .map_err(FamilyError::Render)?;
         t.render(ctx).map_err(in_template)
+    }
+
+    /// The image build's script that prepares an LLVM source build, or an
+    /// error when this family has none.
+    pub fn llvm_source_script(
+        &self,
+        src: &crate::plan::LlvmSource,
+    ) -> Result<String, FamilyError> {
+        let Some(t) = &self.profile.llvm_source else {
+            return Err(FamilyError::Render(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                format!(
+                    "family {} has no recipe for building LLVM from source \
+                     (environment.llvm: {{debug: source}}); use debug: packages",
+                    self.profile.family
+                ),
+            )));
+        };
+        let mut j = Jinja::new();
+        j.set_undefined_behavior(UndefinedBehavior::Strict);
+        j.add_filter("shquote", |s: String| shell_quote(&s));
+        j.render_str(
+            t,
+            minijinja::context! {
+                version => src.version.clone().unwrap_or_default(),
+                tools => &src.tools,
+                targets => &src.targets,
+            },
+        )
+        .map_err(FamilyError::Render)
     }
 
     /// `name` pinned at `version`, as the installer writes it.

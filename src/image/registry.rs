@@ -57,10 +57,17 @@ pub fn env_reference(registry: &str, local_tag: &str) -> String {
     format!("{registry}/env:{tag}")
 }
 
-/// `<registry>/build:<hash>` for the build snapshot `rocmatrix/build:<hash>`.
+/// `<registry>/build:<hash>` for the build snapshot `rocmatrix/build:<hash>`
+/// (`<registry>/llvm-debug:<hash>` for a toolchain's `rocmatrix/llvm-debug:…`).
 pub fn snapshot_reference(registry: &str, snapshot: &str) -> String {
     let (_, tag) = crate::engine::split_reference(snapshot);
-    format!("{registry}/build:{tag}")
+    format!("{registry}/{}:{tag}", snapshot_repo(snapshot))
+}
+
+/// `build` or `llvm-debug`: the snapshot's repository under `rocmatrix/`.
+fn snapshot_repo(snapshot: &str) -> &str {
+    let (repo, _) = crate::engine::split_reference(snapshot);
+    repo.rsplit('/').next().filter(|r| !r.is_empty()).unwrap_or("build")
 }
 
 /// `<registry>/base:<family>-<suite>-<hash>` for a base bootstrapped from
@@ -231,7 +238,8 @@ impl Registries {
     ) -> Result<Fetched<String>, ImageError> {
         let remote = snapshot_reference(registry, snapshot);
         let got = self.pull_as(engine, registry, &remote, snapshot).await?;
-        Ok(got.map(|digest| format!("{registry}/build@{digest}")))
+        let repo = snapshot_repo(snapshot);
+        Ok(got.map(|digest| format!("{registry}/{repo}@{digest}")))
     }
 
     /// Pushes the build snapshot `snapshot` unless the engine already knows
@@ -244,7 +252,8 @@ impl Registries {
     ) -> Result<Fetched<(String, bool)>, ImageError> {
         let remote = snapshot_reference(registry, snapshot);
         if let Ok(Some(d)) = engine.repo_digest(&remote).await {
-            return Ok(Fetched::Done((format!("{registry}/build@{d}"), false)));
+            let repo = snapshot_repo(snapshot);
+            return Ok(Fetched::Done((format!("{registry}/{repo}@{d}"), false)));
         }
         let pushed = self.push_as(engine, registry, snapshot, &remote).await?;
         Ok(pushed.map(|r| (r, true)))
@@ -311,6 +320,10 @@ mod tests {
         assert_eq!(
             snapshot_reference("127.0.0.1:5000/rm", "rocmatrix/build:abc"),
             "127.0.0.1:5000/rm/build:abc"
+        );
+        assert_eq!(
+            snapshot_reference("127.0.0.1:5000/rm", "rocmatrix/llvm-debug:abc"),
+            "127.0.0.1:5000/rm/llvm-debug:abc"
         );
     }
 }

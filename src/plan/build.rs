@@ -13,13 +13,46 @@ use serde::{Deserialize, Serialize};
 use super::{render, Cell, Renderer, SourceRef, Step};
 use crate::spec::{BuildTemplate, Spec, SpecError};
 
+/// What a build makes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BuildKind {
+    /// The matrix's `build:` steps.
+    #[default]
+    Matrix,
+    /// LLVM from the distribution's source with debug info
+    /// (`environment.llvm: {debug: source}`, [`super::toolchain`]).
+    LlvmDebug,
+}
+
+impl BuildKind {
+    fn is_matrix(&self) -> bool {
+        *self == BuildKind::Matrix
+    }
+
+    /// The repository of its snapshots, and their `rocmatrix.kind` label.
+    pub fn repository(&self) -> (&'static str, &'static str) {
+        match self {
+            BuildKind::Matrix => ("rocmatrix/build", "build"),
+            BuildKind::LlvmDebug => ("rocmatrix/llvm-debug", "llvm-debug"),
+        }
+    }
+}
+
 /// One build of the plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Build {
     /// Readable and unique in the plan: the `per` values joined by `-`
     /// (`all` without `per`), with the environment's short hash where
-    /// several environments share those values.
+    /// several environments share those values; `llvm-debug-<env>` for a
+    /// toolchain build.
     pub key: String,
+    #[serde(default, skip_serializing_if = "BuildKind::is_matrix")]
+    pub kind: BuildKind,
+    /// The build whose snapshot this one starts from (a toolchain build),
+    /// instead of the environment image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
     /// The `per` axes' values.
     #[serde(
         serialize_with = "super::pairs_as_map",
@@ -100,6 +133,7 @@ pub fn assign(
                 junit: Vec::new(),
                 gpu: crate::spec::GpuUse::None,
                 continue_on_error: s.continue_on_error,
+                backtrace: None,
             });
         }
         let caches = super::cache::render(spec, r, &ctx, render::Subject::Build(&key))?;
@@ -121,6 +155,8 @@ pub fn assign(
         }
         builds.push(Build {
             key,
+            kind: BuildKind::Matrix,
+            from: None,
             values: per,
             environment_hash,
             steps,

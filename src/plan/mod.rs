@@ -10,6 +10,7 @@ mod render;
 pub mod shard;
 pub mod sources;
 pub mod suite;
+pub mod toolchain;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,12 +25,31 @@ pub use shard::{Shard, ShardError};
 pub use sources::SourceRef;
 pub use suite::TestSuite;
 
-/// The LLVM flavour of an environment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The LLVM flavour of an environment. Serialised as `"release"`,
+/// `"debug"` or `{"source": {…}}`, so that the hashes of environments
+/// without a source build are what they were before it existed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Llvm {
+    /// The distribution's packages as they are.
     Release,
+    /// The distribution's debug-symbol packages beside them.
     Debug,
+    /// LLVM built from the distribution's source with debug info, in a
+    /// toolchain build ([`toolchain`]).
+    Source(LlvmSource),
+}
+
+/// What `environment.llvm: {debug: source, …}` builds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlvmSource {
+    /// The LLVM major version (`21`); none: that of the installed LLVM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Tools built and put first on `PATH` (`llvm-mc`).
+    pub tools: Vec<String>,
+    /// `LLVM_TARGETS_TO_BUILD` (`AMDGPU`).
+    pub targets: Vec<String>,
 }
 
 /// A cell's rendered image recipe. Cells with equal environments share an image.
@@ -66,6 +86,9 @@ pub struct Step {
     pub junit: Vec<String>,
     pub gpu: GpuUse,
     pub continue_on_error: bool,
+    /// Run the failing command again under gdb (`backtrace:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<spec::BacktraceSpec>,
 }
 
 /// What GPUs a cell asks for.
@@ -119,6 +142,24 @@ impl Cell {
     pub fn build<'p>(&self, plan_builds: &'p [Build]) -> Option<&'p Build> {
         let key = self.build.as_deref()?;
         plan_builds.iter().find(|b| b.key == key)
+    }
+
+    /// The builds this cell's image is made of, in the order they run: a
+    /// toolchain build its build starts from, then the build itself.
+    pub fn build_chain<'p>(&self, plan_builds: &'p [Build]) -> Vec<&'p Build> {
+        let mut chain = Vec::new();
+        let mut next = self.build(plan_builds);
+        while let Some(b) = next {
+            if chain.iter().any(|c: &&Build| c.key == b.key) {
+                break;
+            }
+            chain.insert(0, b);
+            next = b
+                .from
+                .as_deref()
+                .and_then(|k| plan_builds.iter().find(|x| x.key == k));
+        }
+        chain
     }
 
     pub fn value(&self, key: &str) -> Option<&str> {
@@ -215,6 +256,7 @@ impl Plan {
                     junit,
                     gpu: s.gpu.unwrap_or(spec.gpu.need),
                     continue_on_error: s.continue_on_error,
+                    backtrace: s.backtrace.clone(),
                 });
             }
             let mut sources = Vec::with_capacity(spec.sources.len());
@@ -263,10 +305,11 @@ impl Plan {
                 hash,
             });
         }
-        let builds = match &spec.build {
+        let mut builds = match &spec.build {
             Some(b) => build::assign(spec, b, &r, &mut cells)?,
             None => Vec::new(),
         };
+        toolchain::assign(&mut cells, &mut builds);
         let total_cells = cells.len();
         Ok(Plan {
             name: spec.name.clone(),
@@ -370,7 +413,8 @@ impl Plan {
 fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
     let mut out = Vec::new();
     if let Some(e) = &spec.environment {
-        out.extend([&e.family, &e.base, &e.llvm]);
+        out.extend([&e.family, &e.base]);
+        out.extend(e.llvm.templates());
         out.extend(
             e.suite
                 .iter()
@@ -401,6 +445,82 @@ fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
     out
 }
 
+/// `environment.llvm` of one cell. `none` and `packages` are the mapping's
+/// words for `release` and `debug`.
+fn render_llvm(
+    spec: &Spec,
+    r: &Renderer,
+    l: &spec::LlvmTemplate,
+    ctx: &minijinja::Value,
+    id: &str,
+) -> Result<Llvm, SpecError> {
+    let list = |ts: &[spec::Template]| -> Result<Vec<String>, SpecError> {
+        let mut out = Vec::new();
+        for t in ts {
+            out.extend(r.render(t, ctx, id)?.split_whitespace().map(str::to_string));
+        }
+        Ok(out)
+    };
+    Ok(match r.render(&l.debug, ctx, id)?.trim() {
+        "release" | "none" => Llvm::Release,
+        "debug" | "packages" => Llvm::Debug,
+        "source" => {
+            let tools = list(&l.tools)?;
+            if tools.is_empty() {
+                return Err(spec.error_at(
+                    l.debug.pos,
+                    format!(
+                        "environment.llvm: `debug: source` needs `tools`, the LLVM tools to build \
+                         (llvm-mc, llc, opt, clang…) (cell {id})"
+                    ),
+                ));
+            }
+            if let Some(bad) = tools.iter().find(|t| !toolchain::is_tool_name(t)) {
+                return Err(spec.error_at(
+                    l.debug.pos,
+                    format!("environment.llvm.tools: `{bad}` is no LLVM tool name (cell {id})"),
+                ));
+            }
+            let mut targets = list(&l.targets)?;
+            if let Some(bad) = targets.iter().find(|t| !toolchain::is_tool_name(t)) {
+                return Err(spec.error_at(
+                    l.debug.pos,
+                    format!("environment.llvm.targets: `{bad}` is no LLVM target name (cell {id})"),
+                ));
+            }
+            if targets.is_empty() {
+                targets.push("AMDGPU".to_string());
+            }
+            let version = match &l.version {
+                Some(t) => Some(r.render(t, ctx, id)?.trim().to_string()).filter(|v| !v.is_empty()),
+                None => None,
+            };
+            if let Some(v) = version.as_deref().filter(|v| !v.bytes().all(|b| b.is_ascii_digit())) {
+                return Err(spec.error_at(
+                    l.debug.pos,
+                    format!("environment.llvm.version must be a major version such as 21, not `{v}` (cell {id})"),
+                ));
+            }
+            Llvm::Source(LlvmSource {
+                version,
+                tools,
+                targets,
+            })
+        }
+        other => {
+            let field = if l.tools.is_empty() && l.version.is_none() && l.targets.is_empty() {
+                "environment.llvm must be release, debug or a mapping {debug: source, tools: […]}"
+            } else {
+                "environment.llvm.debug must be none, packages or source"
+            };
+            return Err(spec.error_at(
+                l.debug.pos,
+                format!("{field}, not `{other}` (cell {id})"),
+            ));
+        }
+    })
+}
+
 fn render_environment(
     spec: &Spec,
     r: &Renderer,
@@ -414,16 +534,7 @@ fn render_environment(
             None => None,
         })
     };
-    let llvm = match r.render(&e.llvm, ctx, id)?.trim() {
-        "release" => Llvm::Release,
-        "debug" => Llvm::Debug,
-        other => {
-            return Err(spec.error_at(
-                e.llvm.pos,
-                format!("environment.llvm must be release or debug, not `{other}` (cell {id})"),
-            ))
-        }
-    };
+    let llvm = render_llvm(spec, r, &e.llvm, ctx, id)?;
     let mut packages = Vec::with_capacity(e.packages.len());
     for p in &e.packages {
         // A package template may render to several names, or to none.

@@ -170,7 +170,7 @@ pub async fn run_build(
                 record.reason = Some(reason);
             } else {
                 let labels = HashMap::from([
-                    (LABEL_KIND.to_string(), "build".to_string()),
+                    (LABEL_KIND.to_string(), build.kind.repository().1.to_string()),
                     (LABEL_BUILD.to_string(), build.key.clone()),
                 ]);
                 record.snapshot_id = Some(cx.engine.commit(&container, &snapshot, labels).await?);
@@ -259,12 +259,16 @@ fn snapshot_tag(build: &Build, env_image_id: &str, sources: &[LockedSource]) -> 
     });
     // 32 hex digits, as environment images are named.
     let hash = crate::digest::sha256_hex(payload.to_string().as_bytes());
-    format!("rocmatrix/build:{}", &hash[..32])
+    format!("{}:{}", build.kind.repository().0, &hash[..32])
 }
 
 /// `ROCMATRIX_BUILD` and the `per` values, as cells get their values.
 fn build_env(build: &Build) -> Vec<String> {
     let mut env = vec![format!("ROCMATRIX_BUILD={}", build.key)];
+    if build.kind == crate::plan::build::BuildKind::LlvmDebug {
+        // Committed into the snapshot's config: its tools come first.
+        env.push(format!("PATH={}", crate::plan::toolchain::PATH));
+    }
     for (k, v) in &build.values {
         env.push(format!("ROCMATRIX_{}={v}", super::cell::env_key(k)));
     }

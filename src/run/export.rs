@@ -83,8 +83,8 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
     let recipe = recipe(&family, &build_env, &cell.environment_hash, &base)
         .map_err(|e| RunError::Usage(e.to_string()))?;
     let sources = checkout_sources(&cell, record.as_ref())?;
-    let build = cell.build(&manifest.builds);
-    let containerfile = export_containerfile(recipe.containerfile, &sources, build);
+    let chain = cell.build_chain(&manifest.builds);
+    let containerfile = export_containerfile(recipe.containerfile, &sources, &chain);
     let locked_sources: Vec<LockedSource> = sources.iter().map(|(_, p)| p.locked.clone()).collect();
     let readme = readme(
         &manifest,
@@ -95,17 +95,19 @@ pub fn export(store: &RunStore, cell_id: &str, dir: &Path) -> Result<Exported, R
         &locked_sources,
     )?;
 
-    let mut out = ExportDir::create(dir, !sources.is_empty(), build.is_some())?;
-    for (i, s) in build.iter().flat_map(|b| b.steps.iter().enumerate()) {
-        let rel = format!("build/{}.sh", step_slug(i, &s.name));
-        out.write(&rel, s.run.as_bytes(), true)?;
+    let mut out = ExportDir::create(dir, !sources.is_empty(), !chain.is_empty())?;
+    for b in &chain {
+        for (i, s) in b.steps.iter().enumerate() {
+            let rel = format!("{}/{}.sh", build_dir(b), step_slug(i, &s.name));
+            out.write(&rel, s.run.as_bytes(), true)?;
+        }
     }
     for (name, p) in &sources {
         out.write(&format!("sources/{name}.tar"), &p.tar, false)?;
     }
     out.write("Containerfile", containerfile.as_bytes(), false)?;
-    if let Some(setup) = &build_env.setup {
-        out.write("setup.sh", setup.as_bytes(), false)?;
+    for (name, text) in &recipe.files {
+        out.write(name, text.as_bytes(), false)?;
     }
     for (i, s) in cell.steps.iter().enumerate() {
         let rel = format!("steps/{}.sh", step_slug(i, &s.name));
@@ -177,7 +179,7 @@ fn checkout_sources(
 fn export_containerfile(
     mut text: String,
     sources: &[(String, Arc<Prepared>)],
-    build: Option<&crate::plan::Build>,
+    chain: &[&crate::plan::Build],
 ) -> String {
     if !text.ends_with('\n') {
         text.push('\n');
@@ -186,8 +188,10 @@ fn export_containerfile(
     for (name, _) in sources {
         text.push_str(&format!("ADD sources/{name}.tar /\n"));
     }
-    if let Some(b) = build {
+    if !chain.is_empty() {
         text.push_str("COPY build /rocmatrix/build\n");
+    }
+    for b in chain {
         let mut vars = format!("ROCMATRIX_BUILD={}", crate::plan::ci::shell_quote(&b.key));
         for (k, v) in &b.values {
             let _ = write!(
@@ -200,12 +204,25 @@ fn export_containerfile(
             let slug = step_slug(i, &s.name);
             let _ = writeln!(
                 text,
-                "RUN {vars} ROCMATRIX_STEP={} bash -eo pipefail /rocmatrix/build/{slug}.sh",
-                crate::plan::ci::shell_quote(&s.name)
+                "RUN {vars} ROCMATRIX_STEP={} bash -eo pipefail /rocmatrix/{}/{slug}.sh",
+                crate::plan::ci::shell_quote(&s.name),
+                build_dir(b),
             );
+        }
+        if b.kind == crate::plan::build::BuildKind::LlvmDebug {
+            let _ = writeln!(text, "ENV PATH={}", crate::plan::toolchain::PATH);
         }
     }
     text
+}
+
+/// Where a build's step scripts go in the export: `build/`, or
+/// `build/<key>/` for a toolchain build another build starts from.
+fn build_dir(b: &crate::plan::Build) -> String {
+    match b.kind {
+        crate::plan::build::BuildKind::Matrix => "build".to_string(),
+        _ => format!("build/{}", b.key),
+    }
 }
 
 /// The export's directory and the files written into it so far.
@@ -233,6 +250,9 @@ impl<'a> ExportDir<'a> {
     /// Writes `rel`, executable when `exec`.
     fn write(&mut self, rel: &str, bytes: &[u8], exec: bool) -> Result<(), RunError> {
         let p = self.dir.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| RunError::io(parent, e))?;
+        }
         std::fs::write(&p, bytes).map_err(|e| RunError::io(&p, e))?;
         if exec {
             use std::os::unix::fs::PermissionsExt;
@@ -416,6 +436,7 @@ fn readme(
         llvm: match env.llvm {
             Llvm::Debug => "debug",
             Llvm::Release => "release",
+            Llvm::Source(_) => "debug, built from the distribution's source",
         },
         asked: if env.packages.is_empty() {
             "none".to_string()

@@ -87,6 +87,56 @@ struct Shared {
     packages: Option<AptCache>,
 }
 
+/// What one build task of an environment does.
+enum BuildTask {
+    /// A build's key the plan does not have.
+    Missing(String, Vec<Cell>),
+    /// A build from the environment image, then its cells.
+    One(Build, Vec<Cell>),
+    /// A toolchain build, its own cells, and the builds starting from it.
+    Toolchain(Build, Vec<Cell>, Vec<(Build, Vec<Cell>)>),
+}
+
+/// The staged cells of one environment as build tasks: builds that start
+/// from a toolchain build go into that toolchain's task.
+fn build_tasks_of(staged: Vec<(String, Vec<Cell>)>, builds: &[Build]) -> Vec<BuildTask> {
+    let mut tasks: Vec<BuildTask> = Vec::new();
+    let mut dependents: Vec<(String, Build, Vec<Cell>)> = Vec::new();
+    for (key, cells) in staged {
+        match builds.iter().find(|b| b.key == key).cloned() {
+            None => tasks.push(BuildTask::Missing(key, cells)),
+            Some(b) => match b.from.clone() {
+                Some(from) => dependents.push((from, b, cells)),
+                None => tasks.push(BuildTask::One(b, cells)),
+            },
+        }
+    }
+    for (from, b, cells) in dependents {
+        let at = tasks.iter().position(|t| match t {
+            BuildTask::One(tc, _) | BuildTask::Toolchain(tc, _, _) => tc.key == from,
+            BuildTask::Missing(..) => false,
+        });
+        match at {
+            Some(i) => {
+                let task = std::mem::replace(&mut tasks[i], BuildTask::Missing(String::new(), Vec::new()));
+                tasks[i] = match task {
+                    BuildTask::One(tc, own) => BuildTask::Toolchain(tc, own, vec![(b, cells)]),
+                    BuildTask::Toolchain(tc, own, mut deps) => {
+                        deps.push((b, cells));
+                        BuildTask::Toolchain(tc, own, deps)
+                    }
+                    missing => missing,
+                };
+            }
+            None => match builds.iter().find(|x| x.key == from).cloned() {
+                Some(tc) => tasks.push(BuildTask::Toolchain(tc, Vec::new(), vec![(b, cells)])),
+                None => tasks.push(BuildTask::Missing(from, cells)),
+            },
+        }
+    }
+    tasks
+}
+
 /// The dispatcher task; it yields every cell task's result once its sender drops.
 type Dispatcher = tokio::task::JoinHandle<Vec<Result<CellResult, tokio::task::JoinError>>>;
 
@@ -105,7 +155,7 @@ enum Job {
 
 /// What a build stage's task leaves for the run's outcome.
 struct BuildTaskOut {
-    record: Option<BuildRecord>,
+    records: Vec<BuildRecord>,
     not_run: Vec<(String, String)>,
 }
 
@@ -207,22 +257,35 @@ pub async fn execute(
                         built: None,
                     });
                 }
-                for (key, cells) in staged {
-                    let Some(build) = builds.iter().find(|b| b.key == key).cloned() else {
-                        for c in cells {
-                            out.not_run
-                                .push((c.id, format!("build `{key}` is not in the plan")));
+                let env_image = (tag.clone(), id.clone());
+                for task in build_tasks_of(staged, builds) {
+                    match task {
+                        BuildTask::Missing(key, cells) => {
+                            for c in cells {
+                                out.not_run
+                                    .push((c.id, format!("build `{key}` is not in the plan")));
+                            }
                         }
-                        continue;
-                    };
-                    let env_image = (tag.clone(), id.clone());
-                    build_tasks.spawn(build_then_cells(
-                        shared.clone(),
-                        build,
-                        env_image,
-                        cells,
-                        ready.clone(),
-                    ));
+                        BuildTask::One(build, cells) => {
+                            build_tasks.spawn(build_then_cells(
+                                shared.clone(),
+                                build,
+                                env_image.clone(),
+                                cells,
+                                ready.clone(),
+                            ));
+                        }
+                        BuildTask::Toolchain(toolchain, cells, dependents) => {
+                            build_tasks.spawn(toolchain_then_builds(
+                                shared.clone(),
+                                toolchain,
+                                env_image.clone(),
+                                cells,
+                                dependents,
+                                ready.clone(),
+                            ));
+                        }
+                    }
                 }
             }
             Err(e) => image_failed(&shared, &hash, &e, group, &mut out),
@@ -232,7 +295,7 @@ pub async fn execute(
     while let Some(done) = build_tasks.join_next().await {
         match done {
             Ok(b) => {
-                out.builds.extend(b.record);
+                out.builds.extend(b.records);
                 out.not_run.extend(b.not_run);
             }
             Err(e) => out.image_errors.push(format!("a build task failed: {e}")),
@@ -302,7 +365,7 @@ async fn create_caches(s: &Shared, cells: &[Cell], builds: &[Build]) {
     let wanted = cells.iter().flat_map(|c| {
         c.caches
             .iter()
-            .chain(c.build(builds).into_iter().flat_map(|b| &b.caches))
+            .chain(c.build_chain(builds).into_iter().flat_map(|b| &b.caches))
     });
     for cache in wanted {
         if !seen.insert(cache.volume.clone()) {
@@ -350,31 +413,127 @@ async fn build_then_cells(
     cells: Vec<Cell>,
     ready: mpsc::UnboundedSender<Job>,
 ) -> BuildTaskOut {
-    let not_run = |cells: &[Cell], reason: NotRun| BuildTaskOut {
-        record: None,
-        not_run: cells
-            .iter()
-            .map(|c| {
-                s.events.emit(Event::CellNotRun {
-                    cell: c.id.clone(),
-                    reason: reason.to_string(),
-                });
-                (c.id.clone(), reason.to_string())
-            })
-            .collect(),
+    let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
+    match run_build_in_slot(&s, &build, &env_image, ids).await {
+        Err(reason) => BuildTaskOut {
+            records: Vec::new(),
+            not_run: not_run(&s, &cells, reason),
+        },
+        Ok(built) => {
+            dispatch_built(&built, cells, &ready);
+            BuildTaskOut {
+                records: vec![built.record.clone()],
+                not_run: Vec::new(),
+            }
+        }
+    }
+}
+
+/// Runs a toolchain build (`environment.llvm: {debug: source}`), then
+/// hands its own cells to the dispatcher and runs the matrix builds that
+/// start from its snapshot. When it fails, every cell depending on it is
+/// recorded as failed by it.
+async fn toolchain_then_builds(
+    s: Arc<Shared>,
+    toolchain: Build,
+    env_image: (String, String),
+    cells: Vec<Cell>,
+    dependents: Vec<(Build, Vec<Cell>)>,
+    ready: mpsc::UnboundedSender<Job>,
+) -> BuildTaskOut {
+    let ids: Vec<String> = cells
+        .iter()
+        .chain(dependents.iter().flat_map(|(_, c)| c))
+        .map(|c| c.id.clone())
+        .collect();
+    let built = match run_build_in_slot(&s, &toolchain, &env_image, ids).await {
+        Ok(b) => b,
+        Err(reason) => {
+            let all: Vec<Cell> = cells
+                .into_iter()
+                .chain(dependents.into_iter().flat_map(|(_, c)| c))
+                .collect();
+            return BuildTaskOut {
+                records: Vec::new(),
+                not_run: not_run(&s, &all, reason),
+            };
+        }
     };
+    let mut out = BuildTaskOut {
+        records: vec![built.record.clone()],
+        not_run: Vec::new(),
+    };
+    dispatch_built(&built, cells, &ready);
+    let snapshot = match (built.snapshot(), &built.record.snapshot_id) {
+        (Some(tag), Some(id)) => (tag.to_string(), id.clone()),
+        _ => {
+            for (_, cells) in dependents {
+                dispatch_built(&built, cells, &ready);
+            }
+            return out;
+        }
+    };
+    for (build, cells) in dependents {
+        let b = build_then_cells(s.clone(), build, snapshot.clone(), cells, ready.clone()).await;
+        out.records.extend(b.records);
+        out.not_run.extend(b.not_run);
+    }
+    out
+}
+
+/// Records `cells` as not run, each with an event.
+fn not_run(s: &Shared, cells: &[Cell], reason: NotRun) -> Vec<(String, String)> {
+    cells
+        .iter()
+        .map(|c| {
+            s.events.emit(Event::CellNotRun {
+                cell: c.id.clone(),
+                reason: reason.to_string(),
+            });
+            (c.id.clone(), reason.to_string())
+        })
+        .collect()
+}
+
+/// Hands `cells` to the dispatcher: to run from the build's snapshot, or
+/// to be recorded as failed by it.
+fn dispatch_built(built: &Arc<Built>, cells: Vec<Cell>, ready: &mpsc::UnboundedSender<Job>) {
+    for cell in cells {
+        let job = match built.snapshot() {
+            Some(snapshot) => Job::Run {
+                cell,
+                image: snapshot.to_string(),
+                built: Some(built.clone()),
+            },
+            None => Job::BuildFailed {
+                cell,
+                built: built.clone(),
+            },
+        };
+        let _ = ready.send(job);
+    }
+}
+
+/// Runs `build` from `env_image` (tag, id) holding a job slot, retrying
+/// infrastructure errors; `Err` when it never started (interrupted, or
+/// stopped by fail-fast).
+async fn run_build_in_slot(
+    s: &Arc<Shared>,
+    build: &Build,
+    env_image: &(String, String),
+    ids: Vec<String>,
+) -> Result<Arc<Built>, NotRun> {
     let slot = tokio::select! {
         p = s.slots.clone().acquire_owned() => p.ok(),
         _ = s.interrupt.fired() => None,
     };
     let Some(slot) = slot else {
-        return not_run(&cells, NotRun::Interrupted);
+        return Err(NotRun::Interrupted);
     };
     if s.stop.load(Ordering::SeqCst) {
-        return not_run(&cells, NotRun::FailFast);
+        return Err(NotRun::FailFast);
     }
     let cx = s.cell_env();
-    let ids: Vec<String> = cells.iter().map(|c| c.id.clone()).collect();
     let binds: Vec<String> = build.caches.iter().map(|c| c.bind()).collect();
     let name = build_stage::container_name(&s.run_id, &build.key);
     let share = s
@@ -389,10 +548,10 @@ async fn build_then_cells(
     let mut attempt = 1;
     let built = loop {
         let r = tokio::select! {
-            r = build_stage::run_build(&cx, &build, (&env_image.0, &env_image.1), ids.clone(), binds.clone(), share) => r,
+            r = build_stage::run_build(&cx, build, (&env_image.0, &env_image.1), ids.clone(), binds.clone(), share) => r,
             _ = s.interrupt.fired() => {
                 let _ = s.engine.remove_container(&name).await;
-                return not_run(&cells, NotRun::Interrupted);
+                return Err(NotRun::Interrupted);
             }
         };
         match r {
@@ -411,7 +570,7 @@ async fn build_then_cells(
                 let _ = s.engine.remove_container(&name).await;
                 let secs = t0.elapsed().as_secs_f64();
                 let b = Built::errored(
-                    &build,
+                    build,
                     &env_image.0,
                     ids.clone(),
                     started,
@@ -436,24 +595,7 @@ async fn build_then_cells(
     if built.snapshot().is_none() && s.opts.fail_fast {
         s.stop.store(true, Ordering::SeqCst);
     }
-    for cell in cells {
-        let job = match built.snapshot() {
-            Some(snapshot) => Job::Run {
-                cell,
-                image: snapshot.to_string(),
-                built: Some(built.clone()),
-            },
-            None => Job::BuildFailed {
-                cell,
-                built: built.clone(),
-            },
-        };
-        let _ = ready.send(job);
-    }
-    BuildTaskOut {
-        record: Some(built.record.clone()),
-        not_run: Vec::new(),
-    }
+    Ok(built)
 }
 
 /// The record of a cell whose build failed, written; the cell is not run.

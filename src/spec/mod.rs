@@ -173,6 +173,28 @@ pub struct GpuTemplate {
     pub cdi: Vec<Template>,
 }
 
+/// `environment.llvm`, before rendering per cell: the flavour (`release`,
+/// `debug`, `source`) and, for `source`, what to build.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LlvmTemplate {
+    pub debug: Template,
+    /// The LLVM major version to build; none: the installed LLVM's.
+    pub version: Option<Template>,
+    /// Tools to build (`llvm-mc`, `llc`, `clang`…).
+    pub tools: Vec<Template>,
+    /// `LLVM_TARGETS_TO_BUILD` entries.
+    pub targets: Vec<Template>,
+}
+
+impl LlvmTemplate {
+    pub fn templates(&self) -> impl Iterator<Item = &Template> {
+        std::iter::once(&self.debug)
+            .chain(&self.version)
+            .chain(&self.tools)
+            .chain(&self.targets)
+    }
+}
+
 /// The image recipe, before rendering per cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvironmentTemplate {
@@ -181,7 +203,7 @@ pub struct EnvironmentTemplate {
     pub suite: Option<Template>,
     pub mirror: Option<Template>,
     pub packages: Vec<Template>,
-    pub llvm: Template,
+    pub llvm: LlvmTemplate,
     pub setup: Option<Template>,
     pub env: BTreeMap<String, Template>,
     pub network: Option<Template>,
@@ -203,6 +225,46 @@ pub struct StepTemplate {
     pub junit: Vec<Template>,
     pub gpu: Option<GpuUse>,
     pub continue_on_error: bool,
+    /// A debugger's view of the step's failing command (or crashing test).
+    pub backtrace: Option<BacktraceSpec>,
+}
+
+/// When a step's failing command is run again under gdb, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct BacktraceSpec {
+    pub on: BacktraceOn,
+    /// Breakpoints (`llvm::MCAsmParser::Error`); the backtrace is taken at
+    /// the first one hit. Without any: where the command exits or crashes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub breaks: Vec<String>,
+    /// How long gdb may take, the command's rerun included.
+    #[serde(with = "secs_serde")]
+    pub timeout: Duration,
+    /// How many frames are kept (the innermost first).
+    pub frames: usize,
+}
+
+/// What makes a step's command worth a backtrace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BacktraceOn {
+    /// Any failing command (a non-zero exit, a signal).
+    Error,
+    /// A command, or a test, that dies of a signal.
+    Crash,
+}
+
+mod secs_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_secs(u64::deserialize(d)?))
+    }
 }
 
 /// `build:`: steps run once per build key in a container of the

@@ -86,7 +86,7 @@ pub struct RawEnvironment {
     pub mirror: Option<String>,
     #[serde(default)]
     pub packages: Vec<String>,
-    pub llvm: Option<String>,
+    pub llvm: Option<RawLlvm>,
     pub setup: Option<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -94,6 +94,27 @@ pub struct RawEnvironment {
     #[serde(default)]
     pub suites: Vec<String>,
     pub prefer: Option<String>,
+}
+
+/// `environment.llvm`: `release`, `debug` (the distribution's debug
+/// packages), or a mapping that builds LLVM from the distribution's source.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawLlvm {
+    Flavour(String),
+    Source(RawLlvmSource),
+}
+
+/// `environment.llvm: {debug: source, version, tools, targets}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLlvmSource {
+    pub debug: String,
+    pub version: Option<String>,
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default)]
+    pub targets: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +130,18 @@ pub struct RawStep {
     pub gpu: Option<String>,
     #[serde(default)]
     pub continue_on_error: bool,
+    pub backtrace: Option<RawBacktrace>,
+}
+
+/// `backtrace: {on: error|crash, break: […], timeout, frames}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBacktrace {
+    pub on: String,
+    #[serde(rename = "break", default)]
+    pub breaks: Vec<String>,
+    pub timeout: Option<String>,
+    pub frames: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]

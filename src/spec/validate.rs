@@ -260,6 +260,10 @@ fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate
             &|field, src| cx.template(field, src),
             &|field, m| cx.err(field, m),
         )?;
+        let backtrace = match &s.backtrace {
+            Some(b) => Some(read_backtrace(cx, &format!("{f}.backtrace"), b)?),
+            None => None,
+        };
         if s.run.is_none() && suite.is_none() {
             return Err(cx.err(
                 &f,
@@ -282,9 +286,56 @@ fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate
                 .collect(),
             gpu,
             continue_on_error: s.continue_on_error,
+            backtrace,
         });
     }
     Ok(steps)
+}
+
+/// `backtrace:` of a step: `on` error or crash, breakpoints as gdb takes
+/// them (one line each), a timeout (2 minutes) and a frame count (32).
+fn read_backtrace(
+    cx: &Ctx,
+    f: &str,
+    b: &super::raw::RawBacktrace,
+) -> Result<super::BacktraceSpec, SpecError> {
+    let on = match b.on.as_str() {
+        "error" => super::BacktraceOn::Error,
+        "crash" => super::BacktraceOn::Crash,
+        other => {
+            return Err(cx.err(
+                &format!("{f}.on"),
+                format!("backtrace.on must be error or crash, not `{other}`"),
+            ))
+        }
+    };
+    if let Some(bad) = b
+        .breaks
+        .iter()
+        .find(|x| x.trim().is_empty() || x.contains(['\n', '\r', '\'', '"', '\\']))
+    {
+        return Err(cx.err(
+            &format!("{f}.break"),
+            format!("a breakpoint is one location gdb understands (a function, file:line), not `{bad}`"),
+        ));
+    }
+    let timeout = match &b.timeout {
+        Some(t) => parse_duration(t).map_err(|e| cx.err(&format!("{f}.timeout"), e.to_string()))?,
+        None => std::time::Duration::from_secs(120),
+    };
+    let frames = b.frames.unwrap_or(32);
+    if !(1..=256).contains(&frames) {
+        return Err(cx.err(
+            &format!("{f}.frames"),
+            format!("backtrace.frames must be between 1 and 256, not {frames}"),
+        ));
+    }
+    Ok(super::BacktraceSpec {
+        on,
+        breaks: b.breaks.iter().map(|x| x.trim().to_string()).collect(),
+        timeout,
+        frames,
+    })
 }
 
 /// `cache:`: absolute paths, each once, not the root or a directory
@@ -693,7 +744,7 @@ fn read_environment(cx: &Ctx, e: &RawEnvironment) -> Result<EnvironmentTemplate,
             .enumerate()
             .map(|(i, p)| cx.template(format!("environment.packages[{i}]"), p))
             .collect(),
-        llvm: cx.template("environment.llvm", e.llvm.as_deref().unwrap_or("release")),
+        llvm: read_llvm(cx, e.llvm.as_ref()),
         setup: opt("setup", &e.setup),
         env: e
             .env
@@ -709,6 +760,40 @@ fn read_environment(cx: &Ctx, e: &RawEnvironment) -> Result<EnvironmentTemplate,
             .collect(),
         prefer: opt("prefer", &e.prefer),
     })
+}
+
+fn read_llvm(cx: &Ctx, l: Option<&super::raw::RawLlvm>) -> super::LlvmTemplate {
+    use super::raw::RawLlvm;
+    let list = |field: &str, items: &[String]| -> Vec<Template> {
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, t)| cx.template(format!("environment.llvm.{field}[{i}]"), t))
+            .collect()
+    };
+    match l {
+        None => super::LlvmTemplate {
+            debug: cx.template("environment.llvm", "release"),
+            version: None,
+            tools: Vec::new(),
+            targets: Vec::new(),
+        },
+        Some(RawLlvm::Flavour(s)) => super::LlvmTemplate {
+            debug: cx.template("environment.llvm", s),
+            version: None,
+            tools: Vec::new(),
+            targets: Vec::new(),
+        },
+        Some(RawLlvm::Source(m)) => super::LlvmTemplate {
+            debug: cx.template("environment.llvm.debug", &m.debug),
+            version: m
+                .version
+                .as_ref()
+                .map(|v| cx.template("environment.llvm.version", v)),
+            tools: list("tools", &m.tools),
+            targets: list("targets", &m.targets),
+        },
+    }
 }
 
 fn read_gpu(cx: &Ctx, g: Option<&RawGpu>, axes: &[Axis]) -> Result<GpuTemplate, SpecError> {

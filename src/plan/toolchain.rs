@@ -1,0 +1,204 @@
+//! Toolchain builds: `environment.llvm: {debug: source, …}` as a build
+//! stage of its own, one per environment, that compiles the environment's
+//! LLVM from the distribution's source with full debug info.
+//!
+//! The image build has already unpacked and patched the source at
+//! `/usr/src/llvm-source` (the family's `llvm_source` script); these steps
+//! configure it for the tools and targets asked for, compile, pack the split
+//! DWARF next to each tool and put the tools first on `PATH`. The snapshot
+//! is committed as `rocmatrix/llvm-debug:<hash>`: content-addressed by the
+//! environment image (which holds the source and its checksums) and these
+//! steps, so it is built once and every later run reuses it. A matrix's own
+//! `build:` then starts from it, or, without one, the cells do.
+
+use std::time::Duration;
+
+use super::build::{Build, BuildKind};
+use super::{Cell, CacheMount, Llvm, LlvmSource, Step};
+use crate::spec::GpuUse;
+
+/// Where the tools are installed in the snapshot; first on its `PATH`.
+pub const PREFIX: &str = "/opt/rocmatrix/llvm-debug";
+/// The snapshot's `PATH`.
+pub const PATH: &str =
+    "/opt/rocmatrix/llvm-debug/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// The compiler cache mounted in every toolchain build (ccache is content
+/// addressed, so one volume serves every version and environment).
+pub const CCACHE_KEY: &str = "llvm-debug-ccache";
+const CCACHE_DIR: &str = "/root/.cache/rocmatrix-llvm-ccache";
+/// A debug LLVM takes most of an hour on two cores.
+const TIMEOUT: Duration = Duration::from_secs(4 * 3600);
+
+/// Whether `name` can be an LLVM tool (a ninja target and a file name).
+pub fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && !name.starts_with(['-', '.'])
+}
+
+/// Adds one toolchain build per environment whose LLVM is built from source
+/// and points its cells (or the matrix builds of its cells) at it.
+pub fn assign(cells: &mut [Cell], builds: &mut Vec<Build>) {
+    let mut toolchains: Vec<Build> = Vec::new();
+    for c in cells.iter_mut() {
+        let Some(Llvm::Source(src)) = c.environment.as_ref().map(|e| &e.llvm) else {
+            continue;
+        };
+        let key = format!("llvm-debug-{}", crate::digest::short(&c.environment_hash));
+        if !toolchains.iter().any(|b| b.key == key) {
+            toolchains.push(toolchain(&key, &c.environment_hash, src));
+        }
+        let tc = toolchains.iter().find(|b| b.key == key).expect("just added");
+        c.hash = crate::digest::sha256_hex(format!("{}\ntoolchain {}", c.hash, tc.hash).as_bytes());
+        match &c.build {
+            // The matrix's build starts from the toolchain's snapshot.
+            Some(k) => {
+                if let Some(b) = builds.iter_mut().find(|b| &b.key == k && b.from.is_none()) {
+                    b.from = Some(key.clone());
+                    b.hash = crate::digest::sha256_hex(
+                        format!("{}\ntoolchain {}", b.hash, tc.hash).as_bytes(),
+                    );
+                }
+            }
+            None => c.build = Some(key.clone()),
+        }
+    }
+    // Toolchains first: the plan lists builds in the order they run.
+    toolchains.append(builds);
+    *builds = toolchains;
+}
+
+fn toolchain(key: &str, environment_hash: &str, src: &LlvmSource) -> Build {
+    let steps = vec![
+        step("configure", configure(src)),
+        step("compile", compile(src)),
+        step("install", install(src)),
+    ];
+    let hash = crate::digest::sha256_hex(
+        serde_json::json!({
+            "toolchain": "llvm-debug",
+            "environment": environment_hash,
+            "llvm": src,
+            "steps": steps,
+        })
+        .to_string()
+        .as_bytes(),
+    );
+    Build {
+        key: key.to_string(),
+        kind: BuildKind::LlvmDebug,
+        from: None,
+        values: Vec::new(),
+        environment_hash: environment_hash.to_string(),
+        steps,
+        sources: Vec::new(),
+        caches: vec![CacheMount {
+            path: CCACHE_DIR.to_string(),
+            key: CCACHE_KEY.to_string(),
+            volume: super::cache::volume_name(CCACHE_KEY),
+        }],
+        hash,
+    }
+}
+
+fn step(name: &str, run: String) -> Step {
+    Step {
+        name: name.to_string(),
+        run,
+        suite: None,
+        timeout: TIMEOUT,
+        junit: Vec::new(),
+        gpu: GpuUse::None,
+        continue_on_error: false,
+        backtrace: None,
+    }
+}
+
+fn configure(src: &LlvmSource) -> String {
+    let clang = src.tools.iter().any(|t| t.starts_with("clang"));
+    let projects = if clang {
+        " \\\n  -DLLVM_ENABLE_PROJECTS=clang"
+    } else {
+        ""
+    };
+    format!(
+        r#"s=/usr/src/llvm-source
+cat "$s/.rocmatrix/source"
+echo "Debian patches applied: $(wc -l < "$s/.rocmatrix/patches-applied")"
+echo "Debian patches not applied (they touch what an LLVM-only build leaves out, or no longer fit):"
+sed 's/^/  /' "$s/.rocmatrix/patches-not-applied"
+export PATH=/usr/lib/ccache:$PATH CCACHE_DIR={CCACHE_DIR}
+# Full debug info, split into .dwo files (linking stays within memory),
+# tablegen optimised (a debug tablegen takes longer than the build), one
+# link job at a time; nothing but the tools asked for.
+cmake -G Ninja -S "$s/llvm" -B /work/llvm-build \
+  -DCMAKE_BUILD_TYPE=Debug \
+  -DLLVM_TARGETS_TO_BUILD='{targets}' \
+  -DLLVM_OPTIMIZED_TABLEGEN=ON \
+  -DLLVM_USE_SPLIT_DWARF=ON \
+  -DLLVM_PARALLEL_LINK_JOBS=1 \
+  -DLLVM_INCLUDE_TESTS=OFF -DLLVM_INCLUDE_BENCHMARKS=OFF \
+  -DLLVM_INCLUDE_EXAMPLES=OFF -DLLVM_INCLUDE_DOCS=OFF \
+  -DLLVM_ENABLE_BINDINGS=OFF -DLLVM_ENABLE_ZLIB=OFF \
+  -DLLVM_ENABLE_ZSTD=OFF -DLLVM_ENABLE_LIBXML2=OFF{projects}
+"#,
+        targets = src.targets.join(";"),
+    )
+}
+
+fn compile(src: &LlvmSource) -> String {
+    format!(
+        r#"export PATH=/usr/lib/ccache:$PATH CCACHE_DIR={CCACHE_DIR}
+ccache --zero-stats >/dev/null
+# Low priority: the host's other work goes first.
+/usr/bin/time -f 'compile: %e s wall, %U s user, largest process %M KiB' \
+  nice -n 19 ninja -C /work/llvm-build -j "$(nproc)" {tools}
+ccache --show-stats | sed -n '1,12p'
+if [ -r /sys/fs/cgroup/memory.peak ]; then
+  echo "build container's peak memory: $(( $(cat /sys/fs/cgroup/memory.peak) / 1048576 )) MiB"
+fi
+"#,
+        tools = src.tools.join(" "),
+    )
+}
+
+fn install(src: &LlvmSource) -> String {
+    format!(
+        r#"s=/usr/src/llvm-source
+v=$(awk '$1 == "llvm" {{ print $2 }}' "$s/.rocmatrix/source")
+dwp=$(command -v "llvm-dwp-$v" || command -v llvm-dwp || command -v dwp)
+mkdir -p {PREFIX}/bin
+for t in {tools}; do
+  install -m 755 "/work/llvm-build/bin/$t" "{PREFIX}/bin/$t"
+  # The .dwo files stay in the build tree; packed beside the tool, gdb
+  # finds them as <tool>.dwp.
+  "$dwp" -e "{PREFIX}/bin/$t" -o "{PREFIX}/bin/$t.dwp"
+  # The versioned name (llvm-mc-21) runs this build too.
+  ln -f "{PREFIX}/bin/$t" "{PREFIX}/bin/$t-$v"
+  ln -f "{PREFIX}/bin/$t.dwp" "{PREFIX}/bin/$t-$v.dwp"
+  gdb -batch -ex 'info line main' "{PREFIX}/bin/$t" 2>&1 | tail -n 1
+done
+cp -r "$s/.rocmatrix" {PREFIX}/source
+rm -rf /work/llvm-build
+du -sh {PREFIX}
+ls -l {PREFIX}/bin
+"#,
+        tools = src.tools.join(" "),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_are_plain_words() {
+        assert!(is_tool_name("llvm-mc"));
+        assert!(is_tool_name("clang"));
+        assert!(!is_tool_name("llvm-mc; rm -rf /"));
+        assert!(!is_tool_name("-j9"));
+        assert!(!is_tool_name(""));
+    }
+}
