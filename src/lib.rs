@@ -8,6 +8,7 @@
 pub mod budget;
 pub mod bundle;
 pub mod cli;
+pub mod debugger;
 pub mod digest;
 pub mod dirs;
 pub mod engine;

@@ -129,7 +129,6 @@ cat "$s/.rocmatrix/source"
 echo "Debian patches applied: $(wc -l < "$s/.rocmatrix/patches-applied")"
 echo "Debian patches not applied (they touch what an LLVM-only build leaves out, or no longer fit):"
 sed 's/^/  /' "$s/.rocmatrix/patches-not-applied"
-export PATH=/usr/lib/ccache:$PATH CCACHE_DIR={CCACHE_DIR}
 # Full debug info, split into .dwo files (linking stays within memory),
 # tablegen optimised (a debug tablegen takes longer than the build), one
 # link job at a time; nothing but the tools asked for.
@@ -142,7 +141,8 @@ cmake -G Ninja -S "$s/llvm" -B /work/llvm-build \
   -DLLVM_INCLUDE_TESTS=OFF -DLLVM_INCLUDE_BENCHMARKS=OFF \
   -DLLVM_INCLUDE_EXAMPLES=OFF -DLLVM_INCLUDE_DOCS=OFF \
   -DLLVM_ENABLE_BINDINGS=OFF -DLLVM_ENABLE_ZLIB=OFF \
-  -DLLVM_ENABLE_ZSTD=OFF -DLLVM_ENABLE_LIBXML2=OFF{projects}
+  -DLLVM_ENABLE_ZSTD=OFF -DLLVM_ENABLE_LIBXML2=OFF \
+  -DLLVM_CCACHE_BUILD=ON -DLLVM_CCACHE_DIR={CCACHE_DIR} -DLLVM_CCACHE_MAXSIZE=12G{projects}
 "#,
         targets = src.targets.join(";"),
     )
@@ -150,7 +150,7 @@ cmake -G Ninja -S "$s/llvm" -B /work/llvm-build \
 
 fn compile(src: &LlvmSource) -> String {
     format!(
-        r#"export PATH=/usr/lib/ccache:$PATH CCACHE_DIR={CCACHE_DIR}
+        r#"export CCACHE_DIR={CCACHE_DIR}
 ccache --zero-stats >/dev/null
 # Low priority: the host's other work goes first.
 /usr/bin/time -f 'compile: %e s wall, %U s user, largest process %M KiB' \

@@ -198,6 +198,11 @@ pub struct StepView {
     pub duration: String,
     pub reason: String,
     pub log_tail: String,
+    /// gdb's top frames of the failing command, or its note; empty
+    /// without a backtrace.
+    pub backtrace: Vec<String>,
+    /// gdb's whole output, relative to the cell's directory.
+    pub backtrace_file: String,
 }
 
 /// CSS class (and Markdown emoji key) of a cell.
@@ -569,6 +574,12 @@ fn step_view(s: &StepResult, caps: Caps) -> StepView {
         } else {
             String::new()
         },
+        backtrace: s
+            .backtrace
+            .as_ref()
+            .map(|b| b.top(crate::results::signature::TOP_FRAMES))
+            .unwrap_or_default(),
+        backtrace_file: s.backtrace.as_ref().map(|b| b.artifact.clone()).unwrap_or_default(),
     }
 }
 

@@ -27,6 +27,8 @@ pub struct SignatureView {
     pub rule: String,
     pub exact: bool,
     pub example: String,
+    /// A backtrace's top frames (or gdb's note), when a failure has one.
+    pub frames: Vec<String>,
     /// Against a baseline: "new" or "known"; empty without one.
     pub baseline: &'static str,
 }
@@ -46,6 +48,7 @@ pub fn views(signatures: &[Signature], max: usize, example: usize) -> Vec<Signat
             rule: s.attribution.text.clone(),
             exact: s.attribution.exact,
             example: clip(&s.example, example),
+            frames: s.frames.clone(),
             baseline: match s.baseline {
                 Some(Seen::New) => "new",
                 Some(Seen::Known) => "known",
@@ -95,9 +98,14 @@ pub fn text(signatures: &[Signature]) -> String {
             v.places,
             v.rule
         ));
-        if v.example.trim() != v.text.trim() {
-            let lines: Vec<&str> = v.example.lines().take(EXAMPLE_LINES).collect();
-            let more = v.example.lines().count().saturating_sub(EXAMPLE_LINES);
+        // The frames are printed on their own below.
+        let example = match v.example.find("\n\nbacktrace (gdb") {
+            Some(i) if !v.frames.is_empty() => &v.example[..i],
+            _ => v.example.as_str(),
+        };
+        if example.trim() != v.text.trim() {
+            let lines: Vec<&str> = example.lines().take(EXAMPLE_LINES).collect();
+            let more = example.lines().count().saturating_sub(EXAMPLE_LINES);
             out.push_str(&format!(
                 "   example:\n     {}\n",
                 indent_by(&lines.join("\n"), "     ")
@@ -105,6 +113,12 @@ pub fn text(signatures: &[Signature]) -> String {
             if more > 0 {
                 out.push_str(&format!("     … {more} more lines\n"));
             }
+        }
+        if !v.frames.is_empty() {
+            out.push_str(&format!(
+                "   backtrace:\n     {}\n",
+                indent_by(&v.frames.join("\n"), "     ")
+            ));
         }
     }
     out

@@ -207,6 +207,9 @@ pub struct StepResult {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub log_tail: String,
+    /// gdb's backtrace of the failing command (`backtrace:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<crate::store::record::Backtrace>,
 }
 
 /// One cell's results.

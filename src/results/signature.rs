@@ -45,7 +45,14 @@ pub struct Signature {
     /// Against a baseline (`--baseline`): whether the baseline had it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Seen>,
+    /// The top frames of a backtrace of one of its failures (one with
+    /// debug info where there is one), or what gdb said when it had none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<String>,
 }
+
+/// Frames of a backtrace shown with a signature or a failure.
+pub const TOP_FRAMES: usize = 12;
 
 /// Whether a baseline run failed with a signature too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +139,7 @@ struct Failure {
     text: String,
     first_line: String,
     example: String,
+    backtrace: Option<crate::store::record::Backtrace>,
 }
 
 /// The signatures of `results`, most cells first.
@@ -184,7 +192,13 @@ fn signature(
             failing: cells.contains(&i),
         })
         .collect();
+    // The frames of the most telling member: debug info beats none.
+    let traced = members
+        .iter()
+        .filter_map(|f| f.backtrace.as_ref())
+        .max_by_key(|b| (b.debug_info, !b.stops.is_empty()));
     Signature {
+        frames: traced.map(|b| b.top(TOP_FRAMES)).unwrap_or_default(),
         text,
         message: members[0].first_line.clone(),
         count: members.len() as u64,
@@ -242,6 +256,7 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
         text: normalise(&lines.join("\n")),
         first_line: first.to_string(),
         example: super::junit::clip(&full, EXAMPLE_BYTES),
+        backtrace: None,
     }
 }
 
@@ -249,6 +264,7 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
 /// error-like line, else the last line of its tail, else the reason.
 fn cell_failure(cell: usize, c: &CellResult) -> Failure {
     let step = c.steps.iter().find(|s| s.status.is_failure());
+    let backtrace = step.and_then(|s| s.backtrace.clone());
     let (place, line, example) = match step {
         Some(s) => {
             let line = error_line(&s.log_tail)
@@ -273,8 +289,23 @@ fn cell_failure(cell: usize, c: &CellResult) -> Failure {
         place,
         text: normalise(line.trim()),
         first_line: line.trim().to_string(),
-        example: super::junit::clip(example.trim(), EXAMPLE_BYTES),
+        example: with_frames(example.trim(), backtrace.as_ref()),
+        backtrace,
     }
+}
+
+/// A failure's example (bounded) with its backtrace's top frames after
+/// it, which the bound leaves room for.
+fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> String {
+    let Some(bt) = bt else {
+        return super::junit::clip(example, EXAMPLE_BYTES);
+    };
+    let frames = super::junit::clip(
+        &format!("backtrace (gdb):\n{}", bt.top(TOP_FRAMES).join("\n")),
+        EXAMPLE_BYTES / 2,
+    );
+    let room = EXAMPLE_BYTES.saturating_sub(frames.len() + 2);
+    format!("{}\n\n{frames}", super::junit::clip(example, room))
 }
 
 static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
@@ -396,6 +427,7 @@ mod tests {
             text: normalise(text),
             first_line: text.into(),
             example: text.into(),
+            backtrace: None,
         }
     }
 
@@ -422,6 +454,7 @@ mod tests {
             example: text.into(),
             attribution: attribute(&[], &[]),
             baseline: None,
+            frames: Vec::new(),
         }
     }
 

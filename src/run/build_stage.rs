@@ -365,6 +365,7 @@ async fn run_steps(
             log: log_rel,
             reason,
             log_tail: tail,
+            backtrace: None,
         });
     }
     Ok((records, verdict))

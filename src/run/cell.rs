@@ -113,6 +113,8 @@ pub async fn run_cell(
 ) -> Result<CellRecord, CellError> {
     let started_at = now_rfc3339();
     let t0 = Instant::now();
+    let instrumented = super::backtrace::instrument(cell);
+    let cell: &Cell = &instrumented;
     let dir = cx.store.cell_dir(&cell.id);
     let logs = fresh_dir(&dir).await?;
     cx.events.emit(Event::CellStarted {
@@ -173,7 +175,15 @@ pub async fn run_cell(
         nonce,
         count: leading,
     });
-    let result = run_steps(cx, cell, &container, &logs, gpu, leading).await;
+    let mut result = run_steps(cx, cell, &container, &logs, gpu, leading).await;
+    if let Ok(out) = &mut result {
+        if let Err(e) =
+            super::backtrace::collect(cx, cell, &container, &dir, &mut out.steps, &mut out.messages)
+                .await
+        {
+            out.messages.push(format!("backtraces: {e}"));
+        }
+    }
     // The GPUs stay leased until the container is gone.
     let engine = cx.engine.clone();
     let removal = tokio::spawn(async move {
@@ -543,6 +553,7 @@ pub(super) fn not_run_step(
         log,
         reason: Some(reason),
         log_tail: String::new(),
+            backtrace: None,
     })
 }
 
@@ -669,6 +680,7 @@ impl OpenStep {
             log: self.log_rel,
             reason,
             log_tail: tail,
+            backtrace: None,
         })
     }
 }
@@ -1084,6 +1096,7 @@ mod tests {
             log: String::new(),
             reason: reason.map(str::to_string),
             log_tail: String::new(),
+            backtrace: None,
         }
     }
 

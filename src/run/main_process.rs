@@ -622,6 +622,7 @@ mod tests {
             junit: Vec::new(),
             gpu: crate::spec::GpuUse::None,
             continue_on_error,
+            backtrace: None,
         };
         let steps = [
             step("one", "echo \"one $0\"; exit 3", true),

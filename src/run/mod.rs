@@ -1,6 +1,7 @@
 //! Running a plan: images first, then cells in parallel containers, with
 //! events, a journal, a run store that survives interruption, and resume.
 
+pub mod backtrace;
 pub mod build_stage;
 pub mod cell;
 pub mod coverage;

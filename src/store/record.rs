@@ -175,4 +175,99 @@ pub struct StepRecord {
     /// The last lines of the log, kept for reports.
     #[serde(default)]
     pub log_tail: String,
+    /// The debugger's view of the failing command (`backtrace:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<Backtrace>,
+}
+
+/// Backtraces taken by gdb of a step's failing command, or of a test that
+/// died of a signal: one per stop (each breakpoint's first hit, a signal,
+/// the exit), innermost frame first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backtrace {
+    /// What was run again under gdb, as the step wrote it (or the test).
+    pub command: String,
+    /// Where the program stopped, in order.
+    pub stops: Vec<Stop>,
+    /// Whether any frame has a source file and line.
+    pub debug_info: bool,
+    /// What a reader needs to know: "no debug info: 12 frames of ??", a
+    /// command that could not be run again, gdb timing out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// gdb's whole output, relative to the cell directory.
+    pub artifact: String,
+}
+
+/// One stop of a [`Backtrace`] and the frames there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stop {
+    /// `breakpoint llvm::MCAsmParser::Error`, `signal SIGSEGV
+    /// (Segmentation fault)`, `exit`.
+    pub at: String,
+    /// The frames kept (the step's `frames`).
+    pub frames: Vec<Frame>,
+    /// Whether gdb had more frames than were kept.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// One frame of a [`Backtrace`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Frame {
+    pub index: u32,
+    /// `??` where gdb knows no name.
+    pub function: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The shared library, for a frame without source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+}
+
+impl Frame {
+    /// `#1 Parser::parse at lib/Parser.cpp:120` (the file's last three
+    /// components), or `#3 ?? from libLLVM.so.21.1`.
+    pub fn line_text(&self) -> String {
+        let mut s = format!("#{} {}", self.index, self.function);
+        match (&self.file, self.line, &self.library) {
+            (Some(f), Some(l), _) => {
+                s.push_str(&format!(" at {}:{l}", short_path(f)));
+            }
+            (Some(f), None, _) => s.push_str(&format!(" at {}", short_path(f))),
+            (None, _, Some(lib)) => s.push_str(&format!(
+                " from {}",
+                lib.rsplit('/').next().unwrap_or(lib)
+            )),
+            _ => {}
+        }
+        s
+    }
+}
+
+/// The last three components of a source path: enough to find the file in
+/// a tree, short enough for a report.
+fn short_path(p: &str) -> String {
+    let parts: Vec<&str> = p.split('/').filter(|x| !x.is_empty()).collect();
+    parts[parts.len().saturating_sub(3)..].join("/")
+}
+
+impl Backtrace {
+    /// Each stop as a header line and its top `n` frames, then the note.
+    pub fn top(&self, n: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.stops {
+            out.push(format!("stopped at {}:", s.at));
+            out.extend(s.frames.iter().take(n).map(|f| format!("  {}", f.line_text())));
+            if s.truncated || s.frames.len() > n {
+                out.push("  …".to_string());
+            }
+        }
+        if let Some(note) = &self.note {
+            out.push(note.clone());
+        }
+        out
+    }
 }

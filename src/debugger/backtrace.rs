@@ -1,0 +1,271 @@
+//! gdb's output read into a [`Backtrace`]: where it stopped, the frames
+//! (function, file, line or library), and a note where the picture is
+//! incomplete — no debug info, a command that could not be run again, a
+//! program that did not stop, gdb cut off by its timeout.
+
+use super::gdb::{EXITED, MARK};
+use crate::store::record::{Backtrace, Frame, Stop};
+
+/// What the step shell writes instead of gdb's output when it did not run
+/// the command again (see [`super::capture`]).
+pub const NOT_RERUN: &str = "@@rocmatrix-not-rerun@@";
+
+/// Parses gdb's `output` for `command`, whose breakpoints were `breaks`
+/// (numbered from 1 in that order), keeping at most `max_frames` per
+/// stop; `artifact` is where the output is kept.
+pub fn parse(
+    command: &str,
+    output: &str,
+    breaks: &[String],
+    max_frames: usize,
+    artifact: &str,
+) -> Backtrace {
+    let mut bt = Backtrace {
+        command: command.trim().to_string(),
+        stops: Vec::new(),
+        debug_info: false,
+        note: None,
+        artifact: artifact.to_string(),
+    };
+    if let Some(rest) = output.trim_start().strip_prefix(NOT_RERUN) {
+        bt.note = Some(format!("not run again under gdb: {}", rest.trim()));
+        return bt;
+    }
+    let mut segments = output.split(MARK);
+    let before = segments.next().unwrap_or("");
+    for seg in segments {
+        // What follows the last stop (gdb's own messages) is not a stop.
+        let seg = seg.split(EXITED).next().unwrap_or(seg);
+        bt.stops.push(stop(seg, breaks, max_frames));
+    }
+    if bt.stops.is_empty() {
+        if let Some(at) = output.find(EXITED) {
+            let code = output[at + EXITED.len()..]
+                .lines()
+                .find_map(|l| l.split_once(" = ").map(|(_, v)| v.trim().to_string()))
+                .unwrap_or_else(|| "?".into());
+            bt.note = Some(format!(
+                "under gdb the command ran to its end (exit {code}) without stopping at a breakpoint or signal"
+            ));
+        } else {
+            let last = before.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            bt.note = Some(if output.trim().is_empty() {
+                "gdb printed nothing (timed out before the program stopped, or could not start)".into()
+            } else {
+                format!("gdb printed no backtrace (timed out, or stopped early): {}", last.trim())
+            });
+        }
+        return bt;
+    }
+    let frames: Vec<&Frame> = bt.stops.iter().flat_map(|s| &s.frames).collect();
+    bt.debug_info = frames.iter().any(|f| f.line.is_some());
+    if frames.is_empty() {
+        bt.note = Some("gdb stopped but printed no frames".into());
+    } else if !bt.debug_info {
+        let n = bt.stops.iter().map(|s| s.frames.len()).max().unwrap_or(0);
+        let more = if bt.stops.iter().any(|s| s.truncated) { "+" } else { "" };
+        bt.note = Some(if frames.iter().all(|f| f.function == "??") {
+            format!("no debug info: {n}{more} frames of ??")
+        } else {
+            format!("no debug info: {n}{more} frames, none with a source line")
+        });
+    }
+    bt
+}
+
+/// One stop: the lines after a mark, up to the next.
+fn stop(seg: &str, breaks: &[String], max_frames: usize) -> Stop {
+    let mut s = Stop {
+        at: String::new(),
+        frames: Vec::new(),
+        truncated: false,
+    };
+    for line in seg.lines() {
+        let line = line.trim_end();
+        if s.at.is_empty() {
+            if let Some(rest) = line.trim().strip_prefix("It stopped at breakpoint ") {
+                let n: usize = rest.trim_end_matches('.').parse().unwrap_or(0);
+                s.at = match breaks.get(n.wrapping_sub(1)) {
+                    Some(b) => format!("breakpoint {b}"),
+                    None if breaks.is_empty() => "exit".into(),
+                    None => format!("breakpoint {n}"),
+                };
+            } else if let Some(rest) = line.trim().strip_prefix("It stopped with signal ") {
+                let rest = rest.trim_end_matches('.');
+                s.at = match rest.split_once(", ") {
+                    Some((sig, what)) => format!("signal {sig} ({what})"),
+                    None => format!("signal {rest}"),
+                };
+            }
+        }
+        if line.starts_with("(More stack frames follow") {
+            s.truncated = true;
+        }
+        if let Some(f) = frame(line) {
+            if s.frames.len() < max_frames {
+                s.frames.push(f);
+            } else {
+                s.truncated = true;
+            }
+        }
+    }
+    if s.at.is_empty() {
+        s.at = "a stop gdb did not name".into();
+    }
+    s
+}
+
+/// `(rest, file, line, library)` of a frame's text without its number.
+fn strip_location(text: &str) -> (&str, Option<String>, Option<u32>, Option<String>) {
+    if let Some(i) = text.rfind(" at ") {
+        let loc = &text[i + 4..];
+        if let Some((file, line)) = loc.rsplit_once(':') {
+            if let Ok(n) = line.trim().parse::<u32>() {
+                if !file.contains(' ') {
+                    return (&text[..i], Some(file.to_string()), Some(n), None);
+                }
+            }
+        }
+    }
+    if let Some(i) = text.rfind(" from ") {
+        let lib = &text[i + 6..];
+        if !lib.contains(' ') {
+            return (&text[..i], None, None, Some(lib.to_string()));
+        }
+    }
+    (text, None, None, None)
+}
+
+/// One `#N …` line of `bt`.
+fn frame(line: &str) -> Option<Frame> {
+    let rest = line.strip_prefix('#')?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    let index: u32 = rest[..digits].parse().ok()?;
+    let mut text = rest[digits..].trim_start();
+    // With `print address off` there is no pc, but an inlined or old gdb
+    // may still print `0x… in `.
+    if text.starts_with("0x") {
+        if let Some((_, after)) = text.split_once(" in ") {
+            text = after;
+        }
+    }
+    let (body, file, line_no, library) = strip_location(text);
+    let function = match body.rfind(" (") {
+        Some(i) if body.ends_with(')') => body[..i].trim(),
+        _ => body.trim(),
+    };
+    Some(Frame {
+        index,
+        function: if function.is_empty() { "??".into() } else { function.to_string() },
+        file,
+        line: line_no,
+        library,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEBUG: &str = "Breakpoint 1 at 0x1234: file /usr/src/llvm-source/llvm/lib/Support/YAMLTraits.cpp, line 930.
+Breakpoint 2 at 0x1238: file /usr/src/llvm-source/llvm/lib/MC/MCParser/MCAsmParser.cpp, line 98.
+
+Breakpoint 1, llvm::yaml::ScalarTraits<bool, void>::input (...) at /usr/src/llvm-source/llvm/lib/Support/YAMLTraits.cpp:930
+930\t    Val = *Parsed;
+
+@@rocmatrix-backtrace@@
+\tUsing the running image of child process 4242.
+Program stopped at 0x5555.
+It stopped at breakpoint 1.
+#0  llvm::yaml::ScalarTraits<bool, void>::input (...) at /usr/src/llvm-source/llvm/lib/Support/YAMLTraits.cpp:930
+#1  llvm::msgpack::DocNode::fromString (...) at /usr/src/llvm-source/llvm/lib/BinaryFormat/MsgPackDocumentYAML.cpp:89
+Deleted breakpoint 1
+
+Breakpoint 2, llvm::MCAsmParser::Error (...) at /usr/src/llvm-source/llvm/lib/MC/MCParser/MCAsmParser.cpp:98
+
+@@rocmatrix-backtrace@@
+It stopped at breakpoint 2.
+#0  llvm::MCAsmParser::Error (...) at /usr/src/llvm-source/llvm/lib/MC/MCParser/MCAsmParser.cpp:98
+#1  (anonymous namespace)::AMDGPUAsmParser::ParseDirectiveHSAMetadata (...) at /usr/src/llvm-source/llvm/lib/Target/AMDGPU/AsmParser/AMDGPUAsmParser.cpp:5890
+#2  llvm::function_ref<bool ()>::callback_fn<x::$_0> (...) at /usr/include/c++/15/bits/std_function.h:292
+#3  main (...) at /usr/src/llvm-source/llvm/tools/llvm-mc/llvm-mc.cpp:600
+Deleted breakpoint 2
+k.s:20:3: error: invalid HSA metadata
+[Inferior 1 (process 4242) exited with code 01]
+";
+
+    const RELEASE: &str = "
+@@rocmatrix-backtrace@@
+It stopped at breakpoint 1.
+#0  0x00007ffff1 in llvm::MCAsmParser::Error(llvm::SMLoc, llvm::Twine const&, llvm::SMRange) () from /lib/x86_64-linux-gnu/libLLVM.so.21.1
+#1  ?? () from /lib/x86_64-linux-gnu/libLLVM.so.21.1
+#2  ?? ()
+(More stack frames follow...)
+";
+
+    fn breaks(b: &[&str]) -> Vec<String> {
+        b.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn each_stop_has_its_breakpoint_and_frames_with_function_file_and_line() {
+        let b = breaks(&["YAMLTraits.cpp:930", "llvm::MCAsmParser::Error"]);
+        let bt = parse("llvm-mc k.s", DEBUG, &b, 32, "backtraces/00-assemble.txt");
+        assert!(bt.debug_info);
+        assert_eq!(bt.note, None);
+        assert_eq!(bt.stops.len(), 2);
+        assert_eq!(bt.stops[0].at, "breakpoint YAMLTraits.cpp:930");
+        assert_eq!(bt.stops[0].frames[1].function, "llvm::msgpack::DocNode::fromString");
+        assert_eq!(bt.stops[1].at, "breakpoint llvm::MCAsmParser::Error");
+        let f = &bt.stops[1].frames[1];
+        assert_eq!(f.function, "(anonymous namespace)::AMDGPUAsmParser::ParseDirectiveHSAMetadata");
+        assert_eq!(f.line, Some(5890));
+        assert_eq!(
+            f.line_text(),
+            "#1 (anonymous namespace)::AMDGPUAsmParser::ParseDirectiveHSAMetadata at AMDGPU/AsmParser/AMDGPUAsmParser.cpp:5890"
+        );
+        assert_eq!(bt.stops[1].frames[2].function, "llvm::function_ref<bool ()>::callback_fn<x::$_0>");
+        // The program's own output after the last stop is no frame.
+        assert_eq!(bt.stops[1].frames.len(), 4);
+        let top = bt.top(2);
+        assert_eq!(top[0], "stopped at breakpoint YAMLTraits.cpp:930:");
+        assert!(top.iter().any(|l| l == "  …"), "{top:?}");
+    }
+
+    #[test]
+    fn a_binary_without_symbols_is_said_to_have_none() {
+        let bt = parse("llvm-mc-21 k.s", RELEASE, &breaks(&["llvm::MCAsmParser::Error"]), 32, "a.txt");
+        assert!(!bt.debug_info);
+        let s = &bt.stops[0];
+        assert!(s.truncated);
+        assert_eq!(s.frames.len(), 3);
+        assert_eq!(s.frames[0].function, "llvm::MCAsmParser::Error(llvm::SMLoc, llvm::Twine const&, llvm::SMRange)");
+        assert_eq!(s.frames[1].function, "??");
+        assert_eq!(s.frames[1].library.as_deref(), Some("/lib/x86_64-linux-gnu/libLLVM.so.21.1"));
+        assert_eq!(bt.note.as_deref(), Some("no debug info: 3+ frames, none with a source line"));
+        assert_eq!(s.frames[1].line_text(), "#1 ?? from libLLVM.so.21.1");
+    }
+
+    #[test]
+    fn frames_are_capped() {
+        let bt = parse("x", DEBUG, &[], 2, "a.txt");
+        assert_eq!(bt.stops[1].frames.len(), 2);
+        assert!(bt.stops[1].truncated);
+    }
+
+    #[test]
+    fn signals_exits_and_silence_are_told_apart() {
+        let crash = "Program received signal SIGSEGV, Segmentation fault.\n@@rocmatrix-backtrace@@\nIt stopped with signal SIGSEGV, Segmentation fault.\n#0  f () at t.c:3\n";
+        let bt = parse("./t", crash, &[], 8, "a");
+        assert_eq!(bt.stops[0].at, "signal SIGSEGV (Segmentation fault)");
+        assert_eq!(bt.stops[0].frames[0].file.as_deref(), Some("t.c"));
+        let exited = "[Inferior 1 (process 9) exited with code 01]\n@@rocmatrix-no-stop@@\n$1 = 1\n";
+        let bt = parse("./t", exited, &[], 8, "a");
+        assert!(bt.stops.is_empty());
+        assert!(bt.note.unwrap().contains("exit 1"));
+        let bt = parse("./t", "", &[], 8, "a");
+        assert!(bt.note.unwrap().contains("timed out"));
+        let bt = parse("[ 1 = 2 ]", "@@rocmatrix-not-rerun@@ not a program: [\n", &[], 8, "a");
+        assert_eq!(bt.note.as_deref(), Some("not run again under gdb: not a program: ["));
+    }
+}
