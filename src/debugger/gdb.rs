@@ -22,8 +22,7 @@ pub fn script(spec: &BacktraceSpec) -> String {
          set width 0\n\
          set print frame-arguments none\n\
          set print address off\n\
-         set breakpoint pending on\n\
-         set startup-with-shell off\n",
+         set breakpoint pending on\n",
     );
     // Not every gdb knows debuginfod; an old one ignores the error below.
     s.push_str("set debuginfod enabled off\n");

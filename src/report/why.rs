@@ -99,7 +99,7 @@ pub fn text(signatures: &[Signature]) -> String {
             v.rule
         ));
         // The frames are printed on their own below.
-        let example = match v.example.find("\n\nbacktrace (gdb") {
+        let example = match v.example.find(crate::results::signature::BACKTRACE_HEADING) {
             Some(i) if !v.frames.is_empty() => &v.example[..i],
             _ => v.example.as_str(),
         };

@@ -51,8 +51,12 @@ pub struct Signature {
     pub frames: Vec<String>,
 }
 
-/// Frames of a backtrace shown with a signature or a failure.
-pub const TOP_FRAMES: usize = 12;
+pub use crate::store::record::TOP_FRAMES;
+
+/// Where a failure's text ends and its backtrace begins: what follows is
+/// no part of the signature (the same crash without debug info is the
+/// same failure), but shown with it.
+pub const BACKTRACE_HEADING: &str = "\n\nbacktrace (gdb):";
 
 /// Whether a baseline run failed with a signature too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,7 +143,10 @@ struct Failure {
     text: String,
     first_line: String,
     example: String,
-    backtrace: Option<crate::store::record::Backtrace>,
+    /// Its backtrace's top frames (or gdb's note), and whether they have
+    /// source lines.
+    frames: Vec<String>,
+    debug_info: bool,
 }
 
 /// The signatures of `results`, most cells first.
@@ -195,10 +202,10 @@ fn signature(
     // The frames of the most telling member: debug info beats none.
     let traced = members
         .iter()
-        .filter_map(|f| f.backtrace.as_ref())
-        .max_by_key(|b| (b.debug_info, !b.stops.is_empty()));
+        .filter(|f| !f.frames.is_empty())
+        .max_by_key(|f| f.debug_info);
     Signature {
-        frames: traced.map(|b| b.top(TOP_FRAMES)).unwrap_or_default(),
+        frames: traced.map(|f| f.frames.clone()).unwrap_or_default(),
         text,
         message: members[0].first_line.clone(),
         count: members.len() as u64,
@@ -239,7 +246,28 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
     } else {
         format!("{msg}\n{body}")
     };
-    let lines: Vec<&str> = full
+    // A crash's backtrace (see `suite::backtrace`) is no part of what
+    // groups it: the same crash without debug info is the same failure.
+    let (grouped, frames) = match full.split_once(BACKTRACE_HEADING) {
+        Some((before, after)) => (
+            before,
+            after
+                .lines()
+                .map(str::trim_end)
+                .filter(|l| !l.trim().is_empty())
+                .take(2 * TOP_FRAMES)
+                .map(str::to_string)
+                .collect(),
+        ),
+        None => (full.as_str(), Vec::new()),
+    };
+    // A frame line with a source location: `  #1 f at file.c:12`.
+    let debug_info = frames
+        .iter()
+        .any(|l| l.trim_start().starts_with('#') && l.contains(" at "));
+    // Nothing left of the output but its label: the label is no text.
+    let grouped = grouped.trim_end().trim_end_matches("--- system-out ---");
+    let lines: Vec<&str> = grouped
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())
@@ -256,7 +284,8 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
         text: normalise(&lines.join("\n")),
         first_line: first.to_string(),
         example: super::junit::clip(&full, EXAMPLE_BYTES),
-        backtrace: None,
+        frames,
+        debug_info,
     }
 }
 
@@ -290,7 +319,8 @@ fn cell_failure(cell: usize, c: &CellResult) -> Failure {
         text: normalise(line.trim()),
         first_line: line.trim().to_string(),
         example: with_frames(example.trim(), backtrace.as_ref()),
-        backtrace,
+        frames: backtrace.as_ref().map(|b| b.top(TOP_FRAMES)).unwrap_or_default(),
+        debug_info: backtrace.as_ref().is_some_and(|b| b.debug_info),
     }
 }
 
@@ -301,7 +331,7 @@ fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> S
         return super::junit::clip(example, EXAMPLE_BYTES);
     };
     let frames = super::junit::clip(
-        &format!("backtrace (gdb):\n{}", bt.top(TOP_FRAMES).join("\n")),
+        &format!("{}\n{}", BACKTRACE_HEADING.trim_start(), bt.top(TOP_FRAMES).join("\n")),
         EXAMPLE_BYTES / 2,
     );
     let room = EXAMPLE_BYTES.saturating_sub(frames.len() + 2);
@@ -427,7 +457,8 @@ mod tests {
             text: normalise(text),
             first_line: text.into(),
             example: text.into(),
-            backtrace: None,
+            frames: Vec::new(),
+            debug_info: false,
         }
     }
 

@@ -598,6 +598,7 @@ async fn run_step(
             step_timeout: remaining,
             per_gpu: at.per_gpu,
             env,
+            backtrace: at.step.backtrace.as_ref(),
         };
         let judged = run_suite(&sc, suite, log).await?;
         (status, exit_code, reason) = (judged.0, None, judged.1);

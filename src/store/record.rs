@@ -199,6 +199,9 @@ pub struct Backtrace {
     pub artifact: String,
 }
 
+/// Frames of each stop shown in reports, signatures and test output.
+pub const TOP_FRAMES: usize = 12;
+
 /// One stop of a [`Backtrace`] and the frames there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stop {

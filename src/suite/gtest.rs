@@ -90,6 +90,9 @@ pub async fn run(
             &format!("rocmatrix: {bin}: {} tests listed\n", listed.len()),
         );
         let (mut done, timed_out) = run_binary(cx, g, bin, &listed, deadline, log).await?;
+        if let Some(spec) = cx.backtrace {
+            super::backtrace::add(cx, spec, bin, &mut done).await;
+        }
         step_timed_out |= timed_out;
         if let Some(p) = &prefix {
             for c in &mut done {

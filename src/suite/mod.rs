@@ -11,6 +11,7 @@
 //! The adapters talk to the container through [`crate::engine`] only; the
 //! cell runner (`src/run/cell.rs`) calls [`run`] and records what it returns.
 
+pub mod backtrace;
 pub mod ctest;
 pub mod gtest;
 pub mod gtest_output;
@@ -89,6 +90,8 @@ pub struct SuiteContext<'a> {
     pub per_gpu: &'a [Vec<String>],
     /// The step's variables (`ROCMATRIX_STEP=…`), given to every process.
     pub env: Vec<String>,
+    /// The step's `backtrace:`: crashing tests run again under gdb.
+    pub backtrace: Option<&'a crate::spec::BacktraceSpec>,
 }
 
 /// How the suite ran, for the step's record.

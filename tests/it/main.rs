@@ -6,6 +6,7 @@ mod bundle_tests;
 mod cdi_tests;
 mod ci_plan_tests;
 mod cli_tests;
+mod debugger_tests;
 mod expand_props;
 mod family_tests;
 mod fuzz_props;

@@ -1,0 +1,94 @@
+//! Backtraces of crashing tests: a test that died of a signal, in a gtest
+//! step with `backtrace:`, runs again alone (`--gtest_filter`) under gdb in
+//! the same container, and its backtrace goes beside its error, at the end
+//! of the test's output (`backtrace (gdb):`, which signatures leave out of
+//! a failure's text so that it groups with the same crash without frames).
+
+use super::{Case, SuiteContext, Verdict};
+use crate::debugger::{backtrace, gdb};
+use crate::spec::BacktraceSpec;
+
+/// At most this many crashing tests of one binary are run again.
+const MAX_RERUNS: usize = 5;
+/// The heading the frames go under in a test's output (the results read
+/// it back as `BACKTRACE_HEADING`).
+pub const HEADING: &str = "backtrace (gdb):";
+
+/// Signals that make a test a crash worth a backtrace.
+fn is_crash(kind: &str) -> bool {
+    matches!(kind, "SIGSEGV" | "SIGABRT" | "SIGBUS" | "SIGILL" | "SIGFPE" | "SIGTRAP")
+}
+
+/// Runs each crashed test of `bin` among `cases` again under gdb and adds
+/// its top frames to its output; problems become a line there, never an
+/// error of the step.
+pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: &mut [Case]) {
+    let mut reruns = 0;
+    for (i, c) in cases.iter_mut().enumerate() {
+        let Verdict::Error { kind, .. } = &c.verdict else { continue };
+        if !is_crash(kind) {
+            continue;
+        }
+        if reruns == MAX_RERUNS {
+            c.output.push_str(&format!(
+                "\n\n{HEADING}\nnot taken: only the first {MAX_RERUNS} crashing tests of a binary are run again\n"
+            ));
+            continue;
+        }
+        reruns += 1;
+        let filter = format!("{}.{}", c.suite, c.name);
+        let base = format!("{}/{}-gtest-{i}", crate::debugger::DIR, cx.slug);
+        let (gdb_file, out) = (format!("{base}.gdb"), format!("{base}.txt"));
+        let vars: Vec<String> = cx
+            .env
+            .iter()
+            .chain(cx.per_gpu.get(c.shard).into_iter().flatten())
+            .cloned()
+            .collect();
+        let script = format!(
+            "mkdir -p {dir} && cat > {gdb_file} <<'__ROCMATRIX_GDB__'\n{}__ROCMATRIX_GDB__\n\
+             command -v gdb >/dev/null || {{ echo '{}' gdb is not installed in this image; exit 0; }}\n\
+             export {vars}\n\
+             set -- \"$0\" \"--gtest_filter=$1\"\n\
+             ( {} ) || true\ncat {out}",
+            gdb::script(spec),
+            backtrace::NOT_RERUN,
+            gdb::run_line(spec, &gdb_file, &out),
+            dir = crate::debugger::DIR,
+            vars = if vars.is_empty() {
+                "ROCMATRIX_BACKTRACE=1".to_string()
+            } else {
+                vars.iter().map(|v| crate::plan::ci::shell_quote(v)).collect::<Vec<_>>().join(" ")
+            },
+        );
+        let mut bytes = Vec::new();
+        let ran = cx
+            .engine
+            .exec(
+                cx.container,
+                ["bash", "-c", &script, bin, &filter].map(String::from).to_vec(),
+                Vec::new(),
+                &mut |b: &[u8]| bytes.extend_from_slice(b),
+                Some(spec.timeout + std::time::Duration::from_secs(30)),
+            )
+            .await;
+        let text = match ran {
+            Ok(_) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => format!("{} running gdb failed: {e}", backtrace::NOT_RERUN),
+        };
+        // JUnit readers keep the head of a test's output: the frames must
+        // fit after what the test printed.
+        if c.output.len() > 4096 {
+            let mut cut = c.output.len() - 4096;
+            while !c.output.is_char_boundary(cut) {
+                cut += 1;
+            }
+            c.output = format!("… {}", &c.output[cut..]);
+        }
+        let bt = backtrace::parse(&format!("{bin} --gtest_filter={filter}"), &text, &spec.breaks, spec.frames, &out);
+        c.output.push_str(&format!(
+            "\n\n{HEADING}\n{}\n",
+            bt.top(crate::store::record::TOP_FRAMES).join("\n")
+        ));
+    }
+}
