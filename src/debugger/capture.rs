@@ -107,13 +107,12 @@ mod tests {
         assert_eq!(code, 7);
         let cmd = std::fs::read_to_string(dir.path().join("00-s.cmd")).unwrap();
         assert_eq!(cmd.trim(), "$x -c \"exit $1\"");
-        // Rerun under gdb when there is one; said so when there is none.
+        // Run again under gdb (.ci/install-debugger.sh installs it), which
+        // stops where the command exits, with the arguments it had.
+        assert!(which("gdb"), "gdb is not installed: run .ci/install-debugger.sh");
         let out = std::fs::read_to_string(dir.path().join("00-s.txt")).unwrap();
-        if which("gdb") {
-            assert!(!out.contains("@@rocmatrix-not-rerun@@"), "{out}");
-        } else {
-            assert!(out.contains("gdb is not installed"), "{out}");
-        }
+        assert!(out.contains(super::super::gdb::MARK), "{out}");
+        assert!(out.contains("exit_group"), "{out}");
     }
 
     #[test]

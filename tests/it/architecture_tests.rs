@@ -34,6 +34,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("source", 4),
     ("gpu", 4),
     ("bundle", 4),
+    ("debugger", 4),
     ("suite", 4),
     ("run", 5),
     ("results", 6),

@@ -547,3 +547,75 @@ steps:
     assert_eq!(locked[0]["registry"], shared.as_str(), "{lock:#}");
     assert!(docker::image_exists(&snapshot));
 }
+
+/// A debug-LLVM toolchain snapshot (`environment.llvm: {debug: source}`)
+/// travels as `<registry>/llvm-debug:<hash>`: pushed, lost by the engine,
+/// pulled back with its labels. The image is a small stand-in: the real one
+/// takes most of an hour to build (tests/fixtures/debug-llvm/).
+#[test]
+fn a_debug_llvm_snapshot_is_pushed_and_pulled_as_llvm_debug() {
+    let test = "a_debug_llvm_snapshot_is_pushed_and_pulled_as_llvm_debug";
+    let Some(_engine) = gate(test) else { return };
+    let registry = Registry::start();
+    let reference = registry.repository("rocmatrix");
+    let hash = format!("{:032x}", rand_u128());
+    let tag = format!("rocmatrix/llvm-debug:{hash}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        format!("FROM debian:sid\nRUN mkdir -p /opt/rocmatrix/llvm-debug/bin && echo {hash} > /opt/rocmatrix/llvm-debug/bin/stand-in\n"),
+    )
+    .unwrap();
+    let o = docker::docker([
+        "build",
+        "-q",
+        "-t",
+        &tag,
+        "--label",
+        "rocmatrix.kind=llvm-debug",
+        "--label",
+        &label::label(),
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        use rocmatrix::image::registry::{Fetched, Registries};
+        let engine = rocmatrix::engine::Engine::connect().await.unwrap();
+        let regs = Registries::default();
+        let shared = match regs.share_snapshot(&engine, &reference, &tag).await.unwrap() {
+            Fetched::Done((r, pushed)) => {
+                assert!(pushed);
+                r
+            }
+            _ => panic!("not pushed"),
+        };
+        assert!(
+            shared.starts_with(&format!("{reference}/llvm-debug@sha256:")),
+            "{shared}"
+        );
+        assert_eq!(registry.tags("rocmatrix/llvm-debug"), vec![hash.clone()]);
+
+        let o = docker::docker(["rmi", "-f", &tag]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(!docker::image_exists(&tag));
+        match regs.pull_snapshot(&engine, &reference, &tag).await.unwrap() {
+            Fetched::Done(r) => assert_eq!(r, shared),
+            _ => panic!("not pulled"),
+        }
+    });
+    assert!(docker::image_exists(&tag));
+    let labels = docker::image_labels(&tag).unwrap();
+    assert_eq!(labels["rocmatrix.kind"], "llvm-debug", "{labels:?}");
+    let o = docker::docker(["rmi", "-f", &tag]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+fn rand_u128() -> u128 {
+    let t = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    t ^ ((std::process::id() as u128) << 64)
+}
