@@ -48,11 +48,19 @@ pub fn parse(
                 "under gdb the command ran to its end (exit {code}) without stopping at a breakpoint or signal"
             ));
         } else {
-            let last = before.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let last = before
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
             bt.note = Some(if output.trim().is_empty() {
-                "gdb printed nothing (timed out before the program stopped, or could not start)".into()
+                "gdb printed nothing (timed out before the program stopped, or could not start)"
+                    .into()
             } else {
-                format!("gdb printed no backtrace (timed out, or stopped early): {}", last.trim())
+                format!(
+                    "gdb printed no backtrace (timed out, or stopped early): {}",
+                    last.trim()
+                )
             });
         }
         return bt;
@@ -63,7 +71,11 @@ pub fn parse(
         bt.note = Some("gdb stopped but printed no frames".into());
     } else if !bt.debug_info {
         let n = bt.stops.iter().map(|s| s.frames.len()).max().unwrap_or(0);
-        let more = if bt.stops.iter().any(|s| s.truncated) { "+" } else { "" };
+        let more = if bt.stops.iter().any(|s| s.truncated) {
+            "+"
+        } else {
+            ""
+        };
         bt.note = Some(if frames.iter().all(|f| f.function == "??") {
             format!("no debug info: {n}{more} frames of ??")
         } else {
@@ -156,7 +168,11 @@ fn frame(line: &str) -> Option<Frame> {
     };
     Some(Frame {
         index,
-        function: if function.is_empty() { "??".into() } else { function.to_string() },
+        function: if function.is_empty() {
+            "??".into()
+        } else {
+            function.to_string()
+        },
         file,
         line: line_no,
         library,
@@ -215,16 +231,25 @@ It stopped at breakpoint 1.
         assert_eq!(bt.note, None);
         assert_eq!(bt.stops.len(), 2);
         assert_eq!(bt.stops[0].at, "breakpoint YAMLTraits.cpp:930");
-        assert_eq!(bt.stops[0].frames[1].function, "llvm::msgpack::DocNode::fromString");
+        assert_eq!(
+            bt.stops[0].frames[1].function,
+            "llvm::msgpack::DocNode::fromString"
+        );
         assert_eq!(bt.stops[1].at, "breakpoint llvm::MCAsmParser::Error");
         let f = &bt.stops[1].frames[1];
-        assert_eq!(f.function, "(anonymous namespace)::AMDGPUAsmParser::ParseDirectiveHSAMetadata");
+        assert_eq!(
+            f.function,
+            "(anonymous namespace)::AMDGPUAsmParser::ParseDirectiveHSAMetadata"
+        );
         assert_eq!(f.line, Some(5890));
         assert_eq!(
             f.line_text(),
             "#1 (anonymous namespace)::AMDGPUAsmParser::ParseDirectiveHSAMetadata at AMDGPU/AsmParser/AMDGPUAsmParser.cpp:5890"
         );
-        assert_eq!(bt.stops[1].frames[2].function, "llvm::function_ref<bool ()>::callback_fn<x::$_0>");
+        assert_eq!(
+            bt.stops[1].frames[2].function,
+            "llvm::function_ref<bool ()>::callback_fn<x::$_0>"
+        );
         // The program's own output after the last stop is no frame.
         assert_eq!(bt.stops[1].frames.len(), 4);
         let top = bt.top(2);
@@ -234,15 +259,30 @@ It stopped at breakpoint 1.
 
     #[test]
     fn a_binary_without_symbols_is_said_to_have_none() {
-        let bt = parse("llvm-mc-21 k.s", RELEASE, &breaks(&["llvm::MCAsmParser::Error"]), 32, "a.txt");
+        let bt = parse(
+            "llvm-mc-21 k.s",
+            RELEASE,
+            &breaks(&["llvm::MCAsmParser::Error"]),
+            32,
+            "a.txt",
+        );
         assert!(!bt.debug_info);
         let s = &bt.stops[0];
         assert!(s.truncated);
         assert_eq!(s.frames.len(), 3);
-        assert_eq!(s.frames[0].function, "llvm::MCAsmParser::Error(llvm::SMLoc, llvm::Twine const&, llvm::SMRange)");
+        assert_eq!(
+            s.frames[0].function,
+            "llvm::MCAsmParser::Error(llvm::SMLoc, llvm::Twine const&, llvm::SMRange)"
+        );
         assert_eq!(s.frames[1].function, "??");
-        assert_eq!(s.frames[1].library.as_deref(), Some("/lib/x86_64-linux-gnu/libLLVM.so.21.1"));
-        assert_eq!(bt.note.as_deref(), Some("no debug info: 3+ frames, none with a source line"));
+        assert_eq!(
+            s.frames[1].library.as_deref(),
+            Some("/lib/x86_64-linux-gnu/libLLVM.so.21.1")
+        );
+        assert_eq!(
+            bt.note.as_deref(),
+            Some("no debug info: 3+ frames, none with a source line")
+        );
         assert_eq!(s.frames[1].line_text(), "#1 ?? from libLLVM.so.21.1");
     }
 
@@ -259,13 +299,23 @@ It stopped at breakpoint 1.
         let bt = parse("./t", crash, &[], 8, "a");
         assert_eq!(bt.stops[0].at, "signal SIGSEGV (Segmentation fault)");
         assert_eq!(bt.stops[0].frames[0].file.as_deref(), Some("t.c"));
-        let exited = "[Inferior 1 (process 9) exited with code 01]\n@@rocmatrix-no-stop@@\n$1 = 1\n";
+        let exited =
+            "[Inferior 1 (process 9) exited with code 01]\n@@rocmatrix-no-stop@@\n$1 = 1\n";
         let bt = parse("./t", exited, &[], 8, "a");
         assert!(bt.stops.is_empty());
         assert!(bt.note.unwrap().contains("exit 1"));
         let bt = parse("./t", "", &[], 8, "a");
         assert!(bt.note.unwrap().contains("timed out"));
-        let bt = parse("[ 1 = 2 ]", "@@rocmatrix-not-rerun@@ not a program: [\n", &[], 8, "a");
-        assert_eq!(bt.note.as_deref(), Some("not run again under gdb: not a program: ["));
+        let bt = parse(
+            "[ 1 = 2 ]",
+            "@@rocmatrix-not-rerun@@ not a program: [\n",
+            &[],
+            8,
+            "a",
+        );
+        assert_eq!(
+            bt.note.as_deref(),
+            Some("not run again under gdb: not a program: [")
+        );
     }
 }

@@ -90,8 +90,7 @@ mod tests {
     /// the directory.
     fn run(on: BacktraceOn, script: &str) -> (i32, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let text = instrument("00-s", &spec(on), script)
-            .replace(DIR, dir.path().to_str().unwrap());
+        let text = instrument("00-s", &spec(on), script).replace(DIR, dir.path().to_str().unwrap());
         let st = Command::new("bash")
             .args(["-eo", "pipefail", "-c", &text])
             .current_dir(dir.path())
@@ -103,13 +102,19 @@ mod tests {
 
     #[test]
     fn the_step_fails_as_it_would_have_and_the_command_is_recorded_expanded_in_its_shell() {
-        let (code, dir) = run(BacktraceOn::Error, "x=sh\nset -- 7\n$x -c \"exit $1\"\necho never\n");
+        let (code, dir) = run(
+            BacktraceOn::Error,
+            "x=sh\nset -- 7\n$x -c \"exit $1\"\necho never\n",
+        );
         assert_eq!(code, 7);
         let cmd = std::fs::read_to_string(dir.path().join("00-s.cmd")).unwrap();
         assert_eq!(cmd.trim(), "$x -c \"exit $1\"");
         // Run again under gdb (.ci/install-debugger.sh installs it), which
         // stops where the command exits, with the arguments it had.
-        assert!(which("gdb"), "gdb is not installed: run .ci/install-debugger.sh");
+        assert!(
+            which("gdb"),
+            "gdb is not installed: run .ci/install-debugger.sh"
+        );
         let out = std::fs::read_to_string(dir.path().join("00-s.txt")).unwrap();
         assert!(out.contains(super::super::gdb::MARK), "{out}");
         assert!(out.contains("exit_group"), "{out}");

@@ -152,10 +152,7 @@ impl Family {
 
     /// The image build's script that prepares an LLVM source build, or an
     /// error when this family has none.
-    pub fn llvm_source_script(
-        &self,
-        src: &crate::plan::LlvmSource,
-    ) -> Result<String, FamilyError> {
+    pub fn llvm_source_script(&self, src: &crate::plan::LlvmSource) -> Result<String, FamilyError> {
         let Some(t) = &self.profile.llvm_source else {
             return Err(FamilyError::Render(minijinja::Error::new(
                 minijinja::ErrorKind::InvalidOperation,

@@ -67,7 +67,10 @@ pub fn snapshot_reference(registry: &str, snapshot: &str) -> String {
 /// `build` or `llvm-debug`: the snapshot's repository under `rocmatrix/`.
 fn snapshot_repo(snapshot: &str) -> &str {
     let (repo, _) = crate::engine::split_reference(snapshot);
-    repo.rsplit('/').next().filter(|r| !r.is_empty()).unwrap_or("build")
+    repo.rsplit('/')
+        .next()
+        .filter(|r| !r.is_empty())
+        .unwrap_or("build")
 }
 
 /// `<registry>/base:<family>-<suite>-<hash>` for a base bootstrapped from

@@ -495,7 +495,10 @@ fn render_llvm(
                 Some(t) => Some(r.render(t, ctx, id)?.trim().to_string()).filter(|v| !v.is_empty()),
                 None => None,
             };
-            if let Some(v) = version.as_deref().filter(|v| !v.bytes().all(|b| b.is_ascii_digit())) {
+            if let Some(v) = version
+                .as_deref()
+                .filter(|v| !v.bytes().all(|b| b.is_ascii_digit()))
+            {
                 return Err(spec.error_at(
                     l.debug.pos,
                     format!("environment.llvm.version must be a major version such as 21, not `{v}` (cell {id})"),
@@ -513,10 +516,7 @@ fn render_llvm(
             } else {
                 "environment.llvm.debug must be none, packages or source"
             };
-            return Err(spec.error_at(
-                l.debug.pos,
-                format!("{field}, not `{other}` (cell {id})"),
-            ));
+            return Err(spec.error_at(l.debug.pos, format!("{field}, not `{other}` (cell {id})")));
         }
     })
 }

@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::build::{Build, BuildKind};
-use super::{Cell, CacheMount, Llvm, LlvmSource, Step};
+use super::{CacheMount, Cell, Llvm, LlvmSource, Step};
 use crate::spec::GpuUse;
 
 /// Where the tools are installed in the snapshot; first on its `PATH`.
@@ -50,7 +50,10 @@ pub fn assign(cells: &mut [Cell], builds: &mut Vec<Build>) {
         if !toolchains.iter().any(|b| b.key == key) {
             toolchains.push(toolchain(&key, &c.environment_hash, src));
         }
-        let tc = toolchains.iter().find(|b| b.key == key).expect("just added");
+        let tc = toolchains
+            .iter()
+            .find(|b| b.key == key)
+            .expect("just added");
         c.hash = crate::digest::sha256_hex(format!("{}\ntoolchain {}", c.hash, tc.hash).as_bytes());
         match &c.build {
             // The matrix's build starts from the toolchain's snapshot.

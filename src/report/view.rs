@@ -579,7 +579,11 @@ fn step_view(s: &StepResult, caps: Caps) -> StepView {
             .as_ref()
             .map(|b| b.top(crate::results::signature::TOP_FRAMES))
             .unwrap_or_default(),
-        backtrace_file: s.backtrace.as_ref().map(|b| b.artifact.clone()).unwrap_or_default(),
+        backtrace_file: s
+            .backtrace
+            .as_ref()
+            .map(|b| b.artifact.clone())
+            .unwrap_or_default(),
     }
 }
 

@@ -319,7 +319,10 @@ fn cell_failure(cell: usize, c: &CellResult) -> Failure {
         text: normalise(line.trim()),
         first_line: line.trim().to_string(),
         example: with_frames(example.trim(), backtrace.as_ref()),
-        frames: backtrace.as_ref().map(|b| b.top(TOP_FRAMES)).unwrap_or_default(),
+        frames: backtrace
+            .as_ref()
+            .map(|b| b.top(TOP_FRAMES))
+            .unwrap_or_default(),
         debug_info: backtrace.as_ref().is_some_and(|b| b.debug_info),
     }
 }
@@ -331,7 +334,11 @@ fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> S
         return super::junit::clip(example, EXAMPLE_BYTES);
     };
     let frames = super::junit::clip(
-        &format!("{}\n{}", BACKTRACE_HEADING.trim_start(), bt.top(TOP_FRAMES).join("\n")),
+        &format!(
+            "{}\n{}",
+            BACKTRACE_HEADING.trim_start(),
+            bt.top(TOP_FRAMES).join("\n")
+        ),
         EXAMPLE_BYTES / 2,
     );
     let room = EXAMPLE_BYTES.saturating_sub(frames.len() + 2);

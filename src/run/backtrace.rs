@@ -38,8 +38,12 @@ pub async fn collect(
     messages: &mut Vec<String>,
 ) -> Result<(), CellError> {
     for (i, step) in cell.steps.iter().enumerate() {
-        let Some(spec) = &step.backtrace else { continue };
-        let Some(record) = records.get_mut(i) else { continue };
+        let Some(spec) = &step.backtrace else {
+            continue;
+        };
+        let Some(record) = records.get_mut(i) else {
+            continue;
+        };
         if matches!(record.status, Status::Passed | Status::Skipped) || record.name != step.name {
             continue;
         }
@@ -48,11 +52,18 @@ pub async fn collect(
         let script = format!(
             "[ -f {cmd} ] || exit 3; head -c 4096 {cmd}; printf '\\0'; head -c {MAX_OUTPUT} {out} 2>/dev/null"
         );
-        let (code, text) = match cx.engine.exec_capture(container, &["sh", "-c", &script]).await {
+        let (code, text) = match cx
+            .engine
+            .exec_capture(container, &["sh", "-c", &script])
+            .await
+        {
             Ok(r) => r,
             Err(e) if e.is_transient() => return Err(e.into()),
             Err(e) => {
-                messages.push(format!("step `{}`: reading its backtrace failed: {e}", step.name));
+                messages.push(format!(
+                    "step `{}`: reading its backtrace failed: {e}",
+                    step.name
+                ));
                 continue;
             }
         };
@@ -64,7 +75,10 @@ pub async fn collect(
         let (command, output) = text.split_once('\0').unwrap_or((text.as_str(), ""));
         let rel = format!("backtraces/{slug}.txt");
         let bt = backtrace::parse(command, output, &spec.breaks, spec.frames, &rel);
-        let (path, body) = (cell_dir.join(&rel), format!("$ {}\n{output}", command.trim()));
+        let (path, body) = (
+            cell_dir.join(&rel),
+            format!("$ {}\n{output}", command.trim()),
+        );
         blocking("writing a backtrace", move || {
             crate::store::write_atomic(&path, body.as_bytes())
                 .map_err(|e| CellError::io(&path, std::io::Error::other(e)))

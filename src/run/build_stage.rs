@@ -170,7 +170,10 @@ pub async fn run_build(
                 record.reason = Some(reason);
             } else {
                 let labels = HashMap::from([
-                    (LABEL_KIND.to_string(), build.kind.repository().1.to_string()),
+                    (
+                        LABEL_KIND.to_string(),
+                        build.kind.repository().1.to_string(),
+                    ),
                     (LABEL_BUILD.to_string(), build.key.clone()),
                 ]);
                 record.snapshot_id = Some(cx.engine.commit(&container, &snapshot, labels).await?);

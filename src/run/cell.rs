@@ -177,9 +177,15 @@ pub async fn run_cell(
     });
     let mut result = run_steps(cx, cell, &container, &logs, gpu, leading).await;
     if let Ok(out) = &mut result {
-        if let Err(e) =
-            super::backtrace::collect(cx, cell, &container, &dir, &mut out.steps, &mut out.messages)
-                .await
+        if let Err(e) = super::backtrace::collect(
+            cx,
+            cell,
+            &container,
+            &dir,
+            &mut out.steps,
+            &mut out.messages,
+        )
+        .await
         {
             out.messages.push(format!("backtraces: {e}"));
         }
@@ -553,7 +559,7 @@ pub(super) fn not_run_step(
         log,
         reason: Some(reason),
         log_tail: String::new(),
-            backtrace: None,
+        backtrace: None,
     })
 }
 

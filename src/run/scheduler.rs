@@ -118,7 +118,8 @@ fn build_tasks_of(staged: Vec<(String, Vec<Cell>)>, builds: &[Build]) -> Vec<Bui
         });
         match at {
             Some(i) => {
-                let task = std::mem::replace(&mut tasks[i], BuildTask::Missing(String::new(), Vec::new()));
+                let task =
+                    std::mem::replace(&mut tasks[i], BuildTask::Missing(String::new(), Vec::new()));
                 tasks[i] = match task {
                     BuildTask::One(tc, own) => BuildTask::Toolchain(tc, own, vec![(b, cells)]),
                     BuildTask::Toolchain(tc, own, mut deps) => {

@@ -316,7 +316,9 @@ fn read_backtrace(
     {
         return Err(cx.err(
             &format!("{f}.break"),
-            format!("a breakpoint is one location gdb understands (a function, file:line), not `{bad}`"),
+            format!(
+                "a breakpoint is one location gdb understands (a function, file:line), not `{bad}`"
+            ),
         ));
     }
     let timeout = match &b.timeout {

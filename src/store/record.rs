@@ -240,10 +240,9 @@ impl Frame {
                 s.push_str(&format!(" at {}:{l}", short_path(f)));
             }
             (Some(f), None, _) => s.push_str(&format!(" at {}", short_path(f))),
-            (None, _, Some(lib)) => s.push_str(&format!(
-                " from {}",
-                lib.rsplit('/').next().unwrap_or(lib)
-            )),
+            (None, _, Some(lib)) => {
+                s.push_str(&format!(" from {}", lib.rsplit('/').next().unwrap_or(lib)))
+            }
             _ => {}
         }
         s
@@ -263,7 +262,12 @@ impl Backtrace {
         let mut out = Vec::new();
         for s in &self.stops {
             out.push(format!("stopped at {}:", s.at));
-            out.extend(s.frames.iter().take(n).map(|f| format!("  {}", f.line_text())));
+            out.extend(
+                s.frames
+                    .iter()
+                    .take(n)
+                    .map(|f| format!("  {}", f.line_text())),
+            );
             if s.truncated || s.frames.len() > n {
                 out.push("  …".to_string());
             }

@@ -16,7 +16,10 @@ pub const HEADING: &str = "backtrace (gdb):";
 
 /// Signals that make a test a crash worth a backtrace.
 fn is_crash(kind: &str) -> bool {
-    matches!(kind, "SIGSEGV" | "SIGABRT" | "SIGBUS" | "SIGILL" | "SIGFPE" | "SIGTRAP")
+    matches!(
+        kind,
+        "SIGSEGV" | "SIGABRT" | "SIGBUS" | "SIGILL" | "SIGFPE" | "SIGTRAP"
+    )
 }
 
 /// Runs each crashed test of `bin` among `cases` again under gdb and adds
@@ -25,7 +28,9 @@ fn is_crash(kind: &str) -> bool {
 pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: &mut [Case]) {
     let mut reruns = 0;
     for (i, c) in cases.iter_mut().enumerate() {
-        let Verdict::Error { kind, .. } = &c.verdict else { continue };
+        let Verdict::Error { kind, .. } = &c.verdict else {
+            continue;
+        };
         if !is_crash(kind) {
             continue;
         }
@@ -66,7 +71,9 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
             .engine
             .exec(
                 cx.container,
-                ["bash", "-c", &script, bin, &filter].map(String::from).to_vec(),
+                ["bash", "-c", &script, bin, &filter]
+                    .map(String::from)
+                    .to_vec(),
                 Vec::new(),
                 &mut |b: &[u8]| bytes.extend_from_slice(b),
                 Some(spec.timeout + std::time::Duration::from_secs(30)),
@@ -85,7 +92,13 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
             }
             c.output = format!("… {}", &c.output[cut..]);
         }
-        let bt = backtrace::parse(&format!("{bin} --gtest_filter={filter}"), &text, &spec.breaks, spec.frames, &out);
+        let bt = backtrace::parse(
+            &format!("{bin} --gtest_filter={filter}"),
+            &text,
+            &spec.breaks,
+            spec.frames,
+            &out,
+        );
         c.output.push_str(&format!(
             "\n\n{HEADING}\n{}\n",
             bt.top(crate::store::record::TOP_FRAMES).join("\n")

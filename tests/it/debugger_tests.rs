@@ -10,6 +10,155 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::harness::*;
+use rocmatrix::plan::Plan;
+use rocmatrix::spec::Spec;
+
+fn plan(text: &str) -> Result<Plan, String> {
+    let s = Spec::parse(Path::new("m.yaml"), text).map_err(|e| e.to_string())?;
+    Plan::build(&s, 4096).map_err(|e| e.to_string())
+}
+
+const SOURCE: &str = r#"matrix:
+  flavour: [release, debug]
+  gfx: [gfx900, gfx1030]
+environment:
+  base: "debian:sid"
+  packages: [llvm-21]
+  llvm:
+    debug: "{{ 'source' if matrix.flavour == 'debug' else 'none' }}"
+    tools: [llvm-mc]
+steps:
+  - name: assemble
+    backtrace: {on: error, break: [llvm::MCAsmParser::Error]}
+    run: llvm-mc-21 --version
+"#;
+
+#[test]
+fn a_source_llvm_is_one_toolchain_build_per_environment_that_its_cells_start_from() {
+    let p = plan(SOURCE).unwrap();
+    let keys: Vec<&str> = p.builds.iter().map(|b| b.key.as_str()).collect();
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let tc = &p.builds[0];
+    assert!(tc.key.starts_with("llvm-debug-"), "{}", tc.key);
+    assert_eq!(tc.kind, rocmatrix::plan::build::BuildKind::LlvmDebug);
+    let steps: Vec<&str> = tc.steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(steps, ["configure", "compile", "install"]);
+    assert!(tc.steps[0].run.contains("-DLLVM_TARGETS_TO_BUILD='AMDGPU'"));
+    assert!(tc.steps[0].run.contains("-DCMAKE_BUILD_TYPE=Debug"));
+    assert!(tc.steps[1]
+        .run
+        .contains("ninja -C /work/llvm-build -j \"$(nproc)\" llvm-mc"));
+    for c in &p.cells {
+        let debug = c.value("flavour") == Some("debug");
+        assert_eq!(
+            c.build.as_deref() == Some(tc.key.as_str()),
+            debug,
+            "{}",
+            c.id
+        );
+        assert!(c.steps[0].backtrace.is_some());
+    }
+    // The release cells' environment is exactly `llvm: release`'s.
+    let plain = plan(&SOURCE.replace(
+        "  llvm:\n    debug: \"{{ 'source' if matrix.flavour == 'debug' else 'none' }}\"\n    tools: [llvm-mc]\n",
+        "",
+    ))
+    .unwrap();
+    assert_eq!(p.cells[0].environment_hash, plain.cells[0].environment_hash);
+    assert_ne!(p.cells[0].environment_hash, p.cells[2].environment_hash);
+}
+
+#[test]
+fn a_matrix_build_starts_from_the_toolchain_and_its_hash_follows_it() {
+    let with_build = SOURCE.replace(
+        "steps:\n  - name: assemble",
+        "build:\n  per: [flavour]\n  steps:\n    - name: make\n      run: make\nsteps:\n  - name: assemble",
+    );
+    let p = plan(&with_build).unwrap();
+    let tc = p
+        .builds
+        .iter()
+        .find(|b| b.key.starts_with("llvm-debug-"))
+        .unwrap();
+    let debug = p.builds.iter().find(|b| b.key == "debug").unwrap();
+    let release = p.builds.iter().find(|b| b.key == "release").unwrap();
+    assert_eq!(debug.from.as_deref(), Some(tc.key.as_str()));
+    assert_eq!(release.from, None);
+    // Toolchains are listed first: the plan's builds in the order they run.
+    assert_eq!(p.builds[0].key, tc.key);
+    let cell = p
+        .cells
+        .iter()
+        .find(|c| c.value("flavour") == Some("debug"))
+        .unwrap();
+    let chain: Vec<&str> = cell
+        .build_chain(&p.builds)
+        .iter()
+        .map(|b| b.key.as_str())
+        .collect();
+    assert_eq!(chain, [tc.key.as_str(), "debug"]);
+    let other = plan(&with_build.replace("tools: [llvm-mc]", "tools: [llvm-mc, llc]")).unwrap();
+    let debug2 = other.builds.iter().find(|b| b.key == "debug").unwrap();
+    assert_ne!(
+        debug.hash, debug2.hash,
+        "a different toolchain is a different build"
+    );
+}
+
+#[test]
+fn bad_llvm_and_backtrace_settings_are_refused_with_their_place() {
+    let cases = [
+        (
+            SOURCE.replace("    tools: [llvm-mc]\n", ""),
+            "needs `tools`",
+        ),
+        (
+            SOURCE.replace("tools: [llvm-mc]", "tools: [\"llvm-mc; rm -rf /\"]"),
+            "is no LLVM tool name",
+        ),
+        (
+            SOURCE.replace(
+                "tools: [llvm-mc]",
+                "tools: [llvm-mc]\n    targets: [\"AMDGPU;X86\"]",
+            ),
+            "is no LLVM target name",
+        ),
+        (
+            SOURCE.replace(
+                "tools: [llvm-mc]",
+                "tools: [llvm-mc]\n    version: \"21.1\"",
+            ),
+            "major version",
+        ),
+        (
+            SOURCE.replace("else 'none'", "else 'banana'"),
+            "must be none, packages or source, not `banana`",
+        ),
+        (
+            SOURCE.replace("on: error", "on: failure"),
+            "backtrace.on must be error or crash, not `failure`",
+        ),
+        (
+            SOURCE.replace("break: [llvm::MCAsmParser::Error]", "break: [\"a\\nb\"]"),
+            "a breakpoint is one location",
+        ),
+        (
+            SOURCE.replace("on: error,", "on: error, frames: 0,"),
+            "between 1 and 256",
+        ),
+        (
+            SOURCE.replace("on: error,", "on: error, timeout: soon,"),
+            "`soon` is not a duration",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = plan(&text)
+            .err()
+            .unwrap_or_else(|| panic!("accepted:\n{text}"));
+        assert!(e.contains(want), "{want}: {e}");
+        assert!(e.contains("m.yaml:"), "{e}");
+    }
+}
 
 fn matrix(nonce: &str) -> String {
     format!(
@@ -114,7 +263,11 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
     let dir = tempfile::tempdir().unwrap();
     let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
     let m = write(dir.path(), "backtraces.yaml", &matrix(&nonce));
-    let mine = format!("{},rocmatrix.test-bt={}", label::label(), std::process::id());
+    let mine = format!(
+        "{},rocmatrix.test-bt={}",
+        label::label(),
+        std::process::id()
+    );
     let run = |out: &str| {
         let o = Rocmatrix::run_matrix(&m)
             .env("ROCMATRIX_LABEL", &mine)
@@ -133,12 +286,18 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
     assert_eq!(bt["command"], "/work/bin/tool meta.yaml", "{bt}");
     let stop = &bt["stops"][0];
     assert_eq!(stop["at"], "breakpoint report_error", "{bt}");
-    assert_eq!(functions(stop)[..3], ["report_error", "parse_line", "main"], "{bt}");
+    assert_eq!(
+        functions(stop)[..3],
+        ["report_error", "parse_line", "main"],
+        "{bt}"
+    );
     let f0 = &stop["frames"][0];
     assert!(f0["file"].as_str().unwrap().ends_with("tool.c"), "{bt}");
     assert_eq!(f0["line"], 4, "{bt}");
     assert_eq!(stop["frames"][1]["line"], 9, "{bt}");
-    let artifact = first.join("cells/debug").join(bt["artifact"].as_str().unwrap());
+    let artifact = first
+        .join("cells/debug")
+        .join(bt["artifact"].as_str().unwrap());
     let raw = std::fs::read_to_string(&artifact).unwrap();
     assert!(raw.starts_with("$ /work/bin/tool meta.yaml\n"), "{raw}");
     // The step itself failed as it would have without gdb.
@@ -147,7 +306,10 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
     // The crashing test: its backtrace beside its error, in the JUnit.
     let junit = junit_text(&first, "debug");
     assert!(junit.contains("backtrace (gdb):"), "{junit}");
-    assert!(junit.contains("stopped at signal SIGSEGV (Segmentation fault):"), "{junit}");
+    assert!(
+        junit.contains("stopped at signal SIGSEGV (Segmentation fault):"),
+        "{junit}"
+    );
     assert!(junit.contains("#0 deref_bad at "), "{junit}");
     assert!(junit.contains("crash.cpp:2"), "{junit}");
     assert!(junit.contains("Crash_Null_Test::TestBody at "), "{junit}");
@@ -163,8 +325,14 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
     let release = cell_json(&first, "release");
     let bt = &step(&release, "check")["backtrace"];
     assert_eq!(bt["debug_info"], false, "{bt}");
-    assert_eq!(functions(&bt["stops"][0])[..3], ["report_error", "parse_line", "main"]);
-    assert!(bt["note"].as_str().unwrap().starts_with("no debug info: "), "{bt}");
+    assert_eq!(
+        functions(&bt["stops"][0])[..3],
+        ["report_error", "parse_line", "main"]
+    );
+    assert!(
+        bt["note"].as_str().unwrap().starts_with("no debug info: "),
+        "{bt}"
+    );
     let junit = junit_text(&first, "release");
     assert!(junit.contains("no debug info: "), "{junit}");
 
@@ -183,7 +351,12 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
         "{text}"
     );
     let sigs: Value = serde_json::from_str(
-        &Rocmatrix::new().arg("explain").arg(&first).arg("--json").run().stdout(),
+        &Rocmatrix::new()
+            .arg("explain")
+            .arg(&first)
+            .arg("--json")
+            .run()
+            .stdout(),
     )
     .unwrap();
     let crash = sigs
@@ -193,7 +366,13 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
         .find(|s| s["text"].as_str().unwrap().contains("SIGSEGV"))
         .unwrap_or_else(|| panic!("{sigs}"));
     assert_eq!(crash["cells"].as_array().unwrap().len(), 2, "{crash}");
-    assert!(crash["frames"][1].as_str().unwrap().contains("deref_bad at "), "{crash}");
+    assert!(
+        crash["frames"][1]
+            .as_str()
+            .unwrap()
+            .contains("deref_bad at "),
+        "{crash}"
+    );
 
     // A second run builds nothing and takes the backtraces again.
     let second = run("second");
@@ -206,12 +385,18 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
         .collect();
     assert_eq!(reused, [true, true]);
     let again = cell_json(&second, "debug");
-    assert_eq!(step(&again, "check")["backtrace"]["stops"][0]["frames"][0]["line"], 4);
+    assert_eq!(
+        step(&again, "check")["backtrace"]["stops"][0]["frames"][0]["line"],
+        4
+    );
 
     // The snapshot survives a prune while the runs' locks name it.
     let lock: Value =
         serde_json::from_str(&std::fs::read_to_string(second.join("lock.json")).unwrap()).unwrap();
-    let snapshot = lock["builds"]["debug"]["snapshot"].as_str().unwrap().to_string();
+    let snapshot = lock["builds"]["debug"]["snapshot"]
+        .as_str()
+        .unwrap()
+        .to_string();
     Rocmatrix::new()
         .env("ROCMATRIX_LABEL", &mine)
         .args(["images", "--prune"])

@@ -584,7 +584,11 @@ fn a_debug_llvm_snapshot_is_pushed_and_pulled_as_llvm_debug() {
         use rocmatrix::image::registry::{Fetched, Registries};
         let engine = rocmatrix::engine::Engine::connect().await.unwrap();
         let regs = Registries::default();
-        let shared = match regs.share_snapshot(&engine, &reference, &tag).await.unwrap() {
+        let shared = match regs
+            .share_snapshot(&engine, &reference, &tag)
+            .await
+            .unwrap()
+        {
             Fetched::Done((r, pushed)) => {
                 assert!(pushed);
                 r
