@@ -26,7 +26,8 @@ pub enum BuildKind {
 }
 
 impl BuildKind {
-    fn is_matrix(&self) -> bool {
+    /// Whether this is a matrix build: one that holds its cells' sources.
+    pub fn is_matrix(&self) -> bool {
         *self == BuildKind::Matrix
     }
 

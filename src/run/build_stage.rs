@@ -66,6 +66,7 @@ impl Built {
         Built {
             record: BuildRecord {
                 key: build.key.clone(),
+                kind: build.kind,
                 hash: build.hash.clone(),
                 environment_hash: build.environment_hash.clone(),
                 environment_image: env_image.to_string(),
@@ -125,6 +126,7 @@ pub async fn run_build(
     let snapshot = snapshot_tag(build, env_image.1, &locked);
     let mut record = BuildRecord {
         key: build.key.clone(),
+        kind: build.kind,
         hash: build.hash.clone(),
         environment_hash: build.environment_hash.clone(),
         environment_image: env_image.0.to_string(),

@@ -127,8 +127,10 @@ pub async fn run_cell(
     let name = container_name(cx.run_id, &cell.id, attempt);
     let spec = container_spec(cx.run_id, cell, image, grant.as_ref(), name);
     // Sources first: a patch that does not apply stops the cell before any
-    // container exists.
-    let prepared = match built {
+    // container exists. A matrix build's snapshot holds them already; a
+    // toolchain's does not.
+    let from_build = built.filter(|b| b.record.kind.is_matrix());
+    let prepared = match from_build {
         Some(_) => Vec::new(),
         None => prepare_sources(cx, &cell.sources).await?,
     };
@@ -225,7 +227,7 @@ pub async fn run_cell(
         steps,
         junit,
         messages,
-        sources: match built {
+        sources: match from_build {
             Some(b) => b.record.sources.clone(),
             None => prepared.iter().map(|p| p.locked.clone()).collect(),
         },

@@ -51,8 +51,13 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
             cell.id
         )));
     }
+    let holds_sources = cell
+        .build(&manifest.builds)
+        .is_some_and(|b| b.kind.is_matrix());
     let image = match req.after {
-        Some(step) => snapshot_after(engine, &manifest.run_id, &cell, &image, step).await?,
+        Some(step) => {
+            snapshot_after(engine, &manifest.run_id, &cell, &image, step, holds_sources).await?
+        }
         None => image,
     };
     let owner = format!("{}-shell", manifest.run_id);
@@ -68,7 +73,8 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
     } else {
         None
     };
-    let id = start_cell_container(engine, &owner, &cell, &image, grant.as_ref()).await?;
+    let id =
+        start_cell_container(engine, &owner, &cell, &image, grant.as_ref(), holds_sources).await?;
     let result = async {
         if req.tty {
             let cmd = if req.command.is_empty() {
@@ -129,6 +135,7 @@ async fn snapshot_after(
     cell: &crate::plan::Cell,
     image: &str,
     step: &str,
+    holds_sources: bool,
 ) -> Result<String, RunError> {
     let idx = cell
         .steps
@@ -154,7 +161,15 @@ async fn snapshot_after(
         eprintln!("using snapshot {tag}");
         return Ok(tag);
     }
-    let id = start_cell_container(engine, &format!("{run_id}-snapshot"), cell, image, None).await?;
+    let id = start_cell_container(
+        engine,
+        &format!("{run_id}-snapshot"),
+        cell,
+        image,
+        None,
+        holds_sources,
+    )
+    .await?;
     let made = async {
         for (i, s) in cell.steps.iter().enumerate().take(idx + 1) {
             eprintln!("=== {} (for the snapshot)", step_slug(i, &s.name));
@@ -224,6 +239,7 @@ async fn start_cell_container(
     cell: &crate::plan::Cell,
     image: &str,
     grant: Option<&super::gpu_gate::GpuGrant>,
+    holds_sources: bool,
 ) -> Result<String, RunError> {
     let name = format!(
         "rocmatrix-{owner}-{}-{}",
@@ -231,10 +247,11 @@ async fn start_cell_container(
         std::process::id()
     );
     let spec = container_spec(owner, cell, image, grant, name);
-    // A build's snapshot holds the sources as the build left them.
-    let sources = match cell.build {
-        Some(_) => Vec::new(),
-        None => prepare_sources(cell).await?,
+    // A matrix build's snapshot holds the sources as the build left them.
+    let sources = if holds_sources {
+        Vec::new()
+    } else {
+        prepare_sources(cell).await?
     };
     let scripts =
         scripts_tar(&cell.steps).map_err(|e| RunError::io(std::path::Path::new("<steps>"), e))?;

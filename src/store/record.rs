@@ -128,6 +128,12 @@ pub struct CellRecord {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildRecord {
     pub key: String,
+    /// A matrix build, or a toolchain (`llvm-debug`) build.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::plan::build::BuildKind::is_matrix"
+    )]
+    pub kind: crate::plan::build::BuildKind,
     /// The build's hash from the plan.
     pub hash: String,
     pub environment_hash: String,
