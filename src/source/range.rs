@@ -1,0 +1,103 @@
+//! The commits between two revisions of a git source, oldest first, read
+//! from the source's bare mirror (fetched first): what `bisect --source`
+//! searches.
+
+use std::path::Path;
+
+use super::SourceError;
+
+/// One commit of a range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeCommit {
+    /// The full commit id.
+    pub id: String,
+    /// The first line of its message.
+    pub subject: String,
+}
+
+/// How the two ends of a range relate in the history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Range {
+    /// `from`, then every commit after it up to and including `to`, oldest
+    /// first.
+    pub commits: Vec<RangeCommit>,
+}
+
+/// The commits from `from` to `to` of the source `name` at `url`, oldest
+/// first, both ends included: `from` must be an ancestor of `to`. With
+/// `first_parent`, only the first-parent chain from `to` (the merges of a
+/// mainline, not the commits of the branches they merged).
+pub fn commits(
+    cache: &Path,
+    name: &str,
+    url: &str,
+    from: &str,
+    to: &str,
+    first_parent: bool,
+) -> Result<Range, SourceError> {
+    let git = |message: String| SourceError::Git {
+        name: name.to_string(),
+        message,
+    };
+    let mirror = super::mirror::update(&cache.join("git"), url)
+        .map_err(|e| git(format!("fetching {url}: {}", e.message())))?;
+    let repo = git2::Repository::open_bare(&mirror).map_err(|e| git(e.message().to_string()))?;
+    let resolve = |rev: &str| {
+        repo.revparse_single(rev)
+            .or_else(|_| repo.revparse_single(&format!("origin/{rev}")))
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|e| git(format!("ref `{rev}` not found in {url}: {}", e.message())))
+    };
+    let from_commit = resolve(from)?;
+    let to_commit = resolve(to)?;
+    if from_commit.id() == to_commit.id() {
+        return Err(git(format!("`{from}` and `{to}` are the same commit")));
+    }
+    let is_ancestor = repo
+        .graph_descendant_of(to_commit.id(), from_commit.id())
+        .map_err(|e| git(e.message().to_string()))?;
+    if !is_ancestor {
+        return Err(git(format!(
+            "`{from}` ({}) is not an ancestor of `{to}` ({}): a range runs from the older \
+             commit to the newer",
+            short(&from_commit.id().to_string()),
+            short(&to_commit.id().to_string())
+        )));
+    }
+    let mut walk = repo.revwalk().map_err(|e| git(e.message().to_string()))?;
+    walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)
+        .map_err(|e| git(e.message().to_string()))?;
+    if first_parent {
+        walk.simplify_first_parent()
+            .map_err(|e| git(e.message().to_string()))?;
+    }
+    walk.push(to_commit.id())
+        .map_err(|e| git(e.message().to_string()))?;
+    walk.hide(from_commit.id())
+        .map_err(|e| git(e.message().to_string()))?;
+    let mut out = vec![entry(&from_commit)];
+    for oid in walk {
+        let oid = oid.map_err(|e| git(e.message().to_string()))?;
+        let c = repo
+            .find_commit(oid)
+            .map_err(|e| git(e.message().to_string()))?;
+        out.push(entry(&c));
+    }
+    Ok(Range { commits: out })
+}
+
+fn entry(c: &git2::Commit) -> RangeCommit {
+    RangeCommit {
+        id: c.id().to_string(),
+        subject: String::from_utf8_lossy(c.message_bytes())
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+    }
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
+}
