@@ -13,6 +13,7 @@
 //! * [`store`]: `bisect.json`; [`report`]: the Markdown, HTML and terminal
 //!   views of it.
 
+pub mod judge;
 pub mod search;
 
 use std::path::{Path, PathBuf};
