@@ -15,6 +15,7 @@
 
 pub mod judge;
 pub mod search;
+pub mod space;
 
 use std::path::{Path, PathBuf};
 
