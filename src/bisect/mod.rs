@@ -16,6 +16,7 @@
 pub mod judge;
 pub mod search;
 pub mod space;
+pub mod store;
 
 use std::path::{Path, PathBuf};
 
