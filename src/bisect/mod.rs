@@ -13,12 +13,17 @@
 //! * [`store`]: `bisect.json`; [`report`]: the Markdown, HTML and terminal
 //!   views of it.
 
+pub mod drive;
 pub mod judge;
+pub mod probe;
+pub mod report;
 pub mod search;
 pub mod space;
 pub mod store;
 
 use std::path::{Path, PathBuf};
+
+pub use drive::{bisect, Begin, Finished, Options, Target as What};
 
 /// Why a bisection could not be carried out (its verdicts are not errors).
 #[derive(Debug, thiserror::Error)]
