@@ -86,14 +86,17 @@ fn shown(p: &Probe) -> String {
 /// A probe, on one line.
 pub fn probe_line(b: &Bisection, p: &Probe) -> String {
     format!(
-        "probe {}: {} -> {}{} ({}, {:.1} s, build {}){}",
+        "probe {}: {} -> {}{} ({}, {:.1} s{}){}",
         p.n,
         point(b, p.point),
         p.verdict.as_str(),
         if p.retry { " (again)" } else { "" },
         p.why,
         p.secs,
-        build_word(p),
+        match &p.build {
+            Some(_) => format!(", build {}", build_word(p)),
+            None => String::new(),
+        },
         match &p.signature {
             Some(_) => format!(": {}", shown(p)),
             None => String::new(),
@@ -114,6 +117,9 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
         return s;
     };
     let (old_word, new_word) = words(b.request.regress);
+    if let Some(t) = &b.target {
+        let _ = writeln!(s, "judged by: {}", t.describe());
+    }
     match (a.last_old, a.first_new) {
         (Some(lo), Some(hi)) => {
             let _ = writeln!(s, "{old_word}: {}", point(b, lo));
@@ -144,12 +150,14 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
             {
                 let _ = writeln!(
                     s,
-                    "signature at {}: {} {}\n  {}",
+                    "signature at {}: {} {}",
                     b.space.points[at].label(b.space.kind),
                     sig.id,
                     sig.text,
-                    sig.message
                 );
+                if sig.message != sig.text {
+                    let _ = writeln!(s, "  as written: {}", sig.message);
+                }
             }
         }
         _ => {
