@@ -1,0 +1,384 @@
+//! `rocmatrix bisect` on the real engine, over a git repository made here:
+//! 64 commits of a small shell project on `main` — commit 41 brings a
+//! failing test, commit 23 does not build, commits 50–55 fail with an
+//! unrelated error — and a branch `fix` of 8 more whose commit 69 fixes
+//! the test. The first bad commit within ⌈log2 64⌉ + 2 probes, skips with
+//! their own signatures, a second bisection that builds nothing, the fix
+//! found with `--regress success`, ends refused when they are the wrong
+//! way round, and an interrupted bisection resumed to the same answer.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.org",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
+/// The project as of commit `k`.
+fn write_commit(repo: &Path, k: u32) {
+    let broken = k == 23;
+    let unrelated = (50..=55).contains(&k);
+    let bad = (41..69).contains(&k);
+    let build = if broken {
+        "#!/bin/sh\necho 'build.sh: line 2: syntax error near unexpected token' >&2\nexit 2\n"
+            .to_string()
+    } else {
+        "#!/bin/sh\nset -e\nmkdir -p /work/out\ncp /src/proj/test.sh /work/out/\necho built > /work/out/built\n".to_string()
+    };
+    let mut test = String::from("#!/bin/sh\n");
+    if unrelated {
+        test.push_str("echo 'error: fixture database is locked' >&2\nexit 1\n");
+    }
+    let add = if bad { "4 + 7" } else { "4 + 6" };
+    test.push_str(&format!(
+        "got=$(expr {add})\nif [ \"$got\" != 10 ]; then echo \"sum: FAILED: expected 10, got $got\"; exit 1; fi\necho 'sum: ok'\n"
+    ));
+    std::fs::write(repo.join("build.sh"), build).unwrap();
+    std::fs::write(repo.join("test.sh"), test).unwrap();
+    std::fs::write(repo.join("VERSION"), format!("{k}\n")).unwrap();
+}
+
+/// The repository; returns it and the commit ids, `ids[k]` for commit k
+/// (1–72; 65–72 on `fix`).
+fn fixture(root: &Path) -> (PathBuf, Vec<String>) {
+    let repo = root.join("proj");
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    let mut ids = vec![String::new()];
+    for k in 1..=72u32 {
+        if k == 65 {
+            git(&repo, &["checkout", "-qb", "fix"]);
+        }
+        write_commit(&repo, k);
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-qm", &format!("commit {k}")]);
+        ids.push(git(&repo, &["rev-parse", "HEAD"]));
+    }
+    git(&repo, &["checkout", "-q", "main"]);
+    (repo, ids)
+}
+
+fn matrix(dir: &Path, repo: &Path, nonce: &str) -> PathBuf {
+    write(
+        dir,
+        "m.yaml",
+        &format!(
+            r#"name: bisect-fixture
+matrix:
+  suite: [bookworm]
+environment:
+  family: debian
+  base: "debian:{{{{ matrix.suite }}}}"
+  suite: "{{{{ matrix.suite }}}}"
+  env: {{BISECT_NONCE: "{nonce}"}}
+retries: 0
+sources:
+  - name: proj
+    url: {}
+    ref: main
+build:
+  steps:
+    - name: build
+      run: sh /src/proj/build.sh
+steps:
+  - name: test
+    run: sh /work/out/test.sh
+"#,
+            repo.display()
+        ),
+    )
+}
+
+fn bisection(out: &Path) -> (PathBuf, Value) {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out.join("bisects"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let doc = read_json(&dirs[0].join("bisect.json"));
+    (dirs[0].clone(), doc)
+}
+
+/// The commit number of a probe or point value.
+fn number(ids: &[String], id: &str) -> usize {
+    ids.iter()
+        .position(|x| x == id)
+        .unwrap_or_else(|| panic!("{id} is no commit of the fixture"))
+}
+
+fn probes(doc: &Value) -> &Vec<Value> {
+    doc["probes"].as_array().unwrap()
+}
+
+fn first_new(doc: &Value, ids: &[String]) -> usize {
+    let i = doc["answer"]["first_new"].as_u64().expect("an answer") as usize;
+    number(ids, doc["space"]["points"][i]["value"].as_str().unwrap())
+}
+
+fn bisect(m: &Path, out: &Path, extra: &[&str]) -> Ran {
+    Rocmatrix::new()
+        .arg("bisect")
+        .arg(m)
+        .args(["--source", "proj"])
+        .args(extra)
+        .out(out)
+        .run()
+}
+
+#[test]
+fn bisect_names_the_first_bad_commit_skips_what_it_cannot_judge_and_builds_nothing_twice_for_real()
+{
+    let Some(_engine) = engine_or_skip(
+        "bisect_names_the_first_bad_commit_skips_what_it_cannot_judge_and_builds_nothing_twice_for_real",
+    ) else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, ids) = fixture(dir.path());
+    let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+    let m = matrix(dir.path(), &repo, &nonce);
+    let ends = ["--good", &ids[1], "--bad", &ids[64]];
+
+    // The first bisection: commit 41, within ⌈log2 64⌉ + 2 probes.
+    let out1 = dir.path().join("first");
+    let o = bisect(&m, &out1, &ends);
+    o.assert_success();
+    eprintln!("{}", o.text());
+    let (_, doc) = bisection(&out1);
+    assert_eq!(first_new(&doc, &ids), 41, "{doc}");
+    let n = probes(&doc).len();
+    assert!(n <= 6 + 2, "{n} probes: {doc}");
+    assert!(
+        o.stdout()
+            .contains(&format!("first bad: {} commit 41", &ids[41][..12])),
+        "{}",
+        o.stdout()
+    );
+    assert!(o.stdout().contains("last good: "), "{}", o.stdout());
+    assert!(
+        o.stdout().contains("sum: FAILED: expected 10, got 11"),
+        "{}",
+        o.stdout()
+    );
+    assert!(
+        o.stdout().contains("reproduce: rocmatrix repro "),
+        "{}",
+        o.stdout()
+    );
+    for p in probes(&doc) {
+        let k = number(&ids, p["value"].as_str().unwrap());
+        let want = if k == 23 || (50..=55).contains(&k) {
+            "skip"
+        } else if k >= 41 {
+            "bad"
+        } else {
+            "good"
+        };
+        assert_eq!(p["verdict"], want, "commit {k}: {p}");
+        assert_eq!(p["build"]["reused"], false, "commit {k}: {p}");
+    }
+    let (bisect_dir, _) = bisection(&out1);
+    assert!(bisect_dir.join("bisect.md").is_file());
+    assert!(bisect_dir.join("bisect.html").is_file());
+
+    // A second identical bisection builds nothing.
+    let out2 = dir.path().join("second");
+    let o = bisect(&m, &out2, &ends);
+    o.assert_success();
+    let (_, doc2) = bisection(&out2);
+    assert_eq!(first_new(&doc2, &ids), 41);
+    assert_eq!(probes(&doc2).len(), n);
+    for p in probes(&doc2) {
+        assert_eq!(p["build"]["reused"], true, "{p}");
+    }
+    assert!(
+        o.stdout()
+            .contains(&format!("builds reused by {n} of {n} probes")),
+        "{}",
+        o.stdout()
+    );
+
+    // Four at a time: commits 51 and 53 are probed, and skipped with
+    // their own signature; commit 41 all the same.
+    let out3 = dir.path().join("kary");
+    let o = bisect(&m, &out3, &[&ends[..], &["--jobs", "4"]].concat());
+    o.assert_success();
+    eprintln!("{}", o.text());
+    let (_, doc3) = bisection(&out3);
+    assert_eq!(first_new(&doc3, &ids), 41);
+    let unrelated: Vec<&Value> = probes(&doc3)
+        .iter()
+        .filter(|p| (50..=55).contains(&number(&ids, p["value"].as_str().unwrap())))
+        .collect();
+    assert!(!unrelated.is_empty(), "{doc3}");
+    for p in unrelated {
+        assert_eq!(p["verdict"], "skip", "{p}");
+        assert_eq!(
+            p["signature"]["message"], "error: fixture database is locked",
+            "{p}"
+        );
+    }
+    assert!(
+        o.stdout()
+            .contains("warning: the failure changes inside the range"),
+        "{}",
+        o.stdout()
+    );
+
+    // Commit 23 does not build: between commits 1 and 45 it is the first
+    // point probed, a skip that names its build; its neighbour is next.
+    let out4 = dir.path().join("broken");
+    let o = bisect(
+        &m,
+        &out4,
+        &[
+            "--good",
+            &ids[1],
+            "--bad",
+            &ids[45],
+            "--signature",
+            "sum: FAILED",
+        ],
+    );
+    o.assert_success();
+    eprintln!("{}", o.text());
+    let (_, doc4) = bisection(&out4);
+    assert_eq!(first_new(&doc4, &ids), 41);
+    let broken: Vec<&Value> = probes(&doc4)
+        .iter()
+        .filter(|p| number(&ids, p["value"].as_str().unwrap()) == 23)
+        .collect();
+    assert_eq!(broken.len(), 1, "{doc4}");
+    assert_eq!(broken[0]["verdict"], "skip", "{}", broken[0]);
+    assert!(
+        broken[0]["why"].as_str().unwrap().contains("build failed"),
+        "{}",
+        broken[0]
+    );
+    assert!(probes(&doc4).len() <= 6 + 2 + 1, "{doc4}");
+
+    // The fix, on branch `fix`: the first good commit after a bad one.
+    let out5 = dir.path().join("fix");
+    let o = bisect(
+        &m,
+        &out5,
+        &["--bad", &ids[60], "--good", "fix", "--regress", "success"],
+    );
+    o.assert_success();
+    eprintln!("{}", o.text());
+    let (_, doc5) = bisection(&out5);
+    assert_eq!(first_new(&doc5, &ids), 69, "{doc5}");
+    assert!(
+        o.stdout()
+            .contains(&format!("first good: {} commit 69", &ids[69][..12])),
+        "{}",
+        o.stdout()
+    );
+
+    // Ends the wrong way round: refused before anything runs (2), or once
+    // the good end shows the signature (1).
+    let out6 = dir.path().join("wrong");
+    let o = bisect(&m, &out6, &["--good", &ids[64], "--bad", &ids[1]]);
+    o.assert_code(2);
+    assert!(
+        o.stderr().contains("wrong way round") && o.stderr().contains("--regress success"),
+        "{}",
+        o.text()
+    );
+    let o = bisect(&m, &out6, &["--good", &ids[45], "--bad", &ids[64]]);
+    o.assert_code(1);
+    assert!(
+        o.stdout().contains(&format!(
+            "the ends do not behave as claimed: --good {} shows the signature too",
+            &ids[45][..12]
+        )),
+        "{}",
+        o.text()
+    );
+}
+
+#[test]
+fn an_interrupted_bisection_resumes_to_the_same_answer_for_real() {
+    let Some(_engine) =
+        engine_or_skip("an_interrupted_bisection_resumes_to_the_same_answer_for_real")
+    else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, ids) = fixture(dir.path());
+    let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+    let m = matrix(dir.path(), &repo, &nonce);
+    let out = dir.path().join("out");
+    let mut child = Rocmatrix::new()
+        .arg("bisect")
+        .arg(&m)
+        .args(["--source", "proj", "--good", &ids[1], "--bad", &ids[64]])
+        .out(&out)
+        .spawn();
+    // Interrupt it once three probes are recorded.
+    let t0 = Instant::now();
+    loop {
+        let recorded = std::fs::read_dir(out.join("bisects"))
+            .ok()
+            .and_then(|mut rd| rd.next())
+            .and_then(|e| std::fs::read_to_string(e.unwrap().path().join("bisect.json")).ok())
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            .map(|d| probes(&d).len())
+            .unwrap_or(0);
+        if recorded >= 3 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(900),
+            "no third probe in 15 minutes"
+        );
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("bisect ended before it could be interrupted: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("--resume"), "{}", stdout(&o));
+    let (bisect_dir, doc) = bisection(&out);
+    assert!(doc["answer"].is_null(), "{doc}");
+    let before = probes(&doc).len();
+
+    let o = Rocmatrix::new()
+        .arg("bisect")
+        .arg("--resume")
+        .arg(&bisect_dir)
+        .out(&out)
+        .run();
+    o.assert_success();
+    let (_, doc) = bisection(&out);
+    assert_eq!(first_new(&doc, &ids), 41, "{doc}");
+    assert!(probes(&doc).len() >= before);
+    assert!(probes(&doc).len() <= 6 + 2, "{doc}");
+}
