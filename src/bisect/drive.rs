@@ -355,14 +355,17 @@ impl Driver<'_> {
                 let shown = p
                     .signature
                     .as_ref()
-                    .map(|s| format!(" ({} \"{}\")", s.id, s.message))
+                    .map(|s| format!(": {} \"{}\"", s.id, s.message))
                     .unwrap_or_default();
                 let what = match (want, p.verdict) {
                     (Verdict::Bad, Verdict::Good) => {
                         "passes: there is no failure to look for".to_string()
                     }
                     (Verdict::Good, Verdict::Bad) => "shows the signature too".to_string(),
-                    _ => format!("{}{shown}", p.why),
+                    (Verdict::Bad, _) => {
+                        format!("does not show the signature ({}){shown}", p.why)
+                    }
+                    _ => format!("cannot be judged ({}){shown}", p.why),
                 };
                 (
                     "wrong-ends",
