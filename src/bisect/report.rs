@@ -206,8 +206,9 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
     let secs: f64 = b.probes.iter().map(|p| p.secs).sum();
     let _ = writeln!(
         s,
-        "{} probes ({} skipped) for {} points in {:.0} s{}",
+        "{} probe{} ({} skipped) for {} points in {:.0} s{}",
         b.probes.len(),
+        if b.probes.len() == 1 { "" } else { "s" },
         skipped.len(),
         b.space.points.len(),
         secs,
