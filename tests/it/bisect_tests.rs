@@ -382,3 +382,203 @@ fn an_interrupted_bisection_resumes_to_the_same_answer_for_real() {
     assert!(probes(&doc).len() >= before);
     assert!(probes(&doc).len() <= 6 + 2, "{doc}");
 }
+
+/// An axis of 16 numbers (and a 17th that only an include brings, with a
+/// key of its own): the cell fails from n=11 on, and n=6 fails otherwise.
+fn axis_matrix(dir: &Path, nonce: &str) -> PathBuf {
+    let values: Vec<String> = (1..=16).map(|n| format!("'{n}'")).collect();
+    write(
+        dir,
+        "axis.yaml",
+        &format!(
+            r#"name: bisect-axis
+matrix:
+  n: [{}]
+  flavour: [plain, fancy]
+  include:
+    - {{n: '17', flavour: plain, extra: 'yes'}}
+environment:
+  base: "debian:bookworm"
+  env: {{BISECT_NONCE: "{nonce}"}}
+retries: 0
+steps:
+  - name: check
+    run: |
+      n={{{{ matrix.n }}}}
+      if [ "$n" = 6 ]; then echo "error: no space left on device" >&2; exit 1; fi
+      if [ "$n" -ge 11 ]; then echo "check: FAILED: n=$n is too large"; exit 1; fi
+      echo "n=$n is fine"
+"#,
+            values.join(", ")
+        ),
+    )
+}
+
+#[test]
+fn an_axis_bisection_orders_numbers_as_versions_and_skips_the_odd_value_for_real() {
+    let Some(_engine) = engine_or_skip(
+        "an_axis_bisection_orders_numbers_as_versions_and_skips_the_odd_value_for_real",
+    ) else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+    let m = axis_matrix(dir.path(), &nonce);
+    let run = |out: &str, extra: &[&str]| {
+        let out = dir.path().join(out);
+        let o = Rocmatrix::new()
+            .arg("bisect")
+            .arg(&m)
+            .args(["--axis", "n", "--only", "flavour=plain"])
+            .args(extra)
+            .out(&out)
+            .run();
+        (o, out)
+    };
+    // 1..17 (17 only from the include): the first bad is 11.
+    let (o, out) = run("one", &["--good", "1", "--bad", "17"]);
+    o.assert_success();
+    eprintln!("{}", o.text());
+    let (_, doc) = bisection(&out);
+    let points: Vec<&str> = doc["space"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(points.len(), 17, "{points:?}");
+    assert_eq!(points[..3], ["1", "2", "3"]);
+    assert!(
+        o.stdout().contains("last good: 10\nfirst bad: 11\n"),
+        "{}",
+        o.stdout()
+    );
+    assert!(probes(&doc).len() <= 4 + 2, "{doc}");
+
+    // Two at a time, and every judged point probed twice: the same answer,
+    // nothing flaky, and 6 probed as a skip with its own signature.
+    let (o, out) = run(
+        "two",
+        &[
+            "--good",
+            "1",
+            "--bad",
+            "12",
+            "--jobs",
+            "2",
+            "--retries",
+            "1",
+        ],
+    );
+    o.assert_success();
+    eprintln!("{}", o.text());
+    let (_, doc) = bisection(&out);
+    assert!(o.stdout().contains("first bad: 11\n"), "{}", o.stdout());
+    assert!(!o.stdout().contains("flaky"), "{}", o.stdout());
+    let judged: Vec<&Value> = probes(&doc)
+        .iter()
+        .filter(|p| p["verdict"] != "skip")
+        .collect();
+    for p in &judged {
+        let again = probes(&doc)
+            .iter()
+            .filter(|q| q["point"] == p["point"])
+            .count();
+        assert_eq!(again, 2, "{p}");
+    }
+    // 7 passes: an end that does not behave as claimed stops it at once.
+    let (o, out) = run(
+        "six",
+        &["--good", "5", "--bad", "7", "--signature", "check: FAILED"],
+    );
+    o.assert_code(1);
+    let (_, doc) = bisection(&out);
+    assert_eq!(probes(&doc).len(), 1, "{doc}");
+    assert!(
+        o.stdout()
+            .contains("the ends do not behave as claimed: --bad 7 passes"),
+        "{}",
+        o.stdout()
+    );
+    // Between 1 and 11, 6 is the middle: probed, skipped with its own
+    // signature, and its neighbour tried next.
+    let (o, out) = run(
+        "skip",
+        &["--good", "1", "--bad", "11", "--signature", "check: FAILED"],
+    );
+    o.assert_success();
+    let (_, doc) = bisection(&out);
+    assert!(o.stdout().contains("first bad: 11\n"), "{}", o.stdout());
+    let six: Vec<&Value> = probes(&doc).iter().filter(|p| p["value"] == "6").collect();
+    assert_eq!(six.len(), 1, "{doc}");
+    assert_eq!(six[0]["verdict"], "skip", "{}", six[0]);
+    assert_eq!(
+        six[0]["signature"]["message"],
+        "error: no space left on device"
+    );
+    assert!(
+        o.stdout()
+            .contains("skipped 6: fails with another signature"),
+        "{}",
+        o.stdout()
+    );
+    // An axis left free is refused, naming it.
+    let o = Rocmatrix::new()
+        .arg("bisect")
+        .arg(&m)
+        .args(["--axis", "n", "--good", "1", "--bad", "12"])
+        .out(dir.path().join("free"))
+        .run();
+    o.assert_code(2);
+    assert!(
+        o.stderr().contains("flavour (plain, fancy)"),
+        "{}",
+        o.stderr()
+    );
+}
+
+/// The seed's question: which clang stopped rejecting kernel arguments
+/// named N and Y? Debian's clang 15, 17 and 21 reject them, 22 does not.
+#[test]
+fn the_yn_axis_names_llvm_22_as_the_first_good_for_real() {
+    let Some(_engine) = engine_or_skip("the_yn_axis_names_llvm_22_as_the_first_good_for_real")
+    else {
+        return;
+    };
+    for suite in ["bookworm", "trixie", "sid"] {
+        bases::ensure(suite);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let m = Path::new(env!("CARGO_MANIFEST_DIR")).join("matrix/hsa-metadata-yn.yaml");
+    let o = Rocmatrix::new()
+        .arg("bisect")
+        .arg(&m)
+        .args([
+            "--axis",
+            "llvm",
+            "--bad",
+            "15",
+            "--good",
+            "22",
+            "--regress",
+            "success",
+        ])
+        .args(["--only", "args=yn", "--only", "gfx=gfx900"])
+        .out(dir.path())
+        .run();
+    eprintln!("{}", o.text());
+    o.assert_success();
+    assert!(
+        o.stdout().contains("last bad: 21\nfirst good: 22\n"),
+        "{}",
+        o.stdout()
+    );
+    assert!(
+        o.stdout().contains("error: invalid HSA metadata"),
+        "{}",
+        o.stdout()
+    );
+    let (_, doc) = bisection(dir.path());
+    assert_eq!(probes(&doc).len(), 4, "{doc}");
+}
