@@ -13,6 +13,10 @@ use super::search::State;
 use crate::results::signature::{skeleton, Signature};
 use crate::store::record::Status;
 
+/// Why a probe that failed with a signature other than the judged one
+/// was skipped.
+pub const OTHER_SIGNATURE: &str = "fails with another signature";
+
 /// A probe's verdict, in the user's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -244,7 +248,7 @@ pub fn judge(obs: &Observation, target: &Target, timeout_is: TimeoutIs) -> Judge
             } else {
                 skip(
                     match &first {
-                        Some(_) => "fails with another signature".into(),
+                        Some(_) => OTHER_SIGNATURE.into(),
                         None => "fails without a signature".into(),
                     },
                     first,

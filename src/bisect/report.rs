@@ -71,6 +71,7 @@ pub fn heading(b: &Bisection) -> String {
 fn build_word(p: &Probe) -> &'static str {
     match &p.build {
         Some(b) if b.reused => "reused",
+        Some(_) if p.why.starts_with("its build failed") => "failed",
         Some(_) => "built",
         None => "-",
     }
@@ -181,11 +182,14 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
             }
         );
     }
-    if skipped.iter().any(|p| p.signature.is_some()) {
+    let other = skipped
+        .iter()
+        .filter(|p| p.why == super::judge::OTHER_SIGNATURE)
+        .count();
+    if other > 0 {
         let _ = writeln!(
             s,
-            "warning: the failure changes inside the range: {} probe(s) failed with another signature",
-            skipped.iter().filter(|p| p.signature.is_some()).count()
+            "warning: the failure changes inside the range: {other} probe(s) failed with another signature"
         );
     }
     for &f in &a.flaky {
