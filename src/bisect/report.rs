@@ -330,3 +330,153 @@ pub fn write_all(store: &BisectStore, b: &Bisection) -> Result<(), BisectError> 
     store.write("bisect.md", &markdown(b))?;
     store.write("bisect.html", &html(b))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisect::judge::{Shown, Target, TimeoutIs, Verdict};
+    use crate::bisect::space::{Point, Space};
+    use crate::bisect::store::{Answer, ProbeBuild, Request};
+
+    fn probe(n: usize, point: usize, verdict: Verdict, why: &str, sig: Option<&str>) -> Probe {
+        Probe {
+            n,
+            point,
+            value: format!("{:040x}", point + 1),
+            subject: Some(format!("commit {}", point + 1)),
+            verdict,
+            status: "failed".into(),
+            why: why.into(),
+            signature: sig.map(Shown::plain),
+            run: format!("runs/r{n}"),
+            cell: "bookworm".into(),
+            started: String::new(),
+            secs: 1.0,
+            build: Some(ProbeBuild {
+                key: "all".into(),
+                reused: n % 2 == 0,
+                snapshot: String::new(),
+            }),
+            retry: false,
+        }
+    }
+
+    fn bisection() -> Bisection {
+        Bisection {
+            bisect_version: 1,
+            id: "b".into(),
+            rocmatrix_version: "0".into(),
+            request: Request {
+                matrix_file: "m.yaml".into(),
+                matrix_hash: String::new(),
+                only: vec![],
+                good: "a".into(),
+                bad: "b".into(),
+                regress: Regress::Error,
+                signature: None,
+                timeout_is: TimeoutIs::Skip,
+                retries: 0,
+                jobs: 1,
+            },
+            space: Space {
+                kind: Kind::Git,
+                name: "proj".into(),
+                url: Some("/r".into()),
+                first_parent: true,
+                points: (0..8)
+                    .map(|i| Point {
+                        value: format!("{:040x}", i + 1),
+                        subject: Some(format!("commit {}", i + 1)),
+                    })
+                    .collect(),
+                left_out: vec![],
+            },
+            target: Some(Target::Learned(vec![Shown::plain("sum: FAILED")])),
+            probes: vec![
+                probe(
+                    1,
+                    7,
+                    Verdict::Bad,
+                    "shows the signature",
+                    Some("sum: FAILED"),
+                ),
+                probe(2, 0, Verdict::Good, "passed", None),
+                probe(
+                    3,
+                    3,
+                    Verdict::Skip,
+                    crate::bisect::judge::OTHER_SIGNATURE,
+                    Some("error: locked"),
+                ),
+                probe(
+                    4,
+                    4,
+                    Verdict::Bad,
+                    "shows the signature",
+                    Some("sum: FAILED"),
+                ),
+                probe(5, 2, Verdict::Good, "passed", None),
+            ],
+            answer: Some(Answer {
+                outcome: "found".into(),
+                message: String::new(),
+                last_old: Some(2),
+                first_new: Some(4),
+                candidates: vec![3, 4],
+                flaky: vec![],
+                reproduce: vec!["rocmatrix repro x bookworm".into()],
+            }),
+            started: String::new(),
+            finished: None,
+        }
+    }
+
+    #[test]
+    fn the_answer_lists_candidates_skips_and_how_to_reproduce() {
+        let b = bisection();
+        let store = BisectStore {
+            dir: "/tmp/bisects/b".into(),
+        };
+        let t = text(&b, &store);
+        let want = [
+            "last good: 000000000000 commit 3\n",
+            "first bad: one of these 2 (skipped points between could not be judged):\n  000000000000 commit 4\n  000000000000 commit 5\n",
+            "skipped 000000000000 commit 4: fails with another signature (",
+            "warning: the failure changes inside the range: 1 probe(s)",
+            "reproduce: rocmatrix repro x bookworm\n",
+            "5 probes (1 skipped) for 8 points in 5 s; builds reused by 2 of 5 probes\n",
+        ];
+        for w in want {
+            assert!(t.contains(w), "missing {w:?} in:\n{t}");
+        }
+        let md = markdown(&b);
+        assert!(md.contains("| 3 | 000000000000 commit 4 | skip |"), "{md}");
+        let html = html(&b);
+        assert!(html.contains("<tr class=\"skip\">"), "{html}");
+        assert!(
+            html.contains("href=\"runs/r1/report/index.html\""),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn an_interrupted_bisection_says_how_to_resume() {
+        let mut b = bisection();
+        b.answer = None;
+        let store = BisectStore {
+            dir: "/tmp/bisects/b".into(),
+        };
+        assert_eq!(
+            text(&b, &store),
+            "interrupted after 5 probes: finish it with `rocmatrix bisect --resume /tmp/bisects/b`\n"
+        );
+    }
+
+    #[test]
+    fn log2_is_rounded_up() {
+        assert_eq!(
+            [1, 2, 3, 4, 5, 63, 64, 65].map(log2_ceil),
+            [0, 1, 2, 2, 3, 6, 6, 7]
+        );
+    }
+}
