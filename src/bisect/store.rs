@@ -184,3 +184,74 @@ impl BisectStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bisect::space::{Kind, Point};
+
+    fn bisection(version: u32) -> Bisection {
+        Bisection {
+            bisect_version: version,
+            id: "20261125-160158-601f".into(),
+            rocmatrix_version: "0".into(),
+            request: Request {
+                matrix_file: "/m.yaml".into(),
+                matrix_hash: "h".into(),
+                only: vec![("gfx".into(), "gfx900".into())],
+                good: "22".into(),
+                bad: "15".into(),
+                regress: Regress::Success,
+                signature: None,
+                timeout_is: TimeoutIs::Skip,
+                retries: 0,
+                jobs: 1,
+            },
+            space: Space {
+                kind: Kind::Axis,
+                name: "llvm".into(),
+                url: None,
+                first_parent: false,
+                points: ["15", "22"]
+                    .map(|v| Point {
+                        value: v.into(),
+                        subject: None,
+                    })
+                    .to_vec(),
+                left_out: vec![],
+            },
+            target: Some(Target::Given("invalid HSA metadata".into())),
+            probes: vec![],
+            answer: None,
+            started: "t".into(),
+            finished: None,
+        }
+    }
+
+    #[test]
+    fn bisect_json_round_trips_and_other_versions_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = BisectStore::create(dir.path(), "b1").unwrap();
+        assert!(store.dir.join("runs").is_dir());
+        store.save(&bisection(BISECT_VERSION)).unwrap();
+        let again = BisectStore::open(Path::new("b1"), dir.path()).unwrap();
+        assert_eq!(again.load().unwrap(), bisection(BISECT_VERSION));
+        let text = std::fs::read_to_string(store.dir.join("bisect.json")).unwrap();
+        assert!(
+            text.contains(
+                "\"target\": {\n    \"by\": \"given\",\n    \"value\": \"invalid HSA metadata\""
+            ),
+            "{text}"
+        );
+        store.save(&bisection(99)).unwrap();
+        let e = store.load().unwrap_err().to_string();
+        assert!(
+            e.contains("version 99 is not the supported version 1"),
+            "{e}"
+        );
+        let e = BisectStore::open(Path::new("nothing"), dir.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not a bisection"), "{e}");
+    }
+}
