@@ -101,3 +101,81 @@ fn entry(c: &git2::Commit) -> RangeCommit {
 fn short(id: &str) -> &str {
     &id[..id.len().min(12)]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commits `parents` into `repo` on HEAD's branch (`update` moves it).
+    fn commit(
+        repo: &git2::Repository,
+        msg: &str,
+        parents: &[git2::Oid],
+        update: bool,
+    ) -> git2::Oid {
+        let sig = git2::Signature::now("t", "t@example.org").unwrap();
+        let mut index = repo.index().unwrap();
+        let blob = repo.blob(msg.as_bytes()).unwrap();
+        index
+            .add(&git2::IndexEntry {
+                ctime: git2::IndexTime::new(0, 0),
+                mtime: git2::IndexTime::new(0, 0),
+                dev: 0,
+                ino: 0,
+                mode: 0o100644,
+                uid: 0,
+                gid: 0,
+                file_size: msg.len() as u32,
+                id: blob,
+                flags: 0,
+                flags_extended: 0,
+                path: b"f".to_vec(),
+            })
+            .unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parents: Vec<git2::Commit> = parents
+            .iter()
+            .map(|p| repo.find_commit(*p).unwrap())
+            .collect();
+        let refs: Vec<&git2::Commit> = parents.iter().collect();
+        repo.commit(update.then_some("HEAD"), &sig, &sig, msg, &tree, &refs)
+            .unwrap()
+    }
+
+    #[test]
+    fn first_parent_keeps_the_mainline_and_all_commits_the_merged_branch_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("up");
+        let repo = git2::Repository::init(&path).unwrap();
+        let a = commit(&repo, "a", &[], true);
+        let b = commit(&repo, "b", &[a], true);
+        let c1 = commit(&repo, "c1", &[b], false);
+        let c2 = commit(&repo, "c2", &[c1], false);
+        let d = commit(&repo, "d", &[b], true);
+        let m = commit(&repo, "merge side", &[d, c2], true);
+        repo.tag_lightweight("start", &repo.find_object(a, None).unwrap(), false)
+            .unwrap();
+        let cache = dir.path().join("cache");
+        let url = path.display().to_string();
+        let subjects = |first_parent: bool| -> Vec<String> {
+            commits(&cache, "s", &url, "start", &m.to_string(), first_parent)
+                .unwrap()
+                .commits
+                .into_iter()
+                .map(|c| c.subject)
+                .collect()
+        };
+        assert_eq!(subjects(true), ["a", "b", "d", "merge side"]);
+        let all = subjects(false);
+        assert_eq!(all.len(), 6, "{all:?}");
+        assert_eq!((all[0].as_str(), all[5].as_str()), ("a", "merge side"));
+        let e = commits(&cache, "s", &url, &m.to_string(), "start", true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is not an ancestor of"), "{e}");
+        let e = commits(&cache, "s", &url, "start", "nope", true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ref `nope` not found"), "{e}");
+    }
+}
