@@ -81,6 +81,16 @@ pub fn commits(
         let c = repo
             .find_commit(oid)
             .map_err(|e| git(e.message().to_string()))?;
+        // On the first-parent chain, each commit's first parent is the one
+        // before it; else `from` lies on a merged branch, off the chain.
+        if first_parent
+            && c.parent_id(0).ok().map(|p| p.to_string()) != out.last().map(|l| l.id.clone())
+        {
+            return Err(git(format!(
+                "`{from}` is not on the first-parent chain of `{to}` (it was merged from a \
+                 branch); give --all-commits"
+            )));
+        }
         out.push(entry(&c));
     }
     Ok(Range { commits: out })
@@ -177,5 +187,13 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("ref `nope` not found"), "{e}");
+        // A start on the merged branch is off the first-parent chain.
+        let e = commits(&cache, "s", &url, &c1.to_string(), &m.to_string(), true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not on the first-parent chain"), "{e}");
+        let from_side = commits(&cache, "s", &url, &c1.to_string(), &m.to_string(), false).unwrap();
+        // As `git rev-list c1..m`: d is not reachable from c1 either.
+        assert_eq!(from_side.commits.len(), 4, "c1, then c2, d, merge");
     }
 }
