@@ -273,8 +273,13 @@ pub fn git(
             if crate::source::range::commits(cache, name, &source.url, to, from, !all_commits)
                 .is_ok()
             {
+                // The end given as the older is the newer: index 1.
+                let (g, b) = match regress {
+                    Regress::Error => (1, 0),
+                    Regress::Success => (0, 1),
+                };
                 return Err(
-                    ends_in_order(regress, 1, 0, good, bad, &format!("{name}@"), || {
+                    ends_in_order(regress, g, b, good, bad, &format!("{name}@"), || {
                         "oldest first: git history".into()
                     })
                     .err()

@@ -305,6 +305,18 @@ fn bisect_names_the_first_bad_commit_skips_what_it_cannot_judge_and_builds_nothi
         "{}",
         o.text()
     );
+    let o = bisect(
+        &m,
+        &out6,
+        &["--bad", "fix", "--good", &ids[60], "--regress", "success"],
+    );
+    o.assert_code(2);
+    assert!(
+        o.stderr()
+            .contains("the ends are the wrong way round for --regress success"),
+        "{}",
+        o.text()
+    );
     let o = bisect(&m, &out6, &["--good", &ids[45], "--bad", &ids[64]]);
     o.assert_code(1);
     assert!(
