@@ -396,7 +396,8 @@ fn an_interrupted_bisection_resumes_to_the_same_answer_for_real() {
 }
 
 /// An axis of 16 numbers (and a 17th that only an include brings, with a
-/// key of its own): the cell fails from n=11 on, and n=6 fails otherwise.
+/// key of its own): the cell fails from n=11 on, n=6 fails otherwise, and
+/// n=14 hangs past its step's timeout.
 fn axis_matrix(dir: &Path, nonce: &str) -> PathBuf {
     let values: Vec<String> = (1..=16).map(|n| format!("'{n}'")).collect();
     write(
@@ -415,8 +416,10 @@ environment:
 retries: 0
 steps:
   - name: check
+    timeout: 4s
     run: |
       n={{{{ matrix.n }}}}
+      if [ "$n" = 14 ]; then sleep 60; fi
       if [ "$n" = 6 ]; then echo "error: no space left on device" >&2; exit 1; fi
       if [ "$n" -ge 11 ]; then echo "check: FAILED: n=$n is too large"; exit 1; fi
       echo "n=$n is fine"
@@ -535,6 +538,35 @@ fn an_axis_bisection_orders_numbers_as_versions_and_skips_the_odd_value_for_real
         "{}",
         o.stdout()
     );
+    // A hang: skipped by default, so 14 cannot be the bad end; with
+    // --timeout-is bad it is one.
+    let (o, _) = run("hang", &["--good", "10", "--bad", "14"]);
+    o.assert_code(1);
+    assert!(
+        o.stdout()
+            .contains("--bad 14 does not show the signature (timed out)"),
+        "{}",
+        o.stdout()
+    );
+    let (o, out) = run(
+        "hang-bad",
+        &[
+            "--good",
+            "10",
+            "--bad",
+            "14",
+            "--timeout-is",
+            "bad",
+            "--signature",
+            "check: FAILED",
+        ],
+    );
+    o.assert_success();
+    assert!(o.stdout().contains("first bad: 11\n"), "{}", o.stdout());
+    let (_, doc) = bisection(&out);
+    assert_eq!(probes(&doc)[0]["status"], "timeout", "{doc}");
+    assert_eq!(probes(&doc)[0]["verdict"], "bad", "{doc}");
+
     // An axis left free is refused, naming it.
     let o = Rocmatrix::new()
         .arg("bisect")
