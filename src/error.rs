@@ -10,6 +10,7 @@
 
 use std::path::PathBuf;
 
+use crate::bisect::BisectError;
 use crate::bundle::BundleError;
 use crate::engine::EngineError;
 use crate::gpu::GpuError;
@@ -110,6 +111,18 @@ impl ExitCode {
         }
     }
 
+    /// `bisect`: 0 when a first bad (or, with `--regress success`, first
+    /// good) point was found; 1 when the ends do not behave as claimed;
+    /// 3 when an end could not be probed at all; 130 when interrupted.
+    pub fn of_bisect(interrupted: bool, outcome: Option<&str>) -> ExitCode {
+        match (interrupted, outcome) {
+            (true, _) => ExitCode::Interrupted,
+            (false, Some("found")) => ExitCode::Success,
+            (false, Some("infrastructure")) => ExitCode::Infrastructure,
+            (false, _) => ExitCode::TestFailure,
+        }
+    }
+
     /// `repro`: 0 when the outcome matches, 1 when it differs.
     pub fn of_repro(outcome: ReproOutcome) -> ExitCode {
         match outcome {
@@ -150,6 +163,9 @@ pub enum Error {
     /// Reading results or writing reports failed.
     #[error(transparent)]
     Report(#[from] ReportError),
+    /// A bisection could not be carried out.
+    #[error(transparent)]
+    Bisect(#[from] BisectError),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -174,6 +190,8 @@ impl Error {
             Error::Bundle(BundleError::Io { .. }) => ExitCode::Infrastructure,
             Error::Report(ReportError::Results(e)) => results_exit_code(e),
             Error::Report(_) => ExitCode::Infrastructure,
+            Error::Bisect(e) if e.is_usage() => ExitCode::Usage,
+            Error::Bisect(_) => ExitCode::Infrastructure,
         }
     }
 

@@ -3,6 +3,7 @@
 //! Each command module turns its raw arguments into validated options and
 //! calls the library; `main.rs` only maps the result to an exit code.
 
+mod bisect;
 mod bundles;
 mod coverage;
 mod explain;
@@ -53,6 +54,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Find the first point of an axis or a git range where a failure's signature appears (or goes).
+    Bisect(bisect::BisectArgs),
     /// Write a self-contained reproducer of one cell (needs only docker).
     Export(export::ExportArgs),
     /// List (or prune) the images rocmatrix made: environments, bases, snapshots.
@@ -105,6 +108,7 @@ impl Cli {
             labels: self.labels.into_iter().collect(),
         };
         match self.command {
+            Command::Bisect(a) => bisect::run(a, &cx, out),
             Command::Export(a) => export::run(a, out),
             Command::Images(a) => images::run(a, &cx, out),
             Command::Plan(a) => plan::run(a, out),

@@ -28,6 +28,11 @@ const EXAMPLE_BYTES: usize = 4096;
 /// One cause of failure, with where it occurs and what the axes say.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Signature {
+    /// A short stable name: the first 12 hex digits of the SHA-256 of the
+    /// text's skeleton (every number as `<n>`), so the same cause has the
+    /// same id in every run (`bisect --signature ID`).
+    #[serde(default)]
+    pub id: String,
     /// The normalised text: what all its failures share.
     pub text: String,
     /// One failure's own first line, as written.
@@ -206,6 +211,7 @@ fn signature(
         .max_by_key(|f| f.debug_info);
     Signature {
         frames: traced.map(|f| f.frames.clone()).unwrap_or_default(),
+        id: id(&text),
         text,
         message: members[0].first_line.clone(),
         count: members.len() as u64,
@@ -421,9 +427,14 @@ pub fn normalise(text: &str) -> String {
 
 static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\d+").expect("valid regex"));
 
+/// The id of a signature with normalised text `text` (see [`Signature::id`]).
+pub fn id(text: &str) -> String {
+    crate::digest::short(&crate::digest::sha256_hex(skeleton(text).as_bytes())).to_string()
+}
+
 /// The text with every number as `<n>`: texts differing only in numbers
 /// share it.
-fn skeleton(text: &str) -> String {
+pub fn skeleton(text: &str) -> String {
     NUMBER.replace_all(text, "<n>").into_owned()
 }
 
@@ -484,6 +495,7 @@ mod tests {
 
     fn sig(text: &str) -> Signature {
         Signature {
+            id: id(text),
             text: text.into(),
             message: text.into(),
             count: 1,

@@ -4,6 +4,7 @@
 //! container (`/src/<name>`, an upload, so remote engines work too).
 
 mod mirror;
+pub mod range;
 mod tree_tar;
 
 use std::collections::HashMap;

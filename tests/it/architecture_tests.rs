@@ -39,6 +39,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("run", 5),
     ("results", 6),
     ("report", 7),
+    ("bisect", 7),
     ("cli", 8),
     ("error", 8),
 ];

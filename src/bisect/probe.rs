@@ -1,0 +1,167 @@
+//! One probe: the matrix's plan restricted to the point's one cell (for a
+//! git source, with the source pinned to the commit), run by the ordinary
+//! runner into a run store of its own under the bisection's `runs/`, then
+//! read back as an [`Observation`]: the cell's status, whether its build
+//! failed or was reused, and the failure signatures of the run.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::judge::{Observation, Shown};
+use super::space::{self, Kind, Space};
+use super::store::ProbeBuild;
+use super::BisectError;
+use crate::engine::Engine;
+use crate::plan::Plan;
+use crate::run::gpu_gate::GpuGate;
+use crate::run::progress::{self, ProgressMode};
+use crate::run::runner::{self, RunRequest, RunSource};
+use crate::run::signals::Interrupt;
+use crate::run::RunOptions;
+use crate::spec::Spec;
+use crate::store::record::Status;
+
+/// What every probe of a bisection shares.
+pub struct Setup<'a> {
+    pub engine: &'a Engine,
+    pub spec: &'a Spec,
+    pub space: &'a Space,
+    pub only: &'a [(String, String)],
+    pub max_cells: usize,
+    pub options: &'a RunOptions,
+    pub progress: ProgressMode,
+    pub gpus: Arc<dyn GpuGate>,
+    /// The bisection's directory; runs go under its `runs/`.
+    pub dir: PathBuf,
+    pub interrupt: Interrupt,
+}
+
+/// A finished probe run.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// The run store, relative to the bisection's directory.
+    pub run: String,
+    pub cell: String,
+    pub observation: Observation,
+    pub build: Option<ProbeBuild>,
+    pub started: String,
+    pub secs: f64,
+    /// The run was interrupted: the probe says nothing.
+    pub interrupted: bool,
+}
+
+/// The plan of point `point`: exactly one cell.
+pub fn plan_of(setup: &Setup<'_>, point: usize) -> Result<Plan, BisectError> {
+    let p = &setup.space.points[point];
+    let (plan, only) = match setup.space.kind {
+        Kind::Axis => {
+            let mut only = setup.only.to_vec();
+            only.push((setup.space.name.clone(), p.value.clone()));
+            (Plan::build(setup.spec, setup.max_cells)?, only)
+        }
+        Kind::Git => {
+            let spec = space::pinned(setup.spec, &setup.space.name, &p.value);
+            (Plan::build(&spec, setup.max_cells)?, setup.only.to_vec())
+        }
+    };
+    let what = format!("point {}", p.label(setup.space.kind));
+    let cell = space::one_cell(&plan, &only, &what)?;
+    let mut plan = plan;
+    plan.cells = vec![cell];
+    Ok(plan)
+}
+
+/// Runs point `point` once.
+pub async fn run(setup: &Setup<'_>, point: usize) -> Result<Ran, BisectError> {
+    let plan = plan_of(setup, point)?;
+    let cell = plan.cells[0].clone();
+    let started = crate::store::now_rfc3339();
+    let t0 = Instant::now();
+    let listener: Arc<dyn crate::run::events::Listener> =
+        Arc::from(progress::listener(setup.progress, 1));
+    let request = RunRequest {
+        source: RunSource::New {
+            spec: Box::new(setup.spec.clone()),
+            plan: Box::new(plan),
+        },
+        out: setup.dir.clone(),
+        options: setup.options.clone(),
+        listeners: vec![listener],
+        gpus: setup.gpus.clone(),
+    };
+    let report = runner::run(setup.engine, request, setup.interrupt.clone()).await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let run_dir = report.store.dir.clone();
+    let run = run_dir
+        .strip_prefix(&setup.dir)
+        .unwrap_or(&run_dir)
+        .display()
+        .to_string();
+    let record = report.records.iter().find(|r| r.id == cell.id);
+    let built = cell
+        .build
+        .as_ref()
+        .and_then(|k| report.outcome.builds.iter().find(|b| &b.key == k));
+    let mut observation = Observation {
+        status: record.map(|r| r.status),
+        reason: record.and_then(|r| r.reason.clone()).or_else(|| {
+            report
+                .outcome
+                .not_run
+                .iter()
+                .find(|(id, _)| *id == cell.id)
+                .map(|(_, why)| why.clone())
+                .or_else(|| report.outcome.image_errors.first().cloned())
+        }),
+        signatures: Vec::new(),
+        build_failed: built.is_some_and(|b| b.status != Status::Passed),
+    };
+    if record.is_some_and(|r| r.status.is_failure()) {
+        let dir = run_dir.clone();
+        observation.signatures = tokio::task::spawn_blocking(move || signatures(&dir))
+            .await
+            .map_err(|e| BisectError::Join(e.to_string()))?;
+    }
+    if !report.outcome.interrupted {
+        let dir = run_dir.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Err(e) = crate::report::write_reports(&dir, None, None) {
+                tracing::warn!("{}: the probe's reports: {e}", dir.display());
+            }
+        })
+        .await;
+    }
+    Ok(Ran {
+        run,
+        cell: cell.id,
+        observation,
+        build: built.map(|b| ProbeBuild {
+            key: b.key.clone(),
+            reused: b.reused || b.pulled,
+            snapshot: b.snapshot.clone(),
+        }),
+        started,
+        secs,
+        interrupted: report.outcome.interrupted,
+    })
+}
+
+/// The failure signatures of a run, with `expect:` set aside: an expected
+/// failure is still the failure a bisection may be looking for.
+fn signatures(run_dir: &std::path::Path) -> Vec<Shown> {
+    let mut source = match crate::results::Source::run(run_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("{}: {e}", run_dir.display());
+            return Vec::new();
+        }
+    };
+    source.expect.clear();
+    let results = crate::results::collect(
+        &source,
+        crate::results::junit::Limits::default(),
+        &mut crate::results::NoSink,
+    );
+    results.signatures.iter().map(Shown::of).collect()
+}
