@@ -4,8 +4,8 @@
 //!
 //! The image build has already unpacked and patched the source at
 //! `/usr/src/llvm-source` (the family's `llvm_source` script); these steps
-//! configure it for the tools and targets asked for, compile, pack the split
-//! DWARF next to each tool and put the tools first on `PATH`. The snapshot
+//! configure it for the tools and targets asked for, compile, keep the split
+//! DWARF (`.dwo`) where the tools name it and put the tools first on `PATH`. The snapshot
 //! is committed as `rocmatrix/llvm-debug:<hash>`: content-addressed by the
 //! environment image (which holds the source and its checksums) and these
 //! steps, so it is built once and every later run reuses it. A matrix's own
@@ -159,9 +159,8 @@ ccache --zero-stats >/dev/null
 /usr/bin/time -f 'compile: %e s wall, %U s user, largest process %M KiB' \
   nice -n 19 ninja -C /work/llvm-build -j "$(nproc)" {tools}
 ccache --show-stats | sed -n '1,12p'
-if [ -r /sys/fs/cgroup/memory.peak ]; then
-  echo "build container's peak memory: $(( $(cat /sys/fs/cgroup/memory.peak) / 1048576 )) MiB"
-fi
+peak=$(cat /sys/fs/cgroup/memory.peak /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null | head -n 1)
+[ -z "$peak" ] || echo "build container's peak memory: $(( peak / 1048576 )) MiB"
 "#,
         tools = src.tools.join(" "),
     )
@@ -171,20 +170,24 @@ fn install(src: &LlvmSource) -> String {
     format!(
         r#"s=/usr/src/llvm-source
 v=$(awk '$1 == "llvm" {{ print $2 }}' "$s/.rocmatrix/source")
-dwp=$(command -v "llvm-dwp-$v" || command -v llvm-dwp || command -v dwp)
 mkdir -p {PREFIX}/bin
 for t in {tools}; do
   install -m 755 "/work/llvm-build/bin/$t" "{PREFIX}/bin/$t"
-  # The .dwo files stay in the build tree; packed beside the tool, gdb
-  # finds them as <tool>.dwp.
-  "$dwp" -e "{PREFIX}/bin/$t" -o "{PREFIX}/bin/$t.dwp"
   # The versioned name (llvm-mc-21) runs this build too.
   ln -f "{PREFIX}/bin/$t" "{PREFIX}/bin/$t-$v"
-  ln -f "{PREFIX}/bin/$t.dwp" "{PREFIX}/bin/$t-$v.dwp"
+done
+# The split DWARF stays where the compiler wrote it: each tool names its
+# .dwo files by the build directory and the object's path, and gdb reads
+# them there. (They are not packed: llvm-dwp 21 on GCC 16's split DWARF
+# ran for minutes at full CPU without writing a byte.) The rest of the
+# build tree goes.
+find /work/llvm-build -type f ! -name '*.dwo' -delete
+find /work/llvm-build -depth -type d -empty -delete
+echo "split DWARF kept: $(find /work/llvm-build -name '*.dwo' | wc -l) files, $(du -sh /work/llvm-build | cut -f1)"
+for t in {tools}; do
   gdb -batch -ex 'info line main' "{PREFIX}/bin/$t" 2>&1 | tail -n 1
 done
 cp -r "$s/.rocmatrix" {PREFIX}/source
-rm -rf /work/llvm-build
 du -sh {PREFIX}
 ls -l {PREFIX}/bin
 "#,
