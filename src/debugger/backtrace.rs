@@ -31,12 +31,14 @@ pub fn parse(
         bt.note = Some(format!("not run again under gdb: {}", rest.trim()));
         return bt;
     }
-    let mut segments = output.split(MARK);
-    let before = segments.next().unwrap_or("");
-    for seg in segments {
+    let parts: Vec<&str> = output.split(MARK).collect();
+    let before = parts[0];
+    for (i, seg) in parts.iter().enumerate().skip(1) {
         // What follows the last stop (gdb's own messages) is not a stop.
         let seg = seg.split(EXITED).next().unwrap_or(seg);
-        bt.stops.push(stop(seg, breaks, max_frames));
+        // gdb announces a breakpoint's hit just before the mark.
+        let hit = announced(parts[i - 1]);
+        bt.stops.push(stop(seg, hit, breaks, max_frames));
     }
     if bt.stops.is_empty() {
         if let Some(at) = output.find(EXITED) {
@@ -85,23 +87,47 @@ pub fn parse(
     bt
 }
 
-/// One stop: the lines after a mark, up to the next.
-fn stop(seg: &str, breaks: &[String], max_frames: usize) -> Stop {
+/// The number of the breakpoint gdb last announced as hit in `text`
+/// (`Temporary breakpoint 3, f (…) at …`, `Breakpoint 1, …`,
+/// `Catchpoint 1 (call to syscall exit_group), …`).
+fn announced(text: &str) -> Option<usize> {
+    text.lines().rev().find_map(|l| {
+        let l = l.trim();
+        let rest = l
+            .strip_prefix("Temporary breakpoint ")
+            .or_else(|| l.strip_prefix("Breakpoint "))
+            .or_else(|| l.strip_prefix("Catchpoint "))?;
+        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+        let after = &rest[digits..];
+        (digits > 0 && (after.starts_with(", ") || after.starts_with(" (call")))
+            .then(|| rest[..digits].parse().ok())
+            .flatten()
+    })
+}
+
+/// One stop: the lines after a mark, up to the next; `hit` is the
+/// breakpoint gdb announced before it.
+fn stop(seg: &str, hit: Option<usize>, breaks: &[String], max_frames: usize) -> Stop {
     let mut s = Stop {
         at: String::new(),
         frames: Vec::new(),
         truncated: false,
     };
+    let named = |n: usize| match breaks.get(n.wrapping_sub(1)) {
+        Some(b) => format!("breakpoint {b}"),
+        None if breaks.is_empty() => "exit".into(),
+        None => format!("breakpoint {n}"),
+    };
     for line in seg.lines() {
         let line = line.trim_end();
         if s.at.is_empty() {
             if let Some(rest) = line.trim().strip_prefix("It stopped at breakpoint ") {
-                let n: usize = rest.trim_end_matches('.').parse().unwrap_or(0);
-                s.at = match breaks.get(n.wrapping_sub(1)) {
-                    Some(b) => format!("breakpoint {b}"),
-                    None if breaks.is_empty() => "exit".into(),
-                    None => format!("breakpoint {n}"),
-                };
+                s.at = named(rest.trim_end_matches('.').parse().unwrap_or(0));
+            } else if line
+                .trim()
+                .starts_with("It stopped at a breakpoint that has since been deleted")
+            {
+                s.at = hit.map(named).unwrap_or_else(|| "a breakpoint".into());
             } else if let Some(rest) = line.trim().strip_prefix("It stopped with signal ") {
                 let rest = rest.trim_end_matches('.');
                 s.at = match rest.split_once(", ") {
@@ -284,6 +310,23 @@ It stopped at breakpoint 1.
             Some("no debug info: 3+ frames, none with a source line")
         );
         assert_eq!(s.frames[1].line_text(), "#1 ?? from libLLVM.so.21.1");
+    }
+
+    #[test]
+    fn temporary_breakpoints_are_named_by_gdb_s_announcement() {
+        let out = "Temporary breakpoint 1: file t.c, line 3.\n\
+                   Temporary breakpoint 2: file t.c, line 9.\n\
+                   \nTemporary breakpoint 2, check (x=...) at t.c:9\n\
+                   @@rocmatrix-backtrace@@\n\
+                   It stopped at a breakpoint that has since been deleted.\n\
+                   #0  check (x=...) at t.c:9\n\
+                   \nTemporary breakpoint 1, other () at t.c:3\n\
+                   @@rocmatrix-backtrace@@\n\
+                   It stopped at a breakpoint that has since been deleted.\n\
+                   #0  other () at t.c:3\n";
+        let bt = parse("./t", out, &breaks(&["t.c:3", "check"]), 8, "a");
+        let at: Vec<&str> = bt.stops.iter().map(|s| s.at.as_str()).collect();
+        assert_eq!(at, ["breakpoint check", "breakpoint t.c:3"]);
     }
 
     #[test]

@@ -12,9 +12,9 @@ pub const EXITED: &str = "@@rocmatrix-no-stop@@";
 /// gdb's commands: quiet and unpaged, frame arguments left out (they are
 /// long and say little in a report), the breakpoints (pending, for
 /// libraries not loaded yet), run, then a backtrace at each stop: each
-/// breakpoint gives one, at its first hit, and is cleared so that the
-/// program goes on to the next; a signal or the exit ends it. Without
-/// breakpoints, `on: error` stops where the program exits.
+/// breakpoint is temporary and gives one, at its first hit; a signal or
+/// the exit ends it. Without breakpoints, `on: error` stops where the
+/// program exits.
 pub fn script(spec: &BacktraceSpec) -> String {
     let mut s = String::from(
         "set pagination off\n\
@@ -26,8 +26,10 @@ pub fn script(spec: &BacktraceSpec) -> String {
     );
     // Not every gdb knows debuginfod; an old one ignores the error below.
     s.push_str("set debuginfod enabled off\n");
+    // Temporary: each deletes itself at its first hit, and the program
+    // goes on to the next (even without debug info, where `clear` fails).
     for b in &spec.breaks {
-        s.push_str(&format!("break {b}\n"));
+        s.push_str(&format!("tbreak {b}\n"));
     }
     if spec.breaks.is_empty() && spec.on == BacktraceOn::Error {
         s.push_str("catch syscall exit_group\n");
@@ -35,7 +37,7 @@ pub fn script(spec: &BacktraceSpec) -> String {
     s.push_str("run\n");
     // `$_exitcode` is set once the program has exited; `$_siginfo` is
     // SIGTRAP (5) at a breakpoint, the signal otherwise (a crash ends the
-    // loop); `clear` deletes the breakpoints where it stopped.
+    // loop).
     s.push_str(&format!(
         "set $rocmatrix_stops = 0\n\
          while $_isvoid($_exitcode) && $rocmatrix_stops < {limit}\n\
@@ -46,7 +48,6 @@ pub fn script(spec: &BacktraceSpec) -> String {
          \x20 if $_siginfo.si_signo != 5 || {catch}\n\
          \x20   loop_break\n\
          \x20 end\n\
-         \x20 clear\n\
          \x20 continue\n\
          end\n\
          if $rocmatrix_stops == 0\n\
@@ -90,7 +91,7 @@ mod tests {
     #[test]
     fn breakpoints_come_before_run_and_the_backtrace_after() {
         let s = script(&spec(BacktraceOn::Error, &["llvm::MCAsmParser::Error"]));
-        let b = s.find("break llvm::MCAsmParser::Error").unwrap();
+        let b = s.find("tbreak llvm::MCAsmParser::Error").unwrap();
         let r = s.find("\nrun\n").unwrap();
         let bt = s.find("  bt 16").unwrap();
         assert!(b < r && r < bt, "{s}");
