@@ -159,8 +159,14 @@ ccache --zero-stats >/dev/null
 /usr/bin/time -f 'compile: %e s wall, %U s user, largest process %M KiB' \
   nice -n 19 ninja -C /work/llvm-build -j "$(nproc)" {tools}
 ccache --show-stats | sed -n '1,12p'
-peak=$(cat /sys/fs/cgroup/memory.peak /sys/fs/cgroup/memory/memory.max_usage_in_bytes 2>/dev/null | head -n 1)
-[ -z "$peak" ] || echo "build container's peak memory: $(( peak / 1048576 )) MiB"
+# The container's peak memory, where the kernel keeps it (cgroup v2 from
+# Linux 5.19, or v1).
+for f in /sys/fs/cgroup/memory.peak /sys/fs/cgroup/memory/memory.max_usage_in_bytes; do
+  if [ -r "$f" ]; then
+    echo "build container's peak memory: $(( $(cat "$f") / 1048576 )) MiB"
+    break
+  fi
+done
 "#,
         tools = src.tools.join(" "),
     )
