@@ -7,6 +7,7 @@ mod bundle_tests;
 mod cdi_tests;
 mod ci_plan_tests;
 mod cli_tests;
+mod debug_llvm_evidence_tests;
 mod debugger_tests;
 mod expand_props;
 mod family_tests;
