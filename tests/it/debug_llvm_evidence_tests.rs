@@ -60,10 +60,16 @@ fn the_debug_llvm_shows_where_the_scalar_n_became_a_boolean() {
     // called by the msgpack document's fromString.
     let parsed = stop(&bt, "breakpoint YAMLTraits.cpp:930");
     assert!(has_frame(parsed, "ScalarTraits<bool"), "{parsed:#}");
-    assert!(has_frame(parsed, "msgpack::DocNode::fromString"), "{parsed:#}");
+    assert!(
+        has_frame(parsed, "msgpack::DocNode::fromString"),
+        "{parsed:#}"
+    );
     // The verifier's rejection of a `.name` that is not a string.
     let rejected = stop(&bt, "breakpoint AMDGPUMetadataVerifier.cpp:38");
-    assert!(has_frame(rejected, "MetadataVerifier::verifyScalar"), "{rejected:#}");
+    assert!(
+        has_frame(rejected, "MetadataVerifier::verifyScalar"),
+        "{rejected:#}"
+    );
     // The assembler's error, raised while parsing the directive.
     let error = stop(&bt, "breakpoint llvm::MCAsmParser::Error");
     assert!(has_frame(error, "ParseDirectiveHSAMetadata"), "{error:#}");
@@ -76,7 +82,10 @@ fn the_debug_llvm_shows_where_the_scalar_n_became_a_boolean() {
     let release = backtrace(&run, "21.release.yn");
     assert_eq!(release["debug_info"], false, "{release:#}");
     assert!(
-        release["note"].as_str().unwrap().starts_with("no debug info: "),
+        release["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("no debug info: "),
         "{release:#}"
     );
     // The control kernels assemble; LLVM 22 accepts N and Y.
@@ -96,7 +105,10 @@ fn the_debug_llvm_came_from_a_kept_toolchain_snapshot() {
         .find(|(k, _)| k.starts_with("llvm-debug-"))
         .unwrap_or_else(|| panic!("{lock:#}"));
     assert!(
-        b["snapshot"].as_str().unwrap().starts_with("rocmatrix/llvm-debug:"),
+        b["snapshot"]
+            .as_str()
+            .unwrap()
+            .starts_with("rocmatrix/llvm-debug:"),
         "{b:#}"
     );
     let record = read_json(&run.join("builds").join(key).join("build.json"));
@@ -123,7 +135,10 @@ fn the_kept_run_reports_and_explains_one_signature_with_its_frames() {
     let o = Rocmatrix::new().arg("report").arg(&run).run();
     o.assert_code(1);
     let summary = std::fs::read_to_string(run.join("report/summary.md")).unwrap();
-    assert!(summary.contains("ParseDirectiveHSAMetadata at "), "{summary}");
+    assert!(
+        summary.contains("ParseDirectiveHSAMetadata at "),
+        "{summary}"
+    );
     assert!(summary.contains("no debug info: "), "{summary}");
 
     let explain = Rocmatrix::new().arg("explain").arg(&run).run();
@@ -131,7 +146,13 @@ fn the_kept_run_reports_and_explains_one_signature_with_its_frames() {
     let text = explain.stdout();
     assert!(text.starts_with("Why cells fail: 1 signature\n"), "{text}");
     assert!(text.contains("invalid HSA metadata"), "{text}");
-    assert!(text.contains("2 failures in 2 cells: 21.release.yn, 21.debug.yn"), "{text}");
-    assert!(text.contains("     stopped at breakpoint YAMLTraits.cpp:930:"), "{text}");
+    assert!(
+        text.contains("2 failures in 2 cells: 21.release.yn, 21.debug.yn"),
+        "{text}"
+    );
+    assert!(
+        text.contains("     stopped at breakpoint YAMLTraits.cpp:930:"),
+        "{text}"
+    );
     assert!(text.contains("msgpack::DocNode::fromString at "), "{text}");
 }
