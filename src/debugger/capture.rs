@@ -32,8 +32,7 @@ pub fn instrument(slug: &str, spec: &BacktraceSpec, script: &str) -> String {
         BacktraceOn::Error => "[ \"$rc\" != 77 ]",
         BacktraceOn::Crash => "[ \"$rc\" -gt 128 ] && [ \"$rc\" -lt 160 ]",
     };
-    let gdb_script = gdb::script(spec);
-    let run = gdb::run_line(spec, &gdb_file, &out);
+    let rerun = gdb::rerun(spec, &gdb_file, &out);
     format!(
         r#"# rocmatrix: backtrace ({on}) — a failing command runs again under gdb
 __rocmatrix_bt() {{
@@ -43,26 +42,25 @@ __rocmatrix_bt() {{
   mkdir -p {DIR}
   printf '%s\n' "$__rocmatrix_cmd" > {cmd}
   if [ "$__rocmatrix_split" != ok ] || [ $# = 0 ]; then
-    echo "@@rocmatrix-not-rerun@@ not a simple command: $__rocmatrix_cmd" > {out}; return 0
+    echo "{not_rerun} not a simple command: $__rocmatrix_cmd" > {out}; return 0
   fi
   if ! command -v gdb >/dev/null 2>&1; then
-    echo "@@rocmatrix-not-rerun@@ gdb is not installed in this image (add it to environment.packages)" > {out}; return 0
+    echo "{not_rerun} {missing}" > {out}; return 0
   fi
   local prog=
   [ "$(type -t -- "$1")" = file ] && prog=$(type -P -- "$1")
   if [ -z "$prog" ]; then
-    echo "@@rocmatrix-not-rerun@@ not a program (a builtin, function or keyword): $1" > {out}; return 0
+    echo "{not_rerun} not a program (a builtin, function or keyword): $1" > {out}; return 0
   fi
   shift
-  cat > {gdb_file} <<'__ROCMATRIX_GDB__'
-{gdb_script}__ROCMATRIX_GDB__
   echo "rocmatrix: exit $rc; running \`$__rocmatrix_cmd\` again under gdb (backtrace: {out})" >&2
   set -- "$prog" "$@"
-  ( set +e; {run} ) || true
-}}
+{rerun}}}
 set -E
 trap '__rocmatrix_rc=$?; __rocmatrix_cmd=$BASH_COMMAND; __rocmatrix_split=no; __rocmatrix_argv=(); eval "__rocmatrix_argv=( $__rocmatrix_cmd )" 2>/dev/null && __rocmatrix_split=ok; __rocmatrix_bt "$__rocmatrix_rc" "${{__rocmatrix_argv[@]}}"' ERR
 {script}"#,
+        missing = gdb::MISSING,
+        not_rerun = super::backtrace::NOT_RERUN,
         on = match spec.on {
             BacktraceOn::Error => "on error",
             BacktraceOn::Crash => "on crash",

@@ -63,6 +63,19 @@ pub fn script(spec: &BacktraceSpec) -> String {
     s
 }
 
+/// What the rerun notes when the image has no gdb.
+pub const MISSING: &str = "gdb is not installed in this image (add it to environment.packages)";
+
+/// Shell that writes gdb's commands for `spec` to `gdb_file` and runs
+/// `"$@"` under them ([`run_line`]); gdb failing fails nothing.
+pub fn rerun(spec: &BacktraceSpec, gdb_file: &str, out: &str) -> String {
+    format!(
+        "cat > {gdb_file} <<'__ROCMATRIX_GDB__'\n{}__ROCMATRIX_GDB__\n( set +e; {} ) || true\n",
+        script(spec),
+        run_line(spec, gdb_file, out),
+    )
+}
+
 /// Shell running `"$@"` under gdb with the command file `gdb_file`,
 /// killed after the timeout (gdb kills the program it started when it is
 /// terminated), its output cut at [`super::MAX_OUTPUT`] into `out`.

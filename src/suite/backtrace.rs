@@ -44,6 +44,7 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
         let filter = format!("{}.{}", c.suite, c.name);
         let base = format!("{}/{}-gtest-{i}", crate::debugger::DIR, cx.slug);
         let (gdb_file, out) = (format!("{base}.gdb"), format!("{base}.txt"));
+        // The test runs with its step's variables and those of its GPU shard.
         let vars: Vec<String> = cx
             .env
             .iter()
@@ -51,20 +52,14 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
             .cloned()
             .collect();
         let script = format!(
-            "mkdir -p {dir} && cat > {gdb_file} <<'__ROCMATRIX_GDB__'\n{}__ROCMATRIX_GDB__\n\
-             command -v gdb >/dev/null || {{ echo '{}' gdb is not installed in this image; exit 0; }}\n\
-             export {vars}\n\
+            "mkdir -p {dir}\n\
+             command -v gdb >/dev/null || {{ echo '{not_rerun} {missing}'; exit 0; }}\n\
              set -- \"$0\" \"--gtest_filter=$1\"\n\
-             ( {} ) || true\ncat {out}",
-            gdb::script(spec),
-            backtrace::NOT_RERUN,
-            gdb::run_line(spec, &gdb_file, &out),
+             {rerun}cat {out}",
             dir = crate::debugger::DIR,
-            vars = if vars.is_empty() {
-                "ROCMATRIX_BACKTRACE=1".to_string()
-            } else {
-                vars.iter().map(|v| crate::plan::ci::shell_quote(v)).collect::<Vec<_>>().join(" ")
-            },
+            not_rerun = backtrace::NOT_RERUN,
+            missing = gdb::MISSING,
+            rerun = gdb::rerun(spec, &gdb_file, &out),
         );
         let mut bytes = Vec::new();
         let ran = cx
@@ -74,7 +69,7 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
                 ["bash", "-c", &script, bin, &filter]
                     .map(String::from)
                     .to_vec(),
-                Vec::new(),
+                vars,
                 &mut |b: &[u8]| bytes.extend_from_slice(b),
                 Some(spec.timeout + std::time::Duration::from_secs(30)),
             )
@@ -86,10 +81,7 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
         // JUnit readers keep the head of a test's output: the frames must
         // fit after what the test printed.
         if c.output.len() > 4096 {
-            let mut cut = c.output.len() - 4096;
-            while !c.output.is_char_boundary(cut) {
-                cut += 1;
-            }
+            let cut = super::tail_start(&c.output, 4096);
             c.output = format!("… {}", &c.output[cut..]);
         }
         let bt = backtrace::parse(

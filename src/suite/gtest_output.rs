@@ -169,10 +169,7 @@ impl Progress {
             self.capture.push_str(line);
             self.capture.push('\n');
             if self.capture.len() > CAPTURE_BYTES {
-                let cut = self.capture.len() - CAPTURE_BYTES;
-                let cut = (cut..self.capture.len())
-                    .find(|i| self.capture.is_char_boundary(*i))
-                    .unwrap_or(self.capture.len());
+                let cut = super::tail_start(&self.capture, CAPTURE_BYTES);
                 self.capture.drain(..cut);
             }
         }

@@ -223,6 +223,16 @@ pub fn first_lines(text: &str, max: usize) -> String {
     }
 }
 
+/// Where the last `max` bytes of `text` begin, moved forward to a
+/// character boundary.
+pub fn tail_start(text: &str, max: usize) -> usize {
+    let mut cut = text.len().saturating_sub(max);
+    while !text.is_char_boundary(cut) {
+        cut += 1;
+    }
+    cut
+}
+
 /// The last `n` lines of `text`.
 pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
