@@ -6,6 +6,23 @@
 use super::gdb::{EXITED, MARK};
 use crate::store::record::{Backtrace, Frame, Stop};
 
+/// The heading a backtrace goes under after a failure's text, in a test's
+/// output and in a signature's example (a blank line before it).
+pub const HEADING: &str = "backtrace (gdb):";
+
+/// `text` cut where a backtrace under [`HEADING`] begins: the failure's
+/// own text, and what follows the heading, if there is one.
+pub fn split_off(text: &str) -> (&str, Option<&str>) {
+    let at = text
+        .match_indices(HEADING)
+        .map(|(i, _)| i)
+        .find(|&i| text[..i].ends_with("\n\n"));
+    match at {
+        Some(i) => (&text[..i - 2], Some(&text[i + HEADING.len()..])),
+        None => (text, None),
+    }
+}
+
 /// What the step shell writes instead of gdb's output when it did not run
 /// the command again (see [`super::capture`]).
 pub const NOT_RERUN: &str = "@@rocmatrix-not-rerun@@";
@@ -327,6 +344,14 @@ It stopped at breakpoint 1.
         let bt = parse("./t", out, &breaks(&["t.c:3", "check"]), 8, "a");
         let at: Vec<&str> = bt.stops.iter().map(|s| s.at.as_str()).collect();
         assert_eq!(at, ["breakpoint check", "breakpoint t.c:3"]);
+    }
+
+    #[test]
+    fn a_backtrace_is_split_off_only_after_a_blank_line() {
+        let (text, bt) = split_off("killed by SIGSEGV\n\nbacktrace (gdb):\n#0 f");
+        assert_eq!((text, bt), ("killed by SIGSEGV", Some("\n#0 f")));
+        let said = "the log says backtrace (gdb): here";
+        assert_eq!(split_off(said), (said, None));
     }
 
     #[test]

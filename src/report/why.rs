@@ -99,8 +99,8 @@ pub fn text(signatures: &[Signature]) -> String {
             v.rule
         ));
         // The frames are printed on their own below.
-        let example = match v.example.find(crate::results::signature::BACKTRACE_HEADING) {
-            Some(i) if !v.frames.is_empty() => &v.example[..i],
+        let example = match crate::debugger::backtrace::split_off(&v.example) {
+            (before, Some(_)) if !v.frames.is_empty() => before,
             _ => v.example.as_str(),
         };
         if example.trim() != v.text.trim() {

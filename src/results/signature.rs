@@ -58,11 +58,6 @@ pub struct Signature {
 
 pub use crate::store::record::TOP_FRAMES;
 
-/// Where a failure's text ends and its backtrace begins: what follows is
-/// no part of the signature (the same crash without debug info is the
-/// same failure), but shown with it.
-pub const BACKTRACE_HEADING: &str = "\n\nbacktrace (gdb):";
-
 /// Whether a baseline run failed with a signature too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -254,19 +249,17 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
     };
     // A crash's backtrace (see `suite::backtrace`) is no part of what
     // groups it: the same crash without debug info is the same failure.
-    let (grouped, frames) = match full.split_once(BACKTRACE_HEADING) {
-        Some((before, after)) => (
-            before,
-            after
-                .lines()
+    let (grouped, after) = crate::debugger::backtrace::split_off(&full);
+    let frames: Vec<String> = after
+        .map(|a| {
+            a.lines()
                 .map(str::trim_end)
                 .filter(|l| !l.trim().is_empty())
                 .take(2 * TOP_FRAMES)
                 .map(str::to_string)
-                .collect(),
-        ),
-        None => (full.as_str(), Vec::new()),
-    };
+                .collect()
+        })
+        .unwrap_or_default();
     // A frame line with a source location: `  #1 f at file.c:12`.
     let debug_info = frames
         .iter()
@@ -342,7 +335,7 @@ fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> S
     let frames = super::junit::clip(
         &format!(
             "{}\n{}",
-            BACKTRACE_HEADING.trim_start(),
+            crate::debugger::backtrace::HEADING,
             bt.top(TOP_FRAMES).join("\n")
         ),
         EXAMPLE_BYTES / 2,

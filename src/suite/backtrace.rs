@@ -5,14 +5,12 @@
 //! a failure's text so that it groups with the same crash without frames).
 
 use super::{Case, SuiteContext, Verdict};
-use crate::debugger::{backtrace, gdb};
+use crate::debugger::backtrace::{self, HEADING};
+use crate::debugger::gdb;
 use crate::spec::BacktraceSpec;
 
 /// At most this many crashing tests of one binary are run again.
 const MAX_RERUNS: usize = 5;
-/// The heading the frames go under in a test's output (the results read
-/// it back as `BACKTRACE_HEADING`).
-pub const HEADING: &str = "backtrace (gdb):";
 
 /// Signals that make a test a crash worth a backtrace.
 fn is_crash(kind: &str) -> bool {
