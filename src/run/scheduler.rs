@@ -87,6 +87,9 @@ struct Shared {
     packages: Option<AptCache>,
 }
 
+/// A build and the cells that start from it.
+type Staged = (Build, Vec<Cell>);
+
 /// What one build task of an environment does.
 enum BuildTask {
     /// A build's key the plan does not have.
@@ -94,46 +97,48 @@ enum BuildTask {
     /// A build from the environment image, then its cells.
     One(Build, Vec<Cell>),
     /// A toolchain build, its own cells, and the builds starting from it.
-    Toolchain(Build, Vec<Cell>, Vec<(Build, Vec<Cell>)>),
+    Toolchain(Build, Vec<Cell>, Vec<Staged>),
 }
 
 /// The staged cells of one environment as build tasks: builds that start
 /// from a toolchain build go into that toolchain's task.
 fn build_tasks_of(staged: Vec<(String, Vec<Cell>)>, builds: &[Build]) -> Vec<BuildTask> {
-    let mut tasks: Vec<BuildTask> = Vec::new();
-    let mut dependents: Vec<(String, Build, Vec<Cell>)> = Vec::new();
+    let find = |key: &str| builds.iter().find(|b| b.key == key).cloned();
+    // The builds that start from a toolchain, by the toolchain's key.
+    let mut dependents: Vec<(String, Vec<Staged>)> = Vec::new();
+    let mut direct: Vec<(String, Vec<Cell>)> = Vec::new();
     for (key, cells) in staged {
-        match builds.iter().find(|b| b.key == key).cloned() {
-            None => tasks.push(BuildTask::Missing(key, cells)),
-            Some(b) => match b.from.clone() {
-                Some(from) => dependents.push((from, b, cells)),
-                None => tasks.push(BuildTask::One(b, cells)),
+        match find(&key).and_then(|b| Some((b.from.clone()?, b))) {
+            Some((from, b)) => match dependents.iter_mut().find(|(k, _)| *k == from) {
+                Some((_, deps)) => deps.push((b, cells)),
+                None => dependents.push((from, vec![(b, cells)])),
             },
+            None => direct.push((key, cells)),
         }
     }
-    for (from, b, cells) in dependents {
-        let at = tasks.iter().position(|t| match t {
-            BuildTask::One(tc, _) | BuildTask::Toolchain(tc, _, _) => tc.key == from,
-            BuildTask::Missing(..) => false,
-        });
-        match at {
-            Some(i) => {
-                let task =
-                    std::mem::replace(&mut tasks[i], BuildTask::Missing(String::new(), Vec::new()));
-                tasks[i] = match task {
-                    BuildTask::One(tc, own) => BuildTask::Toolchain(tc, own, vec![(b, cells)]),
-                    BuildTask::Toolchain(tc, own, mut deps) => {
-                        deps.push((b, cells));
-                        BuildTask::Toolchain(tc, own, deps)
-                    }
-                    missing => missing,
-                };
+    let mut take = |key: &str| {
+        let at = dependents.iter().position(|(k, _)| k == key)?;
+        Some(dependents.remove(at).1)
+    };
+    let mut tasks: Vec<BuildTask> = direct
+        .into_iter()
+        .map(|(key, cells)| match (find(&key), take(&key)) {
+            (None, deps) => {
+                let all = cells
+                    .into_iter()
+                    .chain(deps.into_iter().flatten().flat_map(|(_, c)| c));
+                BuildTask::Missing(key, all.collect())
             }
-            None => match builds.iter().find(|x| x.key == from).cloned() {
-                Some(tc) => tasks.push(BuildTask::Toolchain(tc, Vec::new(), vec![(b, cells)])),
-                None => tasks.push(BuildTask::Missing(from, cells)),
-            },
-        }
+            (Some(b), None) => BuildTask::One(b, cells),
+            (Some(b), Some(deps)) => BuildTask::Toolchain(b, cells, deps),
+        })
+        .collect();
+    // Toolchains none of whose cells start from them directly.
+    for (from, deps) in dependents {
+        tasks.push(match find(&from) {
+            Some(tc) => BuildTask::Toolchain(tc, Vec::new(), deps),
+            None => BuildTask::Missing(from, deps.into_iter().flat_map(|(_, c)| c).collect()),
+        });
     }
     tasks
 }
@@ -439,7 +444,7 @@ async fn toolchain_then_builds(
     toolchain: Build,
     env_image: (String, String),
     cells: Vec<Cell>,
-    dependents: Vec<(Build, Vec<Cell>)>,
+    dependents: Vec<Staged>,
     ready: mpsc::UnboundedSender<Job>,
 ) -> BuildTaskOut {
     let ids: Vec<String> = cells
@@ -1243,4 +1248,82 @@ async fn run_one(
         secs: record.duration_secs,
     });
     CellResult::Done(Box::new(record))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(build: &str) -> crate::plan::Plan {
+        let text = format!(
+            "matrix:\n  flavour: [release, debug]\n  n: [a, b]\nenvironment:\n  base: debian:sid\n  \
+             llvm:\n    debug: \"{{{{ 'source' if matrix.flavour == 'debug' else 'none' }}}}\"\n    \
+             tools: [llvm-mc]\n{build}steps:\n  - name: t\n    run: 'true'\n"
+        );
+        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), &text).unwrap();
+        crate::plan::Plan::build(&spec, 64).unwrap()
+    }
+
+    /// What each task of the environment of `flavour` holds.
+    fn shapes(p: &crate::plan::Plan, flavour: &str) -> Vec<String> {
+        let cells: Vec<Cell> = p
+            .cells
+            .iter()
+            .filter(|c| c.value("flavour") == Some(flavour))
+            .cloned()
+            .collect();
+        let (_, staged) = by_build(cells);
+        build_tasks_of(staged, &p.builds)
+            .into_iter()
+            .map(|t| match t {
+                BuildTask::Missing(k, c) => format!("missing {k}: {}", c.len()),
+                BuildTask::One(b, c) => format!("one {}: {}", b.key, c.len()),
+                BuildTask::Toolchain(b, c, deps) => format!(
+                    "toolchain {}: {} then {}",
+                    &b.key[..10],
+                    c.len(),
+                    deps.iter()
+                        .map(|(d, c)| format!("{} ({})", d.key, c.len()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_toolchain_task_carries_its_cells_or_the_builds_that_start_from_it() {
+        let p = plan("");
+        // Without a `build:`, the toolchain is a build like any other.
+        let debug = shapes(&p, "debug");
+        assert_eq!(debug.len(), 1);
+        assert!(
+            debug[0].starts_with("one llvm-debug-") && debug[0].ends_with(": 2"),
+            "{debug:?}"
+        );
+        assert!(shapes(&p, "release").is_empty());
+        let p = plan("build:\n  per: [flavour, n]\n  steps:\n    - name: make\n      run: make\n");
+        assert_eq!(
+            shapes(&p, "debug"),
+            ["toolchain llvm-debug: 0 then debug-a (1), debug-b (1)"]
+        );
+        assert_eq!(
+            shapes(&p, "release"),
+            ["one release-a: 1", "one release-b: 1"]
+        );
+    }
+
+    #[test]
+    fn cells_of_a_build_the_plan_lacks_are_one_missing_task() {
+        let mut p =
+            plan("build:\n  per: [flavour, n]\n  steps:\n    - name: make\n      run: make\n");
+        p.builds.retain(|b| !b.key.starts_with("llvm-debug-"));
+        assert_eq!(shapes(&p, "debug").len(), 1);
+        assert!(
+            shapes(&p, "debug")[0].starts_with("missing llvm-debug-"),
+            "{:?}",
+            shapes(&p, "debug")
+        );
+        assert!(shapes(&p, "debug")[0].ends_with(": 2"));
+    }
 }
