@@ -64,6 +64,12 @@ pub fn snapshot_reference(registry: &str, snapshot: &str) -> String {
     format!("{registry}/{}:{tag}", snapshot_repo(snapshot))
 }
 
+/// `remote` (`<registry>/<repo>:<tag>`) pinned by `digest`: `<registry>/<repo>@sha256:…`.
+fn by_digest(remote: &str, digest: &str) -> String {
+    let (repo, _) = crate::engine::split_reference(remote);
+    format!("{repo}@{digest}")
+}
+
 /// `build` or `llvm-debug`: the snapshot's repository under `rocmatrix/`.
 fn snapshot_repo(snapshot: &str) -> &str {
     let (repo, _) = crate::engine::split_reference(snapshot);
@@ -203,9 +209,8 @@ impl Registries {
             return Ok(Fetched::Skipped);
         }
         engine.tag(local, remote).await?;
-        let (repo, _) = crate::engine::split_reference(remote);
         match engine.push_digest(remote, TRANSFER_LIMIT).await {
-            Ok(d) => Ok(Fetched::Done(format!("{repo}@{d}"))),
+            Ok(d) => Ok(Fetched::Done(by_digest(remote, &d))),
             Err(e) => Ok(self.fail(registry, e.to_string())),
         }
     }
@@ -241,8 +246,7 @@ impl Registries {
     ) -> Result<Fetched<String>, ImageError> {
         let remote = snapshot_reference(registry, snapshot);
         let got = self.pull_as(engine, registry, &remote, snapshot).await?;
-        let repo = snapshot_repo(snapshot);
-        Ok(got.map(|digest| format!("{registry}/{repo}@{digest}")))
+        Ok(got.map(|digest| by_digest(&remote, &digest)))
     }
 
     /// Pushes the build snapshot `snapshot` unless the engine already knows
@@ -255,8 +259,7 @@ impl Registries {
     ) -> Result<Fetched<(String, bool)>, ImageError> {
         let remote = snapshot_reference(registry, snapshot);
         if let Ok(Some(d)) = engine.repo_digest(&remote).await {
-            let repo = snapshot_repo(snapshot);
-            return Ok(Fetched::Done((format!("{registry}/{repo}@{d}"), false)));
+            return Ok(Fetched::Done((by_digest(&remote, &d), false)));
         }
         let pushed = self.push_as(engine, registry, snapshot, &remote).await?;
         Ok(pushed.map(|r| (r, true)))
@@ -272,7 +275,7 @@ impl Registries {
     ) -> Option<String> {
         let remote = env_reference(registry, local_tag);
         match engine.repo_digest(&remote).await {
-            Ok(Some(d)) => Some(format!("{registry}/env@{d}")),
+            Ok(Some(d)) => Some(by_digest(&remote, &d)),
             _ => None,
         }
     }
@@ -327,6 +330,10 @@ mod tests {
         assert_eq!(
             snapshot_reference("127.0.0.1:5000/rm", "rocmatrix/llvm-debug:abc"),
             "127.0.0.1:5000/rm/llvm-debug:abc"
+        );
+        assert_eq!(
+            by_digest("127.0.0.1:5000/rm/llvm-debug:abc", "sha256:00"),
+            "127.0.0.1:5000/rm/llvm-debug@sha256:00"
         );
     }
 }
