@@ -24,7 +24,8 @@ pub fn script(spec: &BacktraceSpec) -> String {
          set print address off\n\
          set breakpoint pending on\n",
     );
-    // Not every gdb knows debuginfod; an old one ignores the error below.
+    // No network in a cell to wait for (gdb 10 and later know the setting;
+    // bookworm has 13).
     s.push_str("set debuginfod enabled off\n");
     // Temporary: each deletes itself at its first hit, and the program
     // goes on to the next (even without debug info, where `clear` fails).
