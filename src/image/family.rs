@@ -163,10 +163,7 @@ impl Family {
                 ),
             )));
         };
-        let mut j = Jinja::new();
-        j.set_undefined_behavior(UndefinedBehavior::Strict);
-        j.add_filter("shquote", |s: String| shell_quote(&s));
-        j.render_str(
+        render_str(
             t,
             minijinja::context! {
                 version => src.version.clone().unwrap_or_default(),
@@ -174,7 +171,6 @@ impl Family {
                 targets => &src.targets,
             },
         )
-        .map_err(FamilyError::Render)
     }
 
     /// `name` pinned at `version`, as the installer writes it.
@@ -208,6 +204,7 @@ impl Family {
 fn render_str(template: &str, ctx: minijinja::Value) -> Result<String, FamilyError> {
     let mut j = Jinja::new();
     j.set_undefined_behavior(UndefinedBehavior::Strict);
+    j.add_filter("shquote", |s: String| shell_quote(&s));
     j.render_str(template, ctx).map_err(FamilyError::Render)
 }
 
