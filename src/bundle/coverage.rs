@@ -18,8 +18,20 @@ use crate::spec::GpuPolicy;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Verdict {
-    Exact { target: TargetId },
-    Compatible { target: TargetId, how: How },
+    Exact {
+        target: TargetId,
+    },
+    Compatible {
+        target: TargetId,
+        how: How,
+    },
+    /// Code that runs only through the distribution's extended ISA
+    /// compatibility, held only in compressed bundles: a Comgr that extracts
+    /// a compressed bundle by the device's exact target id finds nothing
+    /// unless it lists the bundle's ids first (the Solus patches).
+    ExtendedCompressed {
+        target: TargetId,
+    },
     Missing,
 }
 
@@ -29,6 +41,7 @@ impl Verdict {
         match self {
             Verdict::Exact { .. } => "exact",
             Verdict::Compatible { .. } => "compatible",
+            Verdict::ExtendedCompressed { .. } => "extended-compressed",
             Verdict::Missing => "missing",
         }
     }
@@ -39,10 +52,18 @@ impl std::fmt::Display for Verdict {
         match self {
             Verdict::Exact { .. } => f.write_str("exact"),
             Verdict::Compatible { target, how } => write!(f, "via {target} ({how})"),
+            Verdict::ExtendedCompressed { target } => write!(
+                f,
+                "via {target} ({}), compressed: {COMPRESSED_NOTE}",
+                How::DistroExtended
+            ),
             Verdict::Missing => f.write_str("missing"),
         }
     }
 }
+
+/// What an extended verdict on a compressed bundle depends on.
+pub const COMPRESSED_NOTE: &str = "needs a Comgr that lists bundle IDs before extracting";
 
 /// One library's verdict for one gfx target.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,6 +77,12 @@ pub struct CoverageCell {
 pub struct CoverageRow {
     pub library: PathBuf,
     pub targets: Vec<TargetId>,
+    /// Of `targets`, those whose code is only in compressed bundles.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compressed_targets: Vec<TargetId>,
+    /// How the compressed bundles are stored: `CCOB v3 zstd`, distinct.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub compression: Vec<String>,
     pub cells: Vec<CoverageCell>,
 }
 
@@ -68,6 +95,23 @@ pub fn verdict(targets: &[TargetId], gfx: &TargetId, policy: GpuPolicy) -> Verdi
             how,
         },
         None => Verdict::Missing,
+    }
+}
+
+/// The verdict for one gfx target of a library whose code for
+/// `compressed` targets is only in compressed bundles.
+pub fn verdict_of(
+    targets: &[TargetId],
+    compressed: &[TargetId],
+    gfx: &TargetId,
+    policy: GpuPolicy,
+) -> Verdict {
+    match verdict(targets, gfx, policy) {
+        Verdict::Compatible {
+            target,
+            how: How::DistroExtended,
+        } if compressed.contains(&target) => Verdict::ExtendedCompressed { target },
+        v => v,
     }
 }
 
@@ -84,6 +128,7 @@ pub fn coverage(
         .filter(|r| r.has_offload_code())
         .map(|r| {
             let targets = r.targets();
+            let compressed_targets = r.compressed_targets();
             let library = match root.and_then(|root| r.path.strip_prefix(root).ok()) {
                 Some(rel) => Path::new("/").join(rel),
                 None => r.path.clone(),
@@ -94,9 +139,11 @@ pub fn coverage(
                     .iter()
                     .map(|g| CoverageCell {
                         gfx: g.clone(),
-                        verdict: verdict(&targets, g, policy),
+                        verdict: verdict_of(&targets, &compressed_targets, g, policy),
                     })
                     .collect(),
+                compression: r.compression(),
+                compressed_targets,
                 targets,
             }
         })

@@ -35,6 +35,17 @@ pub struct Compression {
     pub uncompressed_size: u64,
 }
 
+impl Compression {
+    /// `CCOB v3 zstd`.
+    pub fn describe(&self) -> String {
+        let method = match self.method {
+            Method::Zlib => "zlib",
+            Method::Zstd => "zstd",
+        };
+        format!("CCOB v{} {method}", self.version)
+    }
+}
+
 /// One entry of a bundle; `offset` is within the (decompressed) bundle.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Entry {
@@ -86,6 +97,44 @@ impl FileReport {
             .flat_map(|b| &b.entries)
             .map(|e| e.id.raw.as_str())
             .collect()
+    }
+
+    /// Device targets whose code is only in compressed bundles (not in a
+    /// plain bundle, nor a bare code object), sorted.
+    pub fn compressed_targets(&self) -> Vec<TargetId> {
+        let plain: Vec<&TargetId> = self
+            .bundles
+            .iter()
+            .filter(|b| b.compression.is_none())
+            .flat_map(|b| &b.entries)
+            .filter(|e| e.id.is_amdgcn())
+            .filter_map(|e| e.id.target.as_ref())
+            .chain(self.code_object.as_ref())
+            .collect();
+        self.targets()
+            .into_iter()
+            .filter(|t| {
+                !plain.contains(&t)
+                    && self
+                        .bundles
+                        .iter()
+                        .filter(|b| b.compression.is_some())
+                        .flat_map(|b| &b.entries)
+                        .any(|e| e.id.target.as_ref() == Some(t))
+            })
+            .collect()
+    }
+
+    /// How the file's compressed bundles are stored (`CCOB v3 zstd`), distinct.
+    pub fn compression(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for c in self.bundles.iter().filter_map(|b| b.compression) {
+            let s = c.describe();
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        out
     }
 
     pub fn has_offload_code(&self) -> bool {

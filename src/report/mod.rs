@@ -11,6 +11,8 @@
 //! `reports/` (embedded at build time) out of one view model ([`view`]).
 
 pub mod cell_pages;
+pub mod changes_view;
+pub mod coverage_view;
 pub mod envs;
 pub mod junit;
 pub mod junit_files;

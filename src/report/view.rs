@@ -10,7 +10,6 @@ use crate::results::junit::clip;
 use crate::results::model::StepResult;
 use crate::results::regress::{CellClass, Class};
 use crate::results::{CellResult, Counts, Regressions, Results, TestResult, TestStatus};
-use crate::store::coverage::VerdictKind;
 use crate::store::record::Status as CellStatus;
 
 /// How much of each list the view shows.
@@ -54,7 +53,11 @@ pub struct View {
     pub columns: Vec<String>,
     pub rows: Vec<Row>,
     pub cells: Vec<CellView>,
-    pub coverage: Vec<CoverageView>,
+    pub coverage: Vec<super::coverage_view::CoverageView>,
+    /// Per environment and gfx target: how many libraries run it, and how.
+    pub release: Vec<super::coverage_view::ReleaseView>,
+    /// gfx targets gained and lost from one environment to the next.
+    pub coverage_changes: Vec<String>,
     /// Why cells fail, most cells first, capped.
     pub signatures: Vec<super::why::SignatureView>,
     /// All signatures, listed or not.
@@ -66,38 +69,6 @@ pub struct View {
     pub inline_tests: bool,
 }
 
-/// One environment image's gfx coverage table.
-#[derive(Serialize)]
-pub struct CoverageView {
-    pub environment: String,
-    pub image: String,
-    pub cells: String,
-    pub policy: String,
-    pub dirs: String,
-    pub gfx: Vec<String>,
-    /// Per gfx: libraries with exact code, compatible code, none.
-    pub totals: Vec<(u64, u64, u64)>,
-    /// Libraries missing some gfx first, then the others, capped.
-    pub libraries: Vec<LibraryView>,
-    pub library_count: usize,
-    pub more: usize,
-    pub problems: Vec<String>,
-}
-
-#[derive(Serialize)]
-pub struct LibraryView {
-    pub library: String,
-    pub targets: String,
-    pub verdicts: Vec<VerdictView>,
-}
-
-#[derive(Serialize)]
-pub struct VerdictView {
-    /// The badge class: pass (exact), flaky (compatible), fail (missing).
-    pub css: &'static str,
-    pub text: String,
-}
-
 #[derive(Serialize)]
 pub struct RegView {
     pub baseline: String,
@@ -107,6 +78,10 @@ pub struct RegView {
     pub cells: Vec<CellChangeView>,
     /// Failure signatures new, known and gone against the baseline.
     pub signatures: crate::results::regress::SignatureChanges,
+    /// What changed underneath each environment, with its cells' regressions.
+    pub environments: Vec<super::changes_view::EnvChangeView>,
+    /// gfx targets libraries gained and lost against the baseline.
+    pub coverage: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -245,69 +220,17 @@ fn rank(s: TestStatus) -> u8 {
     }
 }
 
-/// The coverage tables, listing at most `cap` libraries per environment.
-fn coverage_views(results: &Results, cap: usize) -> Vec<CoverageView> {
-    results
-        .coverage
-        .iter()
-        .map(|c| {
-            let mut totals = vec![(0, 0, 0); c.gfx.len()];
-            for lib in &c.libraries {
-                for (t, v) in totals.iter_mut().zip(&lib.verdicts) {
-                    match v.kind {
-                        VerdictKind::Exact => t.0 += 1,
-                        VerdictKind::Compatible => t.1 += 1,
-                        VerdictKind::Missing => t.2 += 1,
-                    }
-                }
-            }
-            let mut libs: Vec<_> = c.libraries.iter().collect();
-            libs.sort_by_key(|l| !l.verdicts.iter().any(|v| v.kind == VerdictKind::Missing));
-            let library_count = libs.len();
-            let more = library_count.saturating_sub(cap);
-            CoverageView {
-                environment: crate::digest::short(&c.environment).to_string(),
-                image: c.image.clone(),
-                cells: c.cells.join(", "),
-                policy: c.policy.clone(),
-                dirs: c.dirs.join(", "),
-                gfx: c.gfx.clone(),
-                totals,
-                libraries: libs
-                    .into_iter()
-                    .take(cap)
-                    .map(|l| LibraryView {
-                        library: l.library.clone(),
-                        targets: l.targets.join(" "),
-                        verdicts: l
-                            .verdicts
-                            .iter()
-                            .map(|v| VerdictView {
-                                css: match v.kind {
-                                    VerdictKind::Exact => "pass",
-                                    VerdictKind::Compatible => "flaky",
-                                    VerdictKind::Missing => "fail",
-                                },
-                                text: v.text.clone(),
-                            })
-                            .collect(),
-                    })
-                    .collect(),
-                library_count,
-                more,
-                problems: c.problems.clone(),
-            }
-        })
-        .collect()
-}
-
 /// The view of `results`, compared with a baseline when `reg` is given,
 /// with every list capped by `caps`.
 pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
     let regressed = regressed_cells(reg);
     let grid = Grid::new(results, &regressed);
     let cells = cell_views(results, reg, caps);
-    let regressions = reg.map(|r| reg_view(r, caps));
+    let regressions = reg.map(|r| RegView {
+        environments: super::changes_view::environments(results, r),
+        coverage: r.coverage.iter().map(|c| c.line()).collect(),
+        ..reg_view(r, caps)
+    });
 
     let totals = results.totals();
     let cells_failing = results.failing_cells();
@@ -343,7 +266,9 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         row_axes: grid.row_axes,
         col_axes: grid.col_axes,
         rows: grid.rows,
-        coverage: coverage_views(results, caps.libraries),
+        coverage: super::coverage_view::tables(results, caps.libraries),
+        release: super::coverage_view::release(results),
+        coverage_changes: results.coverage_changes.iter().map(|c| c.line()).collect(),
         signatures: super::why::views(&results.signatures, caps.signatures, caps.example),
         signature_count: results.signatures.len(),
         environments: super::envs::views(&results.environments),
@@ -618,6 +543,8 @@ fn reg_view(r: &Regressions, caps: Caps) -> RegView {
             })
             .collect(),
         signatures: r.signatures,
+        environments: Vec::new(),
+        coverage: Vec::new(),
     }
 }
 

@@ -268,8 +268,10 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
         coverage: source.coverage.clone(),
         signatures: Vec::new(),
         environments: source.environments.clone(),
+        coverage_changes: Vec::new(),
     };
     results.signatures = super::signature::find(&results);
+    results.coverage_changes = super::coverage_changes::along(&results);
     results
 }
 

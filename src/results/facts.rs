@@ -9,7 +9,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::glob::matches;
-use crate::store::lock::Lock;
+use crate::plan::Cell;
+use crate::store::lock::{BaseOrigin, Lock};
 
 /// Packages shown by default: the HIP runtime and compiler, LLVM/clang, the
 /// HSA runtime and the ROCm libraries as Debian and Ubuntu name them.
@@ -44,6 +45,51 @@ pub struct EnvironmentFacts {
     /// Package → version, for the packages the globs select (without the
     /// `:arch` suffix).
     pub packages: BTreeMap<String, String>,
+    /// What the environment is, whatever its hash: a digest of its family,
+    /// base, suites and the packages it asks for ([`identity`]). Matches an
+    /// environment of one run with the same one of another.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub identity: String,
+    /// Every installed package → version (`packages` holds the selected ones).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub installed: BTreeMap<String, String>,
+    /// The base image's id.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub base_id: String,
+    /// The `Date:` of the suite's Release file the base was bootstrapped from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_date: Option<String>,
+    /// Build key → the id of its snapshot image.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub builds: BTreeMap<String, String>,
+    /// `source (ref)` → commit, of the environment's builds and cells.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, String>,
+}
+
+/// What an environment is, independent of rocmatrix's hash of it (which
+/// changes with the family's template, say): family, base, suite, added
+/// suites, preferred suite, the packages asked for (sorted), LLVM flavour,
+/// setup script and variables. Two runs' environments with the same
+/// identity are "the same environment, maybe changed underneath".
+pub fn identity(cell: &Cell) -> String {
+    let Some(env) = &cell.environment else {
+        return String::new();
+    };
+    let mut packages = env.packages.clone();
+    packages.sort();
+    let what = serde_json::json!({
+        "family": env.family,
+        "base": env.base,
+        "suite": env.suite,
+        "suites": env.suites,
+        "prefer": env.prefer,
+        "packages": packages,
+        "llvm": env.llvm,
+        "setup": env.setup,
+        "env": env.env,
+    });
+    crate::digest::short(&crate::digest::sha256_hex(what.to_string().as_bytes())).to_string()
 }
 
 impl EnvironmentFacts {
@@ -57,20 +103,55 @@ impl EnvironmentFacts {
     }
 }
 
-/// The facts of every environment in `lock`, packages selected by `globs`.
-pub fn from_lock(lock: &Lock, globs: &[&str]) -> Vec<EnvironmentFacts> {
+/// The facts of every environment in `lock`, packages selected by `globs`;
+/// `cells` (the plan's) give each environment its identity.
+pub fn from_lock(lock: &Lock, globs: &[&str], cells: &[Cell]) -> Vec<EnvironmentFacts> {
     lock.environments
         .iter()
         .map(|(hash, env)| {
-            let packages = env
+            let installed: BTreeMap<String, String> = env
                 .packages
                 .iter()
-                .map(|(k, v)| (k.split(':').next().unwrap_or(k), v))
+                .map(|(k, v)| (k.split(':').next().unwrap_or(k).to_string(), v.clone()))
+                .collect();
+            let packages = installed
+                .iter()
                 .filter(|(k, _)| globs.iter().any(|g| matches(g, k)))
                 .take(MAX_PACKAGES)
-                .map(|(k, v)| (k.to_string(), v.clone()))
+                .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
+            let release_date = match &env.base.origin {
+                BaseOrigin::Bootstrapped(b) => b.release_date.clone(),
+                BaseOrigin::Present { bootstrapped: b }
+                | BaseOrigin::Registry {
+                    bootstrapped: b, ..
+                } => b.as_ref().and_then(|b| b.release_date.clone()),
+                BaseOrigin::Pulled | BaseOrigin::Imported { .. } => None,
+            };
+            let mut sources = BTreeMap::new();
+            let mut builds = BTreeMap::new();
+            for (key, b) in lock.builds.iter().filter(|(_, b)| &b.environment == hash) {
+                builds.insert(key.clone(), b.id.clone());
+                for s in &b.sources {
+                    sources.insert(format!("{} ({})", s.name, s.reference), s.commit.clone());
+                }
+            }
+            for c in lock.cells.values().filter(|c| &c.environment == hash) {
+                for s in &c.sources {
+                    sources.insert(format!("{} ({})", s.name, s.reference), s.commit.clone());
+                }
+            }
             EnvironmentFacts {
+                identity: cells
+                    .iter()
+                    .find(|c| &c.environment_hash == hash)
+                    .map(identity)
+                    .unwrap_or_default(),
+                installed,
+                base_id: env.base.id.clone(),
+                release_date,
+                builds,
+                sources,
                 environment: crate::digest::short(hash).to_string(),
                 base: env.base.reference.clone(),
                 cells: lock
@@ -89,16 +170,20 @@ pub fn from_lock(lock: &Lock, globs: &[&str]) -> Vec<EnvironmentFacts> {
 /// matrix file's `report.packages` globs (or [`DEFAULT_PACKAGES`]); a
 /// problem reading it is a message, not an error (a run killed early has no
 /// lock).
-pub fn load(run_dir: &Path, packages: &[String]) -> (Vec<EnvironmentFacts>, Option<String>) {
+pub fn load(
+    run_dir: &Path,
+    packages: &[String],
+    cells: &[Cell],
+) -> (Vec<EnvironmentFacts>, Option<String>) {
     let path = run_dir.join("lock.json");
     if !path.is_file() {
         return (Vec::new(), None);
     }
     match Lock::load(&path) {
-        Ok(lock) if packages.is_empty() => (from_lock(&lock, DEFAULT_PACKAGES), None),
+        Ok(lock) if packages.is_empty() => (from_lock(&lock, DEFAULT_PACKAGES, cells), None),
         Ok(lock) => {
             let globs: Vec<&str> = packages.iter().map(String::as_str).collect();
-            (from_lock(&lock, &globs), None)
+            (from_lock(&lock, &globs, cells), None)
         }
         Err(e) => (Vec::new(), Some(format!("environment facts: {e}"))),
     }
@@ -125,7 +210,7 @@ mod tests {
             "cells": {"sid.gfx1030": {"environment": "61d5432b2ba0ffff"}, "other": {"environment": "x"}}
         }))
         .unwrap();
-        let f = from_lock(&lock, DEFAULT_PACKAGES);
+        let f = from_lock(&lock, DEFAULT_PACKAGES, &[]);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].base, "debian:sid");
         assert_eq!(f[0].cells, ["sid.gfx1030"]);

@@ -9,6 +9,8 @@
 pub mod attribution;
 pub mod classify;
 pub mod collect;
+pub mod coverage_changes;
+pub mod env_changes;
 pub mod facts;
 pub mod junit;
 pub mod model;

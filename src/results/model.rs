@@ -292,9 +292,45 @@ pub struct Results {
     /// The versions that matter per environment (`lock.json`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environments: Vec<super::facts::EnvironmentFacts>,
+    /// gfx targets libraries gain and lose from one environment to the next
+    /// along the matrix ([`super::coverage_changes::along`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage_changes: Vec<super::coverage_changes::CoverageChange>,
 }
 
 impl Results {
+    /// The axis values every one of `cells` has, in key order.
+    pub fn common_values(&self, cells: &[String]) -> Vec<(String, String)> {
+        let of: Vec<&CellResult> = self
+            .cells
+            .iter()
+            .filter(|c| cells.contains(&c.id))
+            .collect();
+        let Some(first) = of.first() else {
+            return Vec::new();
+        };
+        self.keys
+            .iter()
+            .filter_map(|k| first.values.get(k).map(|v| (k, v)))
+            .filter(|(k, v)| of.iter().all(|c| c.values.get(*k) == Some(*v)))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// `suite=sid`: the axis values all of an environment's `cells` share,
+    /// or `fallback` when they share none.
+    pub fn environment_label(&self, cells: &[String], fallback: &str) -> String {
+        let common = self.common_values(cells);
+        if common.is_empty() {
+            return fallback.to_string();
+        }
+        common
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    }
+
     pub fn totals(&self) -> Counts {
         let mut c = Counts::default();
         for cell in &self.cells {

@@ -132,6 +132,12 @@ pub struct Regressions {
     /// Failure signatures new, known and gone against the baseline.
     #[serde(default)]
     pub signatures: SignatureChanges,
+    /// What changed underneath: each environment against the baseline's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub environments: Vec<super::env_changes::EnvironmentChange>,
+    /// gfx targets libraries gained and lost against the baseline (`--coverage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<super::coverage_changes::CoverageChange>,
 }
 
 /// How a run's failure signatures compare with the baseline's
@@ -174,7 +180,8 @@ pub fn compare_signatures(results: &mut Results, baseline: &Results) -> Signatur
 pub const MAX_LISTED: usize = 5000;
 
 impl Regressions {
-    /// New failures plus cells that broke: what `--fail-on regression` fails on.
+    /// New failures, cells that broke and gfx targets lost that a cell asks
+    /// for: what `--fail-on regression` fails on.
     pub fn regression_count(&self) -> u64 {
         self.count(Class::NewFailure)
             + self
@@ -182,6 +189,14 @@ impl Regressions {
                 .iter()
                 .filter(|c| c.class == CellClass::Broken)
                 .count() as u64
+            + super::coverage_changes::regressions(&self.coverage)
+    }
+
+    /// The changes of the environment a cell ran in, if it changed.
+    pub fn environment_of(&self, cell: &str) -> Option<&super::env_changes::EnvironmentChange> {
+        self.environments
+            .iter()
+            .find(|e| e.cells.iter().any(|c| c == cell))
     }
 
     pub fn count(&self, c: Class) -> u64 {
@@ -395,6 +410,8 @@ pub fn compare(
             });
         }
     }
+    r.environments = super::env_changes::compare(current, baseline);
+    r.coverage = super::coverage_changes::against_baseline(current, baseline);
     r
 }
 

@@ -165,7 +165,7 @@ impl Source {
                 }
             }
             src.messages.extend(problems);
-            let (facts, problem) = super::facts::load(dir, &m.report.packages);
+            let (facts, problem) = super::facts::load(dir, &m.report.packages, &m.cells);
             for f in facts {
                 match src
                     .environments
@@ -253,6 +253,7 @@ impl Source {
                 rows: vec!["cell".into()],
                 columns: Vec::new(),
                 packages: Vec::new(),
+                gfx_targets: Vec::new(),
                 junit: Default::default(),
             },
             cells,

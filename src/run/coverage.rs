@@ -96,6 +96,12 @@ pub async fn scan_environment(
             .map(|r| LibraryCoverage {
                 library: r.library.display().to_string(),
                 targets: r.targets.iter().map(ToString::to_string).collect(),
+                compressed: r
+                    .compressed_targets
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
+                compression: r.compression.clone(),
                 verdicts: r
                     .cells
                     .iter()
@@ -122,6 +128,7 @@ fn verdict_kind(v: &crate::bundle::coverage::Verdict) -> VerdictKind {
     match v {
         Verdict::Exact { .. } => VerdictKind::Exact,
         Verdict::Compatible { .. } => VerdictKind::Compatible,
+        Verdict::ExtendedCompressed { .. } => VerdictKind::ExtendedCompressed,
         Verdict::Missing => VerdictKind::Missing,
     }
 }

@@ -328,6 +328,10 @@ pub struct ReportLayout {
     /// environment; empty: the HIP runtime, LLVM/clang and ROCm libraries.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub packages: Vec<String>,
+    /// gfx targets the report's release view covers beside those the cells
+    /// ask for (`run --coverage`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gfx_targets: Vec<String>,
     /// One merged junit.xml, or one file per cell.
     #[serde(default, skip_serializing_if = "JunitFiles::is_merged")]
     pub junit: JunitFiles,

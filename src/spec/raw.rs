@@ -175,6 +175,8 @@ pub struct RawReport {
     #[serde(default)]
     pub packages: Vec<String>,
     #[serde(default)]
+    pub gfx_targets: Vec<String>,
+    #[serde(default)]
     pub junit: super::JunitFiles,
 }
 

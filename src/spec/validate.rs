@@ -503,10 +503,23 @@ fn read_report(
             ));
         }
     }
+    for (i, g) in r.gfx_targets.iter().enumerate() {
+        let ok = g.starts_with("gfx")
+            && g.len() > 3
+            && g.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-:+".contains(c));
+        if !ok {
+            return Err(cx.err(
+                &format!("report.gfx_targets[{i}]"),
+                format!("`{g}` is no gfx target (e.g. gfx1030, gfx90a:xnack+, gfx11-generic)"),
+            ));
+        }
+    }
     Ok(ReportLayout {
         rows: r.rows.clone(),
         columns: r.columns.clone(),
         packages: r.packages.clone(),
+        gfx_targets: r.gfx_targets.clone(),
         junit: r.junit,
     })
 }

@@ -33,6 +33,12 @@ pub struct LibraryCoverage {
     pub library: String,
     /// Every target the library carries code for.
     pub targets: Vec<String>,
+    /// Of `targets`, those whose code is only in compressed bundles (CCOB).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compressed: Vec<String>,
+    /// How its compressed bundles are stored: `CCOB v3 zstd`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compression: Vec<String>,
     /// One per entry of `gfx`, in that order.
     pub verdicts: Vec<GfxVerdict>,
 }
@@ -47,11 +53,32 @@ pub struct GfxVerdict {
 /// Whether a library has code for a gfx target: exactly, code that runs on
 /// it under the policy, or none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum VerdictKind {
     Exact,
     Compatible,
+    /// Runs only through the distribution's extended ISA compatibility, from
+    /// a compressed bundle: depends on the Comgr (see docs/gpus.md).
+    ExtendedCompressed,
     Missing,
+}
+
+impl VerdictKind {
+    pub const ALL: [VerdictKind; 4] = [
+        VerdictKind::Exact,
+        VerdictKind::Compatible,
+        VerdictKind::ExtendedCompressed,
+        VerdictKind::Missing,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Exact => "exact",
+            VerdictKind::Compatible => "compatible",
+            VerdictKind::ExtendedCompressed => "extended-compressed",
+            VerdictKind::Missing => "missing",
+        }
+    }
 }
 
 impl EnvironmentCoverage {

@@ -1,0 +1,279 @@
+//! gfx coverage changes: per library, the gfx targets it gained and lost —
+//! against the baseline's environment of the same identity, and from one
+//! environment of a run to the next along the matrix (trixie → experimental).
+//! Libraries are matched by file name without its version suffix
+//! (`librocfft.so.0.1` → `librocfft.so`), so a soname or install-path version
+//! change is still the same library. A lost target that a cell of the later
+//! environment asks for is a regression.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::model::Results;
+use crate::store::coverage::EnvironmentCoverage;
+
+/// One library whose targets changed between two environments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoverageChange {
+    /// The library's file name without its version (`librocfft.so`).
+    pub library: String,
+    /// What is compared: `baseline` or axis values (`trixie`), and the later
+    /// side (`experimental`).
+    pub from: String,
+    pub to: String,
+    /// The environment hashes (short) of both sides.
+    pub from_environment: String,
+    pub to_environment: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gained: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost: Vec<String>,
+    /// Of `lost`, the targets a cell of the later environment asks for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_with_cells: Vec<String>,
+}
+
+impl CoverageChange {
+    /// `librocfft.so: trixie → experimental: +gfx942 +gfx1151 −gfx1011`.
+    pub fn line(&self) -> String {
+        let mut s = format!("{}: {} → {}:", self.library, self.from, self.to);
+        for g in &self.gained {
+            s.push_str(&format!(" +{g}"));
+        }
+        for g in &self.lost {
+            s.push_str(&format!(" −{g}"));
+        }
+        if !self.lost_with_cells.is_empty() {
+            s.push_str(&format!(
+                " (regression: cells ask for {})",
+                self.lost_with_cells.join(", ")
+            ));
+        }
+        s
+    }
+}
+
+/// `/usr/lib/x86_64-linux-gnu/librocfft.so.0.1` → `librocfft.so`;
+/// `libfoo-6.1.2.so` stays as it is (a version inside the name is part of it).
+pub fn library_key(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name.find(".so.") {
+        Some(i)
+            if name[i + 4..]
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.') =>
+        {
+            name[..i + 3].to_string()
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// Per library key, its targets (a key seen twice merges).
+fn targets_by_library(c: &EnvironmentCoverage) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for l in &c.libraries {
+        let t = m.entry(library_key(&l.library)).or_default();
+        for g in &l.targets {
+            if !t.contains(g) {
+                t.push(g.clone());
+            }
+        }
+    }
+    m
+}
+
+/// The libraries whose targets differ from `before` to `after`, named
+/// `from` and `to`, in library order.
+pub fn between(
+    before: &EnvironmentCoverage,
+    after: &EnvironmentCoverage,
+    from: &str,
+    to: &str,
+) -> Vec<CoverageChange> {
+    let a = targets_by_library(before);
+    let b = targets_by_library(after);
+    let empty = Vec::new();
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter_map(|k| {
+            let (old, new) = (a.get(k).unwrap_or(&empty), b.get(k).unwrap_or(&empty));
+            let gained: Vec<String> = new.iter().filter(|t| !old.contains(t)).cloned().collect();
+            let lost: Vec<String> = old.iter().filter(|t| !new.contains(t)).cloned().collect();
+            if gained.is_empty() && lost.is_empty() {
+                return None;
+            }
+            let lost_with_cells = lost
+                .iter()
+                .filter(|t| after.gfx.contains(t))
+                .cloned()
+                .collect();
+            Some(CoverageChange {
+                library: k.clone(),
+                from: from.to_string(),
+                to: to.to_string(),
+                from_environment: crate::digest::short(&before.environment).to_string(),
+                to_environment: crate::digest::short(&after.environment).to_string(),
+                gained,
+                lost,
+                lost_with_cells,
+            })
+        })
+        .collect()
+}
+
+/// The identity of a coverage file's environment, from the run's facts.
+fn identity_of<'a>(r: &'a Results, c: &EnvironmentCoverage) -> Option<&'a str> {
+    let short = crate::digest::short(&c.environment);
+    r.environments
+        .iter()
+        .find(|e| e.environment == short && !e.identity.is_empty())
+        .map(|e| e.identity.as_str())
+}
+
+/// Each environment's coverage against the baseline's of the same identity.
+pub fn against_baseline(run: &Results, baseline: &Results) -> Vec<CoverageChange> {
+    let mut out = Vec::new();
+    for now in &run.coverage {
+        let Some(id) = identity_of(run, now) else {
+            continue;
+        };
+        let before = baseline
+            .coverage
+            .iter()
+            .find(|b| identity_of(baseline, b) == Some(id));
+        if let Some(before) = before {
+            let label = cell_label(run, &now.environment, None);
+            out.extend(between(before, now, "baseline", &label));
+        }
+    }
+    out
+}
+
+/// From each environment with coverage to the next, in the order their
+/// first cells have in the run, labelled by the axis values that tell them
+/// apart.
+pub fn along(run: &Results) -> Vec<CoverageChange> {
+    let first_cell = |c: &EnvironmentCoverage| {
+        run.cells
+            .iter()
+            .position(|x| c.cells.contains(&x.id))
+            .unwrap_or(usize::MAX)
+    };
+    let mut ordered: Vec<&EnvironmentCoverage> = run.coverage.iter().collect();
+    ordered.sort_by_key(|c| first_cell(c));
+    ordered
+        .windows(2)
+        .flat_map(|w| {
+            let from = cell_label(run, &w[0].environment, Some(&w[1].environment));
+            let to = cell_label(run, &w[1].environment, Some(&w[0].environment));
+            between(w[0], w[1], &from, &to)
+        })
+        .collect()
+}
+
+/// The axis values all cells of `env` share and (when given) the cells of
+/// `other` do not: `trixie`, or `suite=sid · llvm=21` when several differ.
+/// Falls back to the environment's short hash.
+fn cell_label(run: &Results, env: &str, other: Option<&str>) -> String {
+    let common = |env: &str| -> Vec<(String, String)> {
+        run.coverage
+            .iter()
+            .find(|c| c.environment == env)
+            .map(|c| run.common_values(&c.cells))
+            .unwrap_or_default()
+    };
+    let mine = common(env);
+    let theirs = other.map(common).unwrap_or_default();
+    let differing: Vec<&(String, String)> = mine
+        .iter()
+        .filter(|(k, v)| other.is_none() || theirs.iter().any(|(k2, v2)| k2 == k && v2 != v))
+        .collect();
+    match differing.as_slice() {
+        [] => crate::digest::short(env).to_string(),
+        [(_, v)] => v.clone(),
+        many => many
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" · "),
+    }
+}
+
+/// Lost targets some cell asks for, over all changes.
+pub fn regressions(changes: &[CoverageChange]) -> u64 {
+    changes.iter().map(|c| c.lost_with_cells.len() as u64).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::coverage::LibraryCoverage;
+
+    fn cov(env: &str, gfx: &[&str], libs: &[(&str, &[&str])]) -> EnvironmentCoverage {
+        EnvironmentCoverage {
+            environment: env.into(),
+            image: String::new(),
+            cells: Vec::new(),
+            policy: "exact".into(),
+            gfx: gfx.iter().map(|s| s.to_string()).collect(),
+            dirs: Vec::new(),
+            libraries: libs
+                .iter()
+                .map(|(l, t)| LibraryCoverage {
+                    library: l.to_string(),
+                    targets: t.iter().map(|s| s.to_string()).collect(),
+                    compressed: Vec::new(),
+                    compression: Vec::new(),
+                    verdicts: Vec::new(),
+                })
+                .collect(),
+            problems: Vec::new(),
+            secs: 0.0,
+        }
+    }
+
+    #[test]
+    fn library_keys_drop_the_version_suffix_only() {
+        assert_eq!(
+            library_key("/usr/lib/x86_64-linux-gnu/librocfft.so.0.1"),
+            "librocfft.so"
+        );
+        assert_eq!(
+            library_key("/opt/rocm-6.1.2/lib/librocfft.so"),
+            "librocfft.so"
+        );
+        assert_eq!(library_key("/usr/lib/libfoo.so.1.beta"), "libfoo.so.1.beta");
+        assert_eq!(library_key("kernels.co"), "kernels.co");
+    }
+
+    #[test]
+    fn gained_and_lost_targets_and_regressions() {
+        let a = cov(
+            "aaaa",
+            &["gfx1011"],
+            &[
+                ("/usr/lib/librocfft.so.0.1", &["gfx900", "gfx1011"]),
+                ("/usr/lib/libx.so", &["gfx900"]),
+            ],
+        );
+        let b = cov(
+            "bbbb",
+            &["gfx1011"],
+            &[
+                ("/usr/lib/librocfft.so.1.0", &["gfx900", "gfx942"]),
+                ("/usr/lib/libx.so", &["gfx900"]),
+            ],
+        );
+        let c = between(&a, &b, "trixie", "experimental");
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].line(),
+            "librocfft.so: trixie → experimental: +gfx942 −gfx1011 (regression: cells ask for gfx1011)"
+        );
+        assert_eq!(regressions(&c), 1);
+    }
+}
