@@ -71,7 +71,7 @@ impl ExitCode {
             (FailOn::Regression, Some(r)) => r > 0,
             (FailOn::Regression, None) => {
                 tracing::info!("--fail-on regression without --baseline: failing on failures");
-                failing
+                failing || summary.coverage_regressions > 0
             }
         };
         if bad {

@@ -6,6 +6,7 @@
 mod bisect;
 mod bundles;
 mod coverage;
+mod diff;
 mod explain;
 mod export;
 mod gpus;
@@ -54,32 +55,34 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Expand a matrix file and print its cells.
+    Plan(plan::PlanArgs),
+    /// Check matrix files without printing anything but errors.
+    Validate(validate::ValidateArgs),
+    /// Build each cell's environment and run its steps in containers.
+    Run(run::RunArgs),
+    /// Build reports: of a run, of merged shard runs, or of JUnit directories.
+    Report(report::ReportArgs),
+    /// Why cells fail: failure signatures and the axis values behind them.
+    Explain(explain::ExplainArgs),
+    /// What changed between two runs: outcomes, packages underneath, gfx coverage.
+    Diff(diff::DiffArgs),
     /// Find the first point of an axis or a git range where a failure's signature appears (or goes).
     Bisect(bisect::BisectArgs),
+    /// Run one cell of a run again from its lock; say whether the outcome matches.
+    Repro(repro::ReproArgs),
+    /// A shell in a container of a cell's environment.
+    Shell(shell::ShellArgs),
     /// Write a self-contained reproducer of one cell (needs only docker).
     Export(export::ExportArgs),
     /// List (or prune) the images rocmatrix made: environments, bases, snapshots.
     Images(images::ImagesArgs),
-    /// Expand a matrix file and print its cells.
-    Plan(plan::PlanArgs),
-    /// Run one cell of a run again from its lock; say whether the outcome matches.
-    Repro(repro::ReproArgs),
-    /// Build each cell's environment and run its steps in containers.
-    Run(run::RunArgs),
-    /// A shell in a container of a cell's environment.
-    Shell(shell::ShellArgs),
-    /// Check matrix files without printing anything but errors.
-    Validate(validate::ValidateArgs),
     /// List this host's GPUs (KFD topology) and check the setup.
     Gpus(gpus::GpusArgs),
     /// List the gfx targets each file's offload bundles carry.
     Bundles(bundles::BundlesArgs),
     /// Library x gfx table: exact, compatible (how) or missing code.
     Coverage(coverage::CoverageArgs),
-    /// Build reports: of a run, of merged shard runs, or of JUnit directories.
-    Report(report::ReportArgs),
-    /// Why cells fail: failure signatures and the axis values behind them.
-    Explain(explain::ExplainArgs),
 }
 
 /// What every command gets from `main`: the process's one tokio runtime and
@@ -121,6 +124,7 @@ impl Cli {
             Command::Coverage(a) => coverage::run(a, &cx, out),
             Command::Report(a) => report::run(a, out),
             Command::Explain(a) => explain::run(a, out),
+            Command::Diff(a) => diff::run(a, out),
         }
     }
 }

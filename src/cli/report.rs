@@ -116,6 +116,6 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     for w in &summary.warnings {
         tracing::warn!("{w}");
     }
-    super::write_out(out, &format!("{}\n", summary.line()))?;
+    super::write_out(out, &summary.lines())?;
     Ok(ExitCode::of_report(&summary, judge.fail_on))
 }

@@ -190,8 +190,8 @@ fn judge(report: &RunReport, judge: &super::report::Judge) -> (String, ExitCode)
     ) {
         Ok(r) => {
             text.push_str(&format!(
-                "{}\nreport: {}\n",
-                r.line(),
+                "{}report: {}\n",
+                r.lines(),
                 report.store.dir.join("report/index.html").display()
             ));
             for w in &r.warnings {

@@ -86,6 +86,12 @@ pub struct ReportSummary {
     pub regressions: Option<u64>,
     pub junit_bytes: u64,
     pub warnings: Vec<String>,
+    /// gfx targets lost from one environment to the next that a cell asks
+    /// for (counted in `regressions` too when there is a baseline).
+    pub coverage_regressions: u64,
+    /// What changed underneath against the baseline, and gfx targets gained
+    /// and lost, one line each, for the terminal.
+    pub changes: Vec<String>,
 }
 
 impl ReportSummary {
@@ -109,6 +115,16 @@ impl ReportSummary {
             s.push_str(&format!("; {r} regressions"));
         }
         s.push_str(&format!("; reports in {}", self.dir.display()));
+        s
+    }
+
+    /// The summary line, then what changed underneath, one line each.
+    pub fn lines(&self) -> String {
+        let mut s = self.line();
+        s.push('\n');
+        for c in &self.changes {
+            s.push_str(&format!("  {c}\n"));
+        }
         s
     }
 }
@@ -208,7 +224,20 @@ pub fn build(
         ));
     }
     write_outputs(&results, regressions.as_ref(), out)?;
+    let mut changes: Vec<String> = regressions
+        .as_ref()
+        .map(|r| {
+            let mut v = changes_view::terminal_lines(&changes_view::environments(&results, r));
+            v.extend(r.coverage.iter().map(|c| c.line()));
+            v
+        })
+        .unwrap_or_default();
+    changes.extend(results.coverage_changes.iter().map(|c| c.line()));
+    let coverage_regressions =
+        crate::results::coverage_changes::regressions(&results.coverage_changes);
     Ok(ReportSummary {
+        coverage_regressions,
+        changes,
         dir: out.to_path_buf(),
         cells: results.cells.len(),
         failing_cells: results.failing_cells(),
