@@ -56,16 +56,11 @@ pub fn run(args: BundlesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         let mut s = String::new();
         for r in &shown {
             let targets: Vec<String> = r.targets().iter().map(|t| t.to_string()).collect();
-            let compressed = r
-                .bundles
-                .iter()
-                .filter_map(|b| b.compression)
-                .map(|c| format!("CCOB v{} {:?}", c.version, c.method).to_lowercase())
-                .next();
+            let compressed = r.bundles.iter().filter(|b| b.compression.is_some()).count();
             let how = match (r.bundles.len(), compressed) {
                 (0, _) => "code object".to_string(),
-                (n, Some(c)) => format!("{n} bundle(s), {c}"),
-                (n, None) => format!("{n} bundle(s)"),
+                (n, 0) => format!("{n} bundle(s)"),
+                (n, c) => format!("{n} bundle(s), {c} compressed: {}", r.compression().join(", ")),
             };
             let list = if targets.is_empty() {
                 "no device code".to_string()

@@ -83,7 +83,7 @@ fn bundles_lists_targets_per_file() {
     );
     assert!(
         lines[1].ends_with(
-            "libfoo.so.1: gfx90a:xnack- gfx1030 gfx11-generic [2 bundle(s), ccob v2 zlib]"
+            "libfoo.so.1: gfx90a:xnack- gfx1030 gfx11-generic [2 bundle(s), 1 compressed: CCOB v2 zlib]"
         ),
         "{out}"
     );
