@@ -29,6 +29,7 @@ pub enum Verdict {
     /// compatibility, held only in compressed bundles: a Comgr that extracts
     /// a compressed bundle by the device's exact target id finds nothing
     /// unless it lists the bundle's ids first (the Solus patches).
+    #[serde(rename = "extended-compressed")]
     ExtendedCompressed {
         target: TargetId,
     },

@@ -60,7 +60,10 @@ pub fn run(args: BundlesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             let how = match (r.bundles.len(), compressed) {
                 (0, _) => "code object".to_string(),
                 (n, 0) => format!("{n} bundle(s)"),
-                (n, c) => format!("{n} bundle(s), {c} compressed: {}", r.compression().join(", ")),
+                (n, c) => format!(
+                    "{n} bundle(s), {c} compressed: {}",
+                    r.compression().join(", ")
+                ),
             };
             let list = if targets.is_empty() {
                 "no device code".to_string()

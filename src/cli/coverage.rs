@@ -14,6 +14,7 @@ use crate::error::{Error, ExitCode};
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
 use crate::image::libraries::ScratchDir;
+use crate::store::coverage::{EnvironmentCoverage, LibraryCoverage};
 
 #[derive(Debug, Args)]
 pub struct CoverageArgs {
@@ -34,6 +35,11 @@ pub struct CoverageArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Also compare with this earlier file or directory (an image root of
+    /// the previous release, say): per library, the gfx targets gained and
+    /// lost; lost targets that --gfx names are marked as regressions.
+    #[arg(long, value_name = "PATH")]
+    pub against: Option<PathBuf>,
 }
 
 fn parse_target(s: &str) -> Result<TargetId, super::BadArg> {
@@ -77,20 +83,74 @@ pub fn run(
         let root = (args.paths.len() == 1 && p.is_dir()).then_some(p.as_path());
         rows.extend(coverage(&reports, &args.gfx, policy, root));
     }
+    let changes = match &args.against {
+        Some(old) => {
+            let (reports, c) = super::bundles::scan(std::slice::from_ref(old));
+            if c != ExitCode::Success {
+                code = c;
+            }
+            let root = old.is_dir().then_some(old.as_path());
+            let before = coverage(&reports, &args.gfx, policy, root);
+            let name = |p: &std::path::Path| p.display().to_string();
+            let new_name = args.paths.first().map(|p| name(p)).unwrap_or_default();
+            crate::results::coverage_changes::between(
+                &as_stored(&before, &args.gfx),
+                &as_stored(&rows, &args.gfx),
+                &name(old),
+                &new_name,
+            )
+        }
+        None => Vec::new(),
+    };
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&serde_json::json!({
             "policy": policy_name(policy),
             "gfx": args.gfx,
             "libraries": rows,
+            "changes": changes,
         }))
         .unwrap_or_default();
         s.push('\n');
         s
     } else {
-        table(&rows, &args.gfx)
+        let mut s = table(&rows, &args.gfx);
+        if let Some(old) = &args.against {
+            if changes.is_empty() {
+                s.push_str(&format!("changes against {}: none\n", old.display()));
+            }
+            for c in &changes {
+                s.push_str(&format!("{}\n", c.line()));
+            }
+        }
+        s
     };
     super::write_out(out, &text)?;
     Ok(code)
+}
+
+/// Rows as the run store keeps them, for comparing.
+fn as_stored(rows: &[CoverageRow], gfx: &[TargetId]) -> EnvironmentCoverage {
+    let s = |t: &[TargetId]| t.iter().map(ToString::to_string).collect::<Vec<_>>();
+    EnvironmentCoverage {
+        environment: String::new(),
+        image: String::new(),
+        cells: Vec::new(),
+        policy: String::new(),
+        gfx: s(gfx),
+        dirs: Vec::new(),
+        libraries: rows
+            .iter()
+            .map(|r| LibraryCoverage {
+                library: r.library.display().to_string(),
+                targets: s(&r.targets),
+                compressed: s(&r.compressed_targets),
+                compression: r.compression.clone(),
+                verdicts: Vec::new(),
+            })
+            .collect(),
+        problems: Vec::new(),
+        secs: 0.0,
+    }
 }
 
 fn table(rows: &[CoverageRow], gfx: &[TargetId]) -> String {

@@ -5,6 +5,7 @@ mod bisect_tests;
 mod build_stage_tests;
 mod bundle_tests;
 mod cdi_tests;
+mod changes_tests;
 mod ci_plan_tests;
 mod cli_tests;
 mod debug_llvm_evidence_tests;

@@ -424,3 +424,158 @@ fn rocblas_code_objects_match_llvm_readobj() {
     let (_, out) = super::run(&["bundles", root.to_str().unwrap()]);
     assert_eq!(out.lines().count(), 3, "{out}");
 }
+
+/// Debian's rocFFT from trixie (6.1.2) to experimental (7.x): the targets
+/// gained and lost, exactly, with the lost one a regression where --gfx asks
+/// for it.
+#[test]
+fn coverage_against_names_the_targets_rocfft_gained_and_lost() {
+    let Some(dir) = artifacts("coverage_against_names_the_targets_rocfft_gained_and_lost") else {
+        return;
+    };
+    let (old, new) = (dir.join("trixie/root"), dir.join("sid/root"));
+    let (code, out) = super::run(&[
+        "coverage",
+        new.to_str().unwrap(),
+        "--against",
+        old.to_str().unwrap(),
+        "--gfx",
+        "gfx1011,gfx1030",
+    ]);
+    assert_eq!(code, ExitCode::Success, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("librocfft.so:"))
+        .unwrap_or_else(|| panic!("no change line: {out}"));
+    assert_eq!(
+        line,
+        format!(
+            "librocfft.so: {} → {}: +gfx942 +gfx1151 +gfx1200 +gfx1201 −gfx1011 (regression: cells ask for gfx1011)",
+            old.display(),
+            new.display()
+        )
+    );
+    // The same comparison as JSON, and none of a root against itself.
+    let (_, json) = super::run(&[
+        "coverage",
+        new.to_str().unwrap(),
+        "--against",
+        old.to_str().unwrap(),
+        "--gfx",
+        "gfx1030",
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["changes"][0]["lost"], serde_json::json!(["gfx1011"]));
+    assert_eq!(v["changes"][0]["lost_with_cells"], serde_json::Value::Null);
+    let (_, same) = super::run(&[
+        "coverage",
+        new.to_str().unwrap(),
+        "--against",
+        new.to_str().unwrap(),
+        "--gfx",
+        "gfx1030",
+    ]);
+    assert!(same.contains(": none"), "{same}");
+}
+
+/// A compressed bundle written by Debian's clang-offload-bundler-21
+/// `-compress`: named compressed, and an extended verdict that depends on it
+/// is the compressed kind; the same code in a plain bundle keeps the plain
+/// verdict.
+#[test]
+fn an_extended_verdict_from_a_real_compressed_bundle_is_its_own_kind() {
+    let Some(dir) = artifacts("an_extended_verdict_from_a_real_compressed_bundle_is_its_own_kind")
+    else {
+        return;
+    };
+    let ccob = std::fs::read(dir.join("sid/ccob/clang21-v3.bundle")).unwrap();
+    let carried = targets(&scan_bytes(Path::new("b"), &ccob).unwrap().unwrap());
+    // A gfx target that runs the compressed bundle's code only through the
+    // distributions' extended compatibility.
+    let candidates = [
+        "gfx1031", "gfx1032", "gfx1034", "gfx902", "gfx904", "gfx909", "gfx90c", "gfx1012",
+        "gfx1013", "gfx1101", "gfx1102", "gfx1103", "gfx1152", "gfx1200", "gfx1201",
+    ];
+    let parse = |t: &str| rocmatrix::gpu::TargetId::parse(t).unwrap();
+    let carried_ids: Vec<_> = carried.iter().map(|t| parse(t)).collect();
+    let (gfx, via) = candidates
+        .iter()
+        .find_map(|g| {
+            match rocmatrix::bundle::coverage::verdict(
+                &carried_ids,
+                &parse(g),
+                rocmatrix::spec::GpuPolicy::Extended,
+            ) {
+                rocmatrix::bundle::coverage::Verdict::Compatible { target, how }
+                    if how == rocmatrix::gpu::compat::How::DistroExtended =>
+                {
+                    Some((g.to_string(), target.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .unwrap_or_else(|| panic!("no extended neighbour of {carried:?}"));
+    let root = tempfile::tempdir().unwrap();
+    let lib = root.path().join("usr/lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(
+        lib.join("libccob.so.1"),
+        elf::write(62, 0, 0, &[(".text", b"\xc3"), (".hip_fatbin", &ccob)]),
+    )
+    .unwrap();
+    // The same entries, plain: unbundled from the compressed one by our reader.
+    let report = scan_bytes(Path::new("b"), &ccob).unwrap().unwrap();
+    let (plain, _) = rocmatrix::bundle::compressed::decompress(
+        &ccob,
+        &rocmatrix::bundle::compressed::header(&ccob)
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        lib.join("libplain.so.1"),
+        elf::write(62, 0, 0, &[(".text", b"\xc3"), (".hip_fatbin", &plain)]),
+    )
+    .unwrap();
+    assert!(report.bundles[0].compression.is_some());
+    let r = root.path().to_str().unwrap();
+    let (_, bundles) = super::run(&["bundles", r]);
+    assert!(
+        bundles
+            .lines()
+            .any(|l| l.contains("libccob.so.1") && l.ends_with("1 compressed: CCOB v3 zstd]")),
+        "{bundles}"
+    );
+    let (code, out) = super::run(&[
+        "coverage", r, "--gfx", &gfx, "--policy", "extended", "--json",
+    ]);
+    assert_eq!(code, ExitCode::Success, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = |name: &str| {
+        v["libraries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["library"].as_str().unwrap().ends_with(name))
+            .unwrap()
+            .clone()
+    };
+    let (c, p) = (row("libccob.so.1"), row("libplain.so.1"));
+    assert_eq!(c["cells"][0]["verdict"]["kind"], "extended-compressed");
+    assert_eq!(c["compression"], serde_json::json!(["CCOB v3 zstd"]));
+    assert_eq!(p["cells"][0]["verdict"]["kind"], "compatible");
+    let (_, table) = super::run(&["coverage", r, "--gfx", &gfx, "--policy", "extended"]);
+    assert!(
+        table.contains(&format!(
+            "via {via} (distro-extended), compressed: needs a Comgr that lists bundle IDs before extracting"
+        )),
+        "{table}"
+    );
+    assert!(
+        table.lines().any(|l| l.contains("libplain.so.1")
+            && l.trim_end()
+                .ends_with(&format!("via {via} (distro-extended)"))),
+        "{table}"
+    );
+}
