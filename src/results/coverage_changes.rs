@@ -237,6 +237,41 @@ mod tests {
     }
 
     #[test]
+    fn along_the_run_environments_are_ordered_by_their_first_cells_and_named_by_axis_values() {
+        let mut run: Results = serde_json::from_value(serde_json::json!({
+            "version": 1, "name": "m", "runs": [], "keys": ["suite", "gfx"],
+            "report": {"rows": [], "columns": []},
+            "cells": [
+                {"id": "trixie.gfx1011", "values": {"suite": "trixie", "gfx": "gfx1011"},
+                 "status": "passed", "counts": {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}},
+                {"id": "experimental.gfx1011", "values": {"suite": "experimental", "gfx": "gfx1011"},
+                 "status": "passed", "counts": {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}}
+            ]
+        }))
+        .unwrap();
+        let mut late = cov(
+            "0000",
+            &["gfx1011"],
+            &[("/usr/lib/librocfft.so.0.1", &["gfx942"])],
+        );
+        late.cells = vec!["experimental.gfx1011".into()];
+        let mut early = cov(
+            "ffff",
+            &["gfx1011"],
+            &[("/usr/lib/librocfft.so.0.1", &["gfx1011"])],
+        );
+        early.cells = vec!["trixie.gfx1011".into()];
+        // Stored in hash order, which is not the run's.
+        run.coverage = vec![late, early];
+        let c = along(&run);
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            c[0].line(),
+            "librocfft.so: trixie → experimental: +gfx942 −gfx1011 (regression: cells ask for gfx1011)"
+        );
+    }
+
+    #[test]
     fn library_keys_drop_the_version_suffix_only() {
         assert_eq!(
             library_key("/usr/lib/x86_64-linux-gnu/librocfft.so.0.1"),
