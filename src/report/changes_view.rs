@@ -58,7 +58,7 @@ pub fn environments(results: &Results, reg: &Regressions) -> Vec<EnvChangeView> 
             cells.dedup();
             let mut parts = Vec::new();
             if new_failures > 0 {
-                parts.push(plural(new_failures as usize, "new failure"));
+                parts.push(plural(new_failures, "new failure"));
             }
             if !broken.is_empty() {
                 parts.push(plural(broken.len(), "broken cell"));

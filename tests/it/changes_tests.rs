@@ -80,9 +80,9 @@ fn one_package_version_apart_shows_next_to_its_regression_everywhere() {
         "--label",
         &label::label(),
         &image,
-        "apt-cache",
-        "madison",
-        "tzdata",
+        "sh",
+        "-c",
+        "apt-get update -qq >/dev/null 2>&1; apt-cache madison tzdata",
     ]);
     let listed = String::from_utf8_lossy(&madison.stdout).to_string();
     let older = listed
