@@ -106,7 +106,7 @@ pub async fn run(
         Ok::<_, RunError>((store, manifest, done))
     })
     .await??;
-    let events = open_events(&store, req.listeners)?;
+    let (events, journal) = open_events(&store, req.listeners)?;
     sweep_orphans(engine, &events).await;
 
     let to_run: Vec<_> = manifest
@@ -155,6 +155,9 @@ pub async fn run(
         interrupted: outcome.interrupted,
         secs,
     });
+    if let Some((path, e)) = journal.failure() {
+        return Err(RunError::io(&path, e));
+    }
     Ok(RunReport {
         store,
         manifest,
@@ -216,13 +219,22 @@ fn finished_cells(store: &RunStore) -> BTreeSet<String> {
         .collect()
 }
 
-/// The journal first, then the caller's listeners.
-fn open_events(store: &RunStore, listeners: Vec<Arc<dyn Listener>>) -> Result<Events, RunError> {
+/// The journal first, then the caller's listeners; the journal is also
+/// returned, to ask at the end whether every event was written.
+fn open_events(
+    store: &RunStore,
+    listeners: Vec<Arc<dyn Listener>>,
+) -> Result<(Events, Arc<Journal>), RunError> {
     let journal_path = store.dir.join("journal.jsonl");
-    let journal = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
-    let mut all: Vec<Arc<dyn Listener>> = vec![Arc::new(journal)];
+    let opened = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
+    let journal = Arc::new(opened.journal);
+    let mut all: Vec<Arc<dyn Listener>> = vec![journal.clone()];
     all.extend(listeners);
-    Ok(Events::new(all))
+    let events = Events::new(all);
+    if let Some(message) = opened.repaired {
+        events.emit(Event::Warning { message });
+    }
+    Ok((events, journal))
 }
 
 /// Removes containers of dead runs; what it removed (or could not) becomes
