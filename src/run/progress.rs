@@ -126,8 +126,8 @@ pub fn line(event: &Event) -> Option<String> {
             "image {environment}: gfx coverage of {libraries} libraries with device code ({secs:.0} s)"
         ),
         Event::Warning { message } => message.clone(),
-        Event::RunFinished { passed, failed, skipped, not_run, interrupted, secs } => format!(
-            "{}: {passed} passed, {failed} failed, {skipped} skipped, {not_run} not run in {secs:.0} s",
+        Event::RunFinished { passed, failed, expected, errors, skipped, not_run, interrupted, secs } => format!(
+            "{}: {passed} passed, {failed} failed, {expected} expected failures, {skipped} skipped, {errors} errors, {not_run} not run in {secs:.0} s",
             if *interrupted { "interrupted" } else { "finished" }
         ),
     })
