@@ -12,7 +12,8 @@
 //! while waiting stops waiting (a blocking `flock` on a blocking thread
 //! would hold the runtime's shutdown).
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -30,7 +31,13 @@ pub struct BuildLock {
 pub fn lock_path(cache: &Path, tag: &str) -> PathBuf {
     let name: String = tag
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     cache.join("locks").join(format!("{name}.lock"))
 }
@@ -54,17 +61,20 @@ pub async fn acquire(
         .open(&path)?;
     let mut waited = false;
     loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(BuildLock { _file: file, path }),
-            Err(TryLockError::WouldBlock) => {
-                if !waited {
-                    on_wait(&path);
-                    waited = true;
-                }
-                tokio::time::sleep(POLL).await;
-            }
-            Err(TryLockError::Error(e)) => return Err(e),
+        // flock(2), not File::try_lock: that is newer than the crate's MSRV.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(BuildLock { _file: file, path });
         }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::WouldBlock {
+            return Err(e);
+        }
+        if !waited {
+            on_wait(&path);
+            waited = true;
+        }
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -76,16 +86,18 @@ mod tests {
     async fn a_second_holder_waits_for_the_first() {
         let dir = tempfile::tempdir().unwrap();
         let tag = "rocmatrix/env:0123abcd";
-        let first = acquire(dir.path(), tag, |_| panic!("nobody holds it")).await.unwrap();
+        let first = acquire(dir.path(), tag, |_| panic!("nobody holds it"))
+            .await
+            .unwrap();
         assert!(first.path.ends_with("locks/rocmatrix_env_0123abcd.lock"));
-        let second = tokio::time::timeout(
-            Duration::from_millis(700),
-            acquire(dir.path(), tag, |_| {}),
-        )
-        .await;
+        let second =
+            tokio::time::timeout(Duration::from_millis(700), acquire(dir.path(), tag, |_| {}))
+                .await;
         assert!(second.is_err(), "the lock is held");
         // Another tag is another lock.
-        acquire(dir.path(), "rocmatrix/env:ffff", |_| panic!("free")).await.unwrap();
+        acquire(dir.path(), "rocmatrix/env:ffff", |_| panic!("free"))
+            .await
+            .unwrap();
         drop(first);
         let mut waited = 0;
         let again = acquire(dir.path(), tag, |_| waited += 1).await.unwrap();
