@@ -254,7 +254,8 @@ pub async fn execute(
     for (hash, env, group) in by_environment(cells) {
         if interrupt.is_set() {
             for c in group {
-                out.not_run.push((c.id, NotRun::stopped(&interrupt).to_string()));
+                out.not_run
+                    .push((c.id, NotRun::stopped(&interrupt).to_string()));
             }
             continue;
         }
@@ -323,6 +324,10 @@ pub async fn execute(
     let pending: Vec<_> =
         std::mem::take(&mut *shared.cleanups.lock().unwrap_or_else(|p| p.into_inner()));
     for removal in pending {
+        // A lost engine removes nothing: the next run's sweep does.
+        if interrupt.engine_lost().is_some() {
+            removal.abort();
+        }
         let _ = removal.await;
     }
     let tags: Vec<String> = out
@@ -1221,10 +1226,12 @@ async fn run_one(
         let r = tokio::select! {
             r = run_cell(&cx, &cell, &image, built.as_deref(), attempt) => r,
             _ = s.interrupt.fired() => {
-                let _ = s.engine.remove_container(&container_name(&s.run_id, &cell.id, attempt)).await;
-                // Cut short by a lost engine: an infrastructure error, which
-                // resume runs again; by a signal: not run.
+                // Cut short by a signal: not run; by a lost engine: an
+                // infrastructure error, which resume runs again (its
+                // container is left to the next run's sweep: removing it
+                // would only wait out the deadline once more).
                 let Some(why) = s.interrupt.engine_lost() else {
+                    let _ = s.engine.remove_container(&container_name(&s.run_id, &cell.id, attempt)).await;
                     return not_run(NotRun::Interrupted);
                 };
                 let rec = errored(&cell, &image, why, &started, t0, attempt);
@@ -1251,10 +1258,12 @@ async fn run_one(
                 attempt += 1;
             }
             Err(e) => {
-                let _ = s
-                    .engine
-                    .remove_container(&container_name(&s.run_id, &cell.id, attempt))
-                    .await;
+                if lost.is_none() {
+                    let _ = s
+                        .engine
+                        .remove_container(&container_name(&s.run_id, &cell.id, attempt))
+                        .await;
+                }
                 let why = lost.unwrap_or_else(|| e.to_string());
                 let rec = errored(&cell, &image, why, &started, t0, attempt);
                 write_record(&s, rec.clone()).await;
