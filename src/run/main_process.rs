@@ -452,7 +452,9 @@ async fn ended_in_time(
                 code,
                 oom_kills,
                 elapsed_ms: Some(ms),
-            })))) if e == index => {
+            }))))
+                if e == index =>
+            {
                 return (u128::from(ms) < timeout.as_millis()).then_some((code, oom_kills));
             }
             Ok(Ok(Some(Piece::Marker(_)))) => {}
