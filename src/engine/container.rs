@@ -363,7 +363,10 @@ impl Engine {
         let action = || format!("listing containers labelled {label}");
         let list = self
             .within(action, async {
-                self.docker().list_containers(Some(opts)).await.doing(action)
+                self.docker()
+                    .list_containers(Some(opts))
+                    .await
+                    .doing(action)
             })
             .await?;
         Ok(list

@@ -99,7 +99,9 @@ fn connection_failure(e: &bollard::errors::Error) -> Option<String> {
             return Some(why.to_string());
         }
         let text = err.to_string();
-        if text.contains("client error (Connect)") || text.contains("connection closed before message completed") {
+        if text.contains("client error (Connect)")
+            || text.contains("connection closed before message completed")
+        {
             connect = true;
         }
         cur = err.source();

@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use bollard::Docker;
 
 pub use connect::Address;
-pub use deadline::{call_deadline, DEFAULT_DEADLINE_SECS};
 pub use container::{Attached, ContainerSpec, ExecOutcome};
+pub use deadline::{call_deadline, DEFAULT_DEADLINE_SECS};
 pub use flavour::Flavour;
 pub use image::{split_reference, ImageInfo};
 pub use registry::TransferError;

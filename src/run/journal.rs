@@ -61,9 +61,12 @@ impl Journal {
     /// The first write that failed, as `(path, error)`.
     pub fn failure(&self) -> Option<(PathBuf, std::io::Error)> {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.failed
-            .as_ref()
-            .map(|e| (self.path.clone(), std::io::Error::new(e.kind(), e.to_string())))
+        st.failed.as_ref().map(|e| {
+            (
+                self.path.clone(),
+                std::io::Error::new(e.kind(), e.to_string()),
+            )
+        })
     }
 }
 
@@ -115,7 +118,10 @@ impl Listener for Journal {
             return;
         }
         // One write per line keeps lines whole; flush per event.
-        let written = st.file.write_all(line.as_bytes()).and_then(|_| st.file.flush());
+        let written = st
+            .file
+            .write_all(line.as_bytes())
+            .and_then(|_| st.file.flush());
         if let Err(e) = written {
             eprintln!(
                 "error: {}: writing the journal failed: {e}",
@@ -139,7 +145,8 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_cut_and_the_next_event_starts_a_line() {
-        let (_d, path) = journal_with(b"{\"event\":\"warning\",\"message\":\"a\"}\n{\"event\":\"cell_fin");
+        let (_d, path) =
+            journal_with(b"{\"event\":\"warning\",\"message\":\"a\"}\n{\"event\":\"cell_fin");
         let opened = Journal::open(&path).unwrap();
         assert!(opened.repaired.unwrap().contains("cut 18 bytes"));
         opened.journal.on_event(&Event::Warning {
@@ -175,7 +182,9 @@ mod tests {
                 failed: None,
             }),
         };
-        j.on_event(&Event::Warning { message: "x".into() });
+        j.on_event(&Event::Warning {
+            message: "x".into(),
+        });
         let (path, e) = j.failure().unwrap();
         assert_eq!(path, Path::new("/dev/full"));
         assert!(e.to_string().contains("No space"), "{e}");

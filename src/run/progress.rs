@@ -275,7 +275,10 @@ mod tests {
             plain("\u{1b}[91mE: Unable to locate package x\u{1b}[0m\r\nnext\tline"),
             "E: Unable to locate package x\nnext\tline"
         );
-        assert_eq!(plain("a\u{1b}]0;title\u{7}b\u{1b}]8;;u\u{1b}\\c\u{9b}1mdé"), "abcdé");
+        assert_eq!(
+            plain("a\u{1b}]0;title\u{7}b\u{1b}]8;;u\u{1b}\\c\u{9b}1mdé"),
+            "abcdé"
+        );
         assert_eq!(plain("trailing \u{1b}["), "trailing ");
     }
 

@@ -83,9 +83,10 @@ fn expectation<'m>(
     manifest: &'m RunManifest,
     record: &CellRecord,
 ) -> Option<&'m crate::spec::Expectation> {
-    manifest.expect.iter().find(|e| {
-        e.is_whole_cell() && e.matches_cell(|k| record.values.get(k).map(String::as_str))
-    })
+    manifest
+        .expect
+        .iter()
+        .find(|e| e.is_whole_cell() && e.matches_cell(|k| record.values.get(k).map(String::as_str)))
 }
 
 /// `run.json`: how this invocation went (appended to on resume).

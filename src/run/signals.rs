@@ -47,9 +47,10 @@ impl Interrupt {
         let it = me.clone();
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};
-            let (Ok(mut int), Ok(mut term)) =
-                (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-            else {
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
                 return;
             };
             tokio::select! {
@@ -146,7 +147,10 @@ mod tests {
         i.fired().await;
         assert!(i.is_set());
         assert!(!i.by_signal());
-        assert_eq!(i.engine_lost().unwrap(), "the engine at unix:///x went away");
+        assert_eq!(
+            i.engine_lost().unwrap(),
+            "the engine at unix:///x went away"
+        );
         let j = Interrupt::never();
         j.set_run("r1");
         j.clone().stop(Stop::Signal);

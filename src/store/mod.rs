@@ -158,9 +158,9 @@ fn remove_stale_temporaries(dir: &Path, prefix: &str) {
         let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
-        let gone = pid.parse::<u32>().is_ok_and(|p| {
-            p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()
-        });
+        let gone = pid
+            .parse::<u32>()
+            .is_ok_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists());
         if gone {
             let _ = std::fs::remove_file(e.path());
         }
@@ -205,7 +205,10 @@ mod tests {
         write_atomic(&path, b"{}").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"{}");
         assert!(!stale.exists());
-        assert!(other.exists(), "another file's temporary is not this write's business");
+        assert!(
+            other.exists(),
+            "another file's temporary is not this write's business"
+        );
     }
 
     #[test]
@@ -215,7 +218,11 @@ mod tests {
         let path = dir.path().join("target");
         std::fs::create_dir_all(path.join("x")).unwrap();
         assert!(write_atomic(&path, b"{}").is_err());
-        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
         assert_eq!(left, vec![std::ffi::OsString::from("target")]);
     }
 }
