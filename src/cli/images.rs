@@ -8,6 +8,8 @@
 //! an image that a `lock.json` of a run under `--out` names: those are the
 //! images `repro`, `shell` and `export` of a kept run start from.
 //! `--prune --downloads` also empties the package download cache.
+//! `--prune` first removes the containers that dead runs and interrupted
+//! image builds of this host left (the sweep a run does when it starts).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -188,7 +190,15 @@ async fn prune(
 ) -> String {
     let now = std::time::SystemTime::now();
     let locked = images_named_by_locks(&args.out.join("runs"));
-    let mut removed = Vec::new();
+    // First the containers of dead runs and builds: they hold images.
+    let mut removed = match crate::run::sweep::sweep_orphans(engine).await {
+        Ok(lines) => lines,
+        Err(e) => {
+            eprintln!("could not sweep containers of dead runs: {e}");
+            Vec::new()
+        }
+    };
+    let swept = removed.len();
     for r in rows {
         if let Some(lock) = r.tags.iter().find_map(|t| locked.get(t)) {
             eprintln!("kept {} {}: named by {}", r.kind, r.tag, lock.display());
@@ -217,7 +227,7 @@ async fn prune(
             }
         }
     }
-    let kept = rows.len() - removed.len();
+    let kept = rows.len() - (removed.len() - swept);
     let mut text = removed.join("\n");
     text.push_str(&format!("\n{} removed, {kept} kept\n", removed.len()));
     text.trim_start().to_string()

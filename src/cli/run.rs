@@ -25,6 +25,11 @@ pub struct RunArgs {
     /// Run the unfinished cells of an earlier run (its directory or id).
     #[arg(long, value_name = "RUN", conflicts_with_all = ["only", "shard"])]
     pub resume: Option<PathBuf>,
+    /// With --resume: run the cells that failed, timed out or ran out of
+    /// memory again too (resume alone reruns only those without a record and
+    /// those the infrastructure broke, status `error`).
+    #[arg(long, requires = "resume")]
+    pub rerun_failed: bool,
     /// Keep only cells with AXIS=VALUE (repeatable).
     #[arg(long, value_name = "AXIS=VALUE", value_parser = super::parse_pair)]
     pub only: Vec<(String, String)>,
@@ -73,7 +78,7 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
     let (source, settings) = source(&args)?;
     let total = match &source {
         RunSource::New { plan, .. } => plan.cells.len(),
-        RunSource::Resume(store) => store.manifest()?.cells.len(),
+        RunSource::Resume { store, .. } => store.manifest()?.cells.len(),
         RunSource::Replan(m) => m.cells.len(),
     };
     let listener: Arc<dyn crate::run::events::Listener> =
@@ -119,7 +124,10 @@ struct Settings {
 fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
     match (&args.resume, &args.file) {
         (Some(run), _) => Ok((
-            RunSource::Resume(RunStore::open(run, &args.out)?),
+            RunSource::Resume {
+                store: RunStore::open(run, &args.out)?,
+                rerun_failed: args.rerun_failed,
+            },
             Settings {
                 fail_fast: args.fail_fast,
                 retries: args.retries.unwrap_or(1),

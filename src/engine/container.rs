@@ -293,14 +293,18 @@ impl Engine {
 
     /// Whether the engine saw the container's memory limit kill a process.
     pub async fn oom_killed(&self, container: &str) -> Result<bool, EngineError> {
+        let action = || format!("inspecting container {}", short(container));
         let i = self
-            .docker()
-            .inspect_container(
-                container,
-                None::<bollard::query_parameters::InspectContainerOptions>,
-            )
-            .await
-            .doing(|| format!("inspecting container {}", short(container)))?;
+            .within(action, async {
+                self.docker()
+                    .inspect_container(
+                        container,
+                        None::<bollard::query_parameters::InspectContainerOptions>,
+                    )
+                    .await
+                    .doing(action)
+            })
+            .await?;
         Ok(i.state.and_then(|s| s.oom_killed).unwrap_or(false))
     }
 
@@ -308,14 +312,18 @@ impl Engine {
         let opts = KillContainerOptions {
             signal: "KILL".into(),
         };
-        match self.docker().kill_container(container, Some(opts)).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404 | 409,
-                ..
-            }) => Ok(()),
-            Err(e) => Err(e).doing(|| format!("killing container {}", short(container))),
-        }
+        let action = || format!("killing container {}", short(container));
+        self.within(action, async {
+            match self.docker().kill_container(container, Some(opts)).await {
+                Ok(()) => Ok(()),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404 | 409,
+                    ..
+                }) => Ok(()),
+                Err(e) => Err(e).doing(action),
+            }
+        })
+        .await
     }
 
     /// Removes a container, running or not; a missing one is not an error.
@@ -325,17 +333,21 @@ impl Engine {
             v: true,
             ..Default::default()
         };
-        match self.docker().remove_container(container, Some(opts)).await {
-            Ok(()) => Ok(()),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Ok(()),
-            // "removal already in progress"
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            }) => Ok(()),
-            Err(e) => Err(e).doing(|| format!("removing container {}", short(container))),
-        }
+        let action = || format!("removing container {}", short(container));
+        self.within(action, async {
+            match self.docker().remove_container(container, Some(opts)).await {
+                Ok(()) => Ok(()),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => Ok(()),
+                // "removal already in progress"
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 409, ..
+                }) => Ok(()),
+                Err(e) => Err(e).doing(action),
+            }
+        })
+        .await
     }
 
     /// All containers (running or not) carrying `label` (`key` or `key=value`).
@@ -348,11 +360,15 @@ impl Engine {
             filters: super::label_filter(label),
             ..Default::default()
         };
+        let action = || format!("listing containers labelled {label}");
         let list = self
-            .docker()
-            .list_containers(Some(opts))
-            .await
-            .doing(|| format!("listing containers labelled {label}"))?;
+            .within(action, async {
+                self.docker()
+                    .list_containers(Some(opts))
+                    .await
+                    .doing(action)
+            })
+            .await?;
         Ok(list
             .into_iter()
             .map(|c| LabelledContainer {

@@ -26,19 +26,23 @@ pub struct ImageInfo {
 impl Engine {
     /// The image named `reference`, or `None` when the engine has no such image.
     pub async fn image(&self, reference: &str) -> Result<Option<ImageInfo>, EngineError> {
-        match self.docker().inspect_image(reference).await {
-            Ok(i) => Ok(Some(ImageInfo {
-                id: i.id.unwrap_or_default(),
-                tags: self.docker_names(i.repo_tags.unwrap_or_default()),
-                size: i.size.unwrap_or_default(),
-                created: 0,
-                labels: i.config.and_then(|c| c.labels).unwrap_or_default(),
-            })),
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => Ok(None),
-            Err(e) => Err(e).doing(|| format!("looking for image {reference}")),
-        }
+        let action = || format!("looking for image {reference}");
+        self.within(action, async {
+            match self.docker().inspect_image(reference).await {
+                Ok(i) => Ok(Some(ImageInfo {
+                    id: i.id.unwrap_or_default(),
+                    tags: self.docker_names(i.repo_tags.unwrap_or_default()),
+                    size: i.size.unwrap_or_default(),
+                    created: 0,
+                    labels: i.config.and_then(|c| c.labels).unwrap_or_default(),
+                })),
+                Err(bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                }) => Ok(None),
+                Err(e) => Err(e).doing(action),
+            }
+        })
+        .await
     }
 
     /// Pulls `reference`, giving up after `limit` (registries may be unreachable

@@ -7,6 +7,7 @@
 pub mod auth;
 mod connect;
 mod container;
+mod deadline;
 mod flavour;
 mod image;
 pub mod labels;
@@ -20,6 +21,7 @@ use bollard::Docker;
 
 pub use connect::Address;
 pub use container::{Attached, ContainerSpec, ExecOutcome};
+pub use deadline::{call_deadline, DEFAULT_DEADLINE_SECS};
 pub use flavour::Flavour;
 pub use image::{split_reference, ImageInfo};
 pub use registry::TransferError;
@@ -52,6 +54,20 @@ pub enum EngineError {
     },
     #[error("{action}: {message}")]
     Failed { action: String, message: String },
+    /// The engine did not answer within the call's deadline.
+    #[error("{action}: the engine at {address} has not answered for {secs} s")]
+    Stalled {
+        action: String,
+        address: String,
+        secs: u64,
+    },
+    /// The engine's socket refused or dropped the connection.
+    #[error("{action}: the engine at {address} went away ({reason})")]
+    Gone {
+        action: String,
+        address: String,
+        reason: String,
+    },
 }
 
 impl EngineError {
@@ -75,7 +91,14 @@ impl EngineError {
                 _ => true,
             },
             EngineError::Failed { .. } => false,
+            // Retrying on an engine that is stuck or gone only waits longer.
+            EngineError::Stalled { .. } | EngineError::Gone { .. } => false,
         }
+    }
+
+    /// Whether the engine itself failed (stuck or gone), rather than a call.
+    pub fn is_engine_lost(&self) -> bool {
+        matches!(self, EngineError::Stalled { .. } | EngineError::Gone { .. })
     }
 
     /// Whether the engine said "no such object".

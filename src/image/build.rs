@@ -83,6 +83,17 @@ pub async fn ensure_env_image(
     proxy: Option<&str>,
     log: &Path,
 ) -> Result<EnvImage, ImageError> {
+    // Another process building this tag: wait for it, then reuse its image.
+    let cache = crate::dirs::cache_dir();
+    let _lock = super::build_lock::acquire(&cache, &recipe.tag, |path| {
+        tracing::warn!(
+            "{}: another rocmatrix process is building it (lock {}); waiting",
+            recipe.tag,
+            path.display()
+        )
+    })
+    .await
+    .map_err(|e| ImageError::io(&super::build_lock::lock_path(&cache, &recipe.tag), e))?;
     if let Some(img) = engine.image(&recipe.tag).await? {
         return Ok(EnvImage {
             tag: recipe.tag.clone(),
@@ -152,6 +163,37 @@ pub async fn ensure_env_image(
     })
 }
 
+/// Label on a build's intermediate containers: the host and pid of the
+/// rocmatrix process that builds (`host/pid`), so that the sweep of dead
+/// runs removes what an interrupted build left; empty on the finished image.
+pub const LABEL_BUILDER: &str = "rocmatrix.builder";
+
+/// `containerfile` as sent to the engine: a `LABEL` after the `FROM` marks
+/// every intermediate container of the build with its owner, and one at the
+/// end empties it again, so the image (and containers made from it) carry
+/// no owner. Only the build context changes: the tag is the recipe's hash.
+fn owned_containerfile(containerfile: &str) -> String {
+    let owner = format!(
+        "{}/{}",
+        crate::engine::labels::hostname(),
+        std::process::id()
+    );
+    let mut out = String::with_capacity(containerfile.len() + 128);
+    let mut labelled = false;
+    for line in containerfile.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if !labelled && line.trim_start().to_ascii_uppercase().starts_with("FROM ") {
+            out.push_str(&format!("LABEL {LABEL_BUILDER}=\"{owner}\"\n"));
+            labelled = true;
+        }
+    }
+    if labelled {
+        out.push_str(&format!("LABEL {LABEL_BUILDER}=\"\"\n"));
+    }
+    out
+}
+
 fn context_tar(recipe: &Recipe) -> std::io::Result<Vec<u8>> {
     let mut b = tar::Builder::new(Vec::new());
     let mut add = |name: &str, text: &str| -> std::io::Result<()> {
@@ -162,7 +204,7 @@ fn context_tar(recipe: &Recipe) -> std::io::Result<Vec<u8>> {
         h.set_cksum();
         b.append_data(&mut h, name, text.as_bytes())
     };
-    add("Containerfile", &recipe.containerfile)?;
+    add("Containerfile", &owned_containerfile(&recipe.containerfile))?;
     for (name, text) in &recipe.files {
         add(name, text)?;
     }

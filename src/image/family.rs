@@ -135,6 +135,7 @@ impl Family {
             profile => &self.profile,
             install => install,
             base_image => base_image,
+            apt_suite => apt_suite(env),
             hash => hash,
             llvm_source => matches!(env.llvm, crate::plan::Llvm::Source(_)),
         };
@@ -198,6 +199,21 @@ impl Family {
     /// The shell command listing installed packages.
     pub fn list_packages(&self) -> &str {
         &self.profile.list_packages
+    }
+}
+
+/// The suite an `environment.mirror` serves this environment: `suite` when
+/// given, else the base image's tag (`debian:trixie` → `trixie`), as the
+/// matrix docs say; `sid` for a base without a usable tag (a tarball).
+fn apt_suite(env: &Environment) -> String {
+    if let Some(s) = env.suite.as_deref().filter(|s| !s.is_empty()) {
+        return s.to_string();
+    }
+    let name = env.base.rsplit('/').next().unwrap_or(&env.base);
+    let name = name.split('@').next().unwrap_or(name);
+    match name.rsplit_once(':') {
+        Some((_, tag)) if !tag.is_empty() && tag != "latest" => tag.to_string(),
+        _ => "sid".to_string(),
     }
 }
 

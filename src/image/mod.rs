@@ -5,6 +5,7 @@
 pub mod aptcache;
 pub mod base;
 pub mod build;
+pub mod build_lock;
 pub mod family;
 pub mod libraries;
 pub mod mirror;

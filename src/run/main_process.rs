@@ -30,7 +30,7 @@ use memchr::memmem;
 
 use super::cell::{
     blocking, judge_exit, passed_inline, place_junit, skip_step, step_slug, timed_out,
-    timed_out_note, CellEnv, CellError, OpenStep, Progress, EXIT_SKIPPED,
+    timed_out_note, CellEnv, CellError, OpenStep, Progress, StepLog, EXIT_SKIPPED,
 };
 use crate::engine::{Attached, EngineError};
 use crate::image::untar;
@@ -96,16 +96,21 @@ pub fn runner_command(nonce: &str, steps: &[(usize, &Step)]) -> Vec<String> {
         } else {
             format!("bash -eo pipefail {}", shell_quote(&path))
         };
+        // The step's own clock ($EPOCHREALTIME, bash 5; `-` without it):
+        // its end marker says how long it ran, so a kill that came late
+        // (a stuck engine held its output back) does not make it a timeout.
         script.push_str(&format!(
             "printf '%s B {index}\\n' \"$M\"\n\
-             ROCMATRIX_STEP={name} {cmd} 2>&1; rc=$?; o=$(oom)\n",
+             t=${{EPOCHREALTIME/[.,]/}}\n\
+             ROCMATRIX_STEP={name} {cmd} 2>&1; rc=$?; o=$(oom)\n\
+             if [ -n \"$t\" ]; then ms=$(( (${{EPOCHREALTIME/[.,]/}} - t) / 1000 )); else ms=-; fi\n",
             name = shell_quote(&step.name),
         ));
         if !step.junit.is_empty() {
             script.push_str(&stage_junit(*index, &step.junit));
         }
         script.push_str(&format!(
-            "printf '%s E {index} %s %s\\n' \"$M\" \"$rc\" \"$o\"\n"
+            "printf '%s E {index} %s %s %s\\n' \"$M\" \"$rc\" \"$o\" \"$ms\"\n"
         ));
         // Where the controller would judge the cell stopped, so does the
         // runner (see `cell::stops_the_cell`).
@@ -156,6 +161,8 @@ pub enum Marker {
         index: usize,
         code: i64,
         oom_kills: u64,
+        /// How long the step ran by its own clock, when the shell knew.
+        elapsed_ms: Option<u64>,
     },
 }
 
@@ -236,6 +243,7 @@ fn parse_marker(line: &[u8]) -> Option<Marker> {
             index: words.next()?.parse().ok()?,
             code: words.next()?.parse().ok()?,
             oom_kills: words.next()?.trim().parse().unwrap_or(0),
+            elapsed_ms: words.next().and_then(|w| w.trim().parse().ok()),
         }),
         _ => None,
     }
@@ -374,11 +382,19 @@ async fn follow_step(
     let (status, mut exit_code, reason) = loop {
         match tokio::time::timeout_at(deadline, reader.next()).await {
             Err(_) => {
+                cx.engine.kill_container(container).await?;
+                // What the engine held back until the kill: if the step's
+                // end marker is in it and the step's own clock says it
+                // ended in time, it is judged by its exit code.
+                if let Some((code, oom_kills)) =
+                    ended_in_time(reader, log, index, step.timeout).await
+                {
+                    break judge_exit(code, oom_kills, &mut p.ooms_seen);
+                }
                 if let Some(rest) = reader.scanner.finish() {
                     log.write(&rest);
                 }
                 log.note(&timed_out_note(step));
-                cx.engine.kill_container(container).await?;
                 break timed_out(step);
             }
             Ok(piece) => match piece? {
@@ -387,6 +403,7 @@ async fn follow_step(
                     index: e,
                     code,
                     oom_kills,
+                    ..
                 })) if e == index => break judge_exit(code, oom_kills, &mut p.ooms_seen),
                 Some(Piece::Marker(_)) => {}
                 // The main process ended inside the step (it never ends by
@@ -414,6 +431,36 @@ async fn follow_step(
     }
     open.finish(cx, cell, step, (status, exit_code, reason))
         .await
+}
+
+/// After a step's timeout and the kill: reads what is left of the killed
+/// runner's output (briefly: its stream closes with the container) into the
+/// step's log, up to the step's end marker. The marker's exit code and OOM
+/// count when the step's own clock says it ended within `timeout`.
+async fn ended_in_time(
+    reader: &mut Reader,
+    log: &mut StepLog,
+    index: usize,
+    timeout: std::time::Duration,
+) -> Option<(i64, u64)> {
+    let drain = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(drain, reader.next()).await {
+            Ok(Ok(Some(Piece::Output(bytes)))) => log.write(&bytes),
+            Ok(Ok(Some(Piece::Marker(Marker::Ended {
+                index: e,
+                code,
+                oom_kills,
+                elapsed_ms: Some(ms),
+            }))))
+                if e == index =>
+            {
+                return (u128::from(ms) < timeout.as_millis()).then_some((code, oom_kills));
+            }
+            Ok(Ok(Some(Piece::Marker(_)))) => {}
+            _ => return None,
+        }
+    }
 }
 
 /// Copies the JUnit files the runner staged out of the container (running
@@ -542,7 +589,7 @@ mod tests {
     #[test]
     fn markers_split_output_across_any_chunk_boundary() {
         let n = "rocmatrix-abc";
-        let stream = format!("{n} B 0\nhello\nno newline{n} E 0 3 0\n{n} B 1\nx{n} E 1 0 2\n");
+        let stream = format!("{n} B 0\nhello\nno newline{n} E 0 3 0 1520\n{n} B 1\nx{n} E 1 0 2\n");
         let bytes = stream.as_bytes();
         for size in 1..bytes.len() {
             let mut s = MarkerScanner::new(n);
@@ -567,14 +614,16 @@ mod tests {
                     Piece::Marker(Marker::Ended {
                         index: 0,
                         code: 3,
-                        oom_kills: 0
+                        oom_kills: 0,
+                        elapsed_ms: Some(1520),
                     }),
                     Piece::Marker(Marker::Began(1)),
                     Piece::Output(b"x".to_vec()),
                     Piece::Marker(Marker::Ended {
                         index: 1,
                         code: 0,
-                        oom_kills: 2
+                        oom_kills: 2,
+                        elapsed_ms: None,
                     }),
                 ],
                 "chunks of {size}"
@@ -651,15 +700,16 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         let _ = out.read_to_string(&mut text);
-        // The OOM-kill count is this host's cgroup's, whatever it is.
-        let text = regex::Regex::new(r"(E \d+ \d+) \d+\n")
+        // The OOM-kill count is this host's cgroup's, whatever it is; the
+        // step's own time (milliseconds, by bash's clock) whatever it was.
+        let text = regex::Regex::new(r"(E \d+ \d+) \d+ \d+\n")
             .unwrap()
-            .replace_all(&text, "$1 K\n");
+            .replace_all(&text, "$1 K T\n");
         assert_eq!(
             text,
             format!(
-                "{n} B 0\none /rocmatrix/steps/01-one.sh\n{n} E 0 3 K\n\
-                 {n} B 1\ntwo\n{n} E 1 1 K\n"
+                "{n} B 0\none /rocmatrix/steps/01-one.sh\n{n} E 0 3 K T\n\
+                 {n} B 1\ntwo\n{n} E 1 1 K T\n"
             )
         );
         assert!(still_running, "the runner idles instead of exiting");

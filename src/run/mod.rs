@@ -16,6 +16,7 @@ pub mod scheduler;
 pub mod shell;
 pub mod signals;
 pub mod sweep;
+pub mod watchdog;
 
 use std::path::{Path, PathBuf};
 

@@ -41,7 +41,7 @@ struct Quiet;
 impl Listener for Quiet {
     fn on_event(&self, event: &Event) {
         if let Event::ImageFailed { .. } | Event::RegistryUnavailable { .. } = event {
-            eprintln!("{}", line(event).unwrap_or_default());
+            eprintln!("{}", plain(&line(event).unwrap_or_default()));
         }
     }
 }
@@ -52,7 +52,7 @@ pub struct Plain;
 impl Listener for Plain {
     fn on_event(&self, event: &Event) {
         if let Some(l) = line(event) {
-            eprintln!("{l}");
+            eprintln!("{}", plain(&l));
         }
     }
 }
@@ -126,11 +126,60 @@ pub fn line(event: &Event) -> Option<String> {
             "image {environment}: gfx coverage of {libraries} libraries with device code ({secs:.0} s)"
         ),
         Event::Warning { message } => message.clone(),
-        Event::RunFinished { passed, failed, skipped, not_run, interrupted, secs } => format!(
-            "{}: {passed} passed, {failed} failed, {skipped} skipped, {not_run} not run in {secs:.0} s",
+        Event::RunFinished { passed, failed, expected, errors, skipped, not_run, interrupted, secs } => format!(
+            "{}: {passed} passed, {failed} failed, {expected} expected failures, {skipped} skipped, {errors} errors, {not_run} not run in {secs:.0} s",
             if *interrupted { "interrupted" } else { "finished" }
         ),
     })
+}
+
+/// `s` without terminal escapes or control characters (a builder's colours,
+/// `\x1b[91m`, arrive inside build errors and step reasons): CSI and OSC
+/// sequences are dropped whole, other controls but newline and tab too.
+pub fn plain(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                // CSI: parameters and intermediates up to a final byte @..~.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC (and DCS, PM, APC, SOS): up to BEL or ESC \.
+                Some(']' | 'P' | '^' | '_' | 'X') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' {
+                            break;
+                        }
+                        if c == '\u{1b}' {
+                            if chars.peek() == Some(&'\\') {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            // The 8-bit CSI.
+            '\u{9b}' => {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// An overall bar plus one spinner per running cell.
@@ -198,20 +247,48 @@ impl Listener for Bars {
             Event::CellFinished { cell, .. } | Event::CellNotRun { cell, .. } => {
                 self.finish_cell(cell);
                 self.overall.inc(1);
-                let _ = self.multi.println(line(event).unwrap_or_default());
+                let _ = self.multi.println(plain(&line(event).unwrap_or_default()));
             }
             Event::ImageStarted { environment, .. } => {
                 self.overall.set_message(format!("(image {environment})"))
             }
             Event::RunFinished { .. } => {
                 self.overall.finish_and_clear();
-                eprintln!("{}", line(event).unwrap_or_default());
+                eprintln!("{}", plain(&line(event).unwrap_or_default()));
             }
             other => {
                 if let Some(l) = line(other) {
-                    let _ = self.multi.println(l);
+                    let _ = self.multi.println(plain(&l));
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_drops_escapes_and_controls() {
+        assert_eq!(
+            plain("\u{1b}[91mE: Unable to locate package x\u{1b}[0m\r\nnext\tline"),
+            "E: Unable to locate package x\nnext\tline"
+        );
+        assert_eq!(
+            plain("a\u{1b}]0;title\u{7}b\u{1b}]8;;u\u{1b}\\c\u{9b}1mdé"),
+            "abcdé"
+        );
+        assert_eq!(plain("trailing \u{1b}["), "trailing ");
+    }
+
+    #[test]
+    fn plain_lines_carry_no_escape_from_a_build_error() {
+        let l = line(&Event::ImageFailed {
+            environment: "abc".into(),
+            error: "step 3: \u{1b}[91mE: broken\u{1b}[0m".into(),
+        })
+        .unwrap();
+        assert_eq!(plain(&l), "image abc: FAILED: step 3: E: broken");
     }
 }

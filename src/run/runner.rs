@@ -27,8 +27,10 @@ use crate::store::{new_run_id, now_rfc3339, RunStore};
 pub enum RunSource {
     /// A new run of a plan.
     New { spec: Box<Spec>, plan: Box<Plan> },
-    /// The unfinished cells of an earlier run.
-    Resume(RunStore),
+    /// The unfinished cells of an earlier run: those without a record and
+    /// those the infrastructure broke (`error`); with `rerun_failed`, also
+    /// those that failed, timed out or ran out of memory.
+    Resume { store: RunStore, rerun_failed: bool },
     /// A new run of cells planned before (`repro`): the manifest is copied
     /// under a new run id.
     Replan(Box<RunManifest>),
@@ -56,9 +58,7 @@ pub struct RunReport {
 impl RunReport {
     /// The whole-cell expectation (`expect:` without `tests:`) covering `record`.
     pub fn expectation(&self, record: &CellRecord) -> Option<&crate::spec::Expectation> {
-        self.manifest.expect.iter().find(|e| {
-            e.is_whole_cell() && e.matches_cell(|k| record.values.get(k).map(String::as_str))
-        })
+        expectation(&self.manifest, record)
     }
 
     /// Whether `record` failed without an expectation saying it would.
@@ -76,6 +76,17 @@ impl RunReport {
             || self.records.iter().any(|r| r.status == Status::Error)
             || !self.outcome.not_run.is_empty()
     }
+}
+
+/// The whole-cell expectation of `manifest` covering `record`.
+fn expectation<'m>(
+    manifest: &'m RunManifest,
+    record: &CellRecord,
+) -> Option<&'m crate::spec::Expectation> {
+    manifest
+        .expect
+        .iter()
+        .find(|e| e.is_whole_cell() && e.matches_cell(|k| record.values.get(k).map(String::as_str)))
 }
 
 /// `run.json`: how this invocation went (appended to on resume).
@@ -100,13 +111,22 @@ pub async fn run(
     let started = now_rfc3339();
     let out = req.out.clone();
     let source = req.source;
+    let rerun_failed = matches!(
+        source,
+        RunSource::Resume {
+            rerun_failed: true,
+            ..
+        }
+    );
     let (store, manifest, done) = super::blocking("opening the run store", move || {
         let (store, manifest) = open_store(source, &out)?;
-        let done = finished_cells(&store);
+        let done = finished_cells(&store, rerun_failed);
         Ok::<_, RunError>((store, manifest, done))
     })
     .await??;
-    let events = open_events(&store, req.listeners)?;
+    let (events, journal) = open_events(&store, req.listeners)?;
+    interrupt.set_run(&manifest.run_id);
+    let watchdog = super::watchdog::start(engine, &interrupt);
     sweep_orphans(engine, &events).await;
 
     let to_run: Vec<_> = manifest
@@ -138,6 +158,16 @@ pub async fn run(
     if req.options.coverage {
         scan_coverage(engine, &store, &manifest, &outcome, &events, &interrupt).await;
     }
+    drop(watchdog);
+    if let Some(why) = interrupt.engine_lost() {
+        events.emit(Event::Warning {
+            message: format!(
+                "{why}: the cells it cut short are recorded as errors; \
+                 `rocmatrix run --resume {}` runs them again",
+                store.dir.display()
+            ),
+        });
+    }
 
     let (store, manifest, outcome, records) =
         super::blocking("writing run.json and lock.json", move || {
@@ -147,14 +177,28 @@ pub async fn run(
         .await??;
     let count = |s: Status| records.iter().filter(|r| r.status == s).count();
     let secs = t0.elapsed().as_secs_f64();
+    // Counted as the summary table counts (RunReport): errors are not
+    // failures, and foretold failures are expected.
+    let failures = |expected: bool| {
+        records
+            .iter()
+            .filter(|r| matches!(r.status, Status::Failed | Status::Timeout | Status::Oom))
+            .filter(|r| expectation(&manifest, r).is_some() == expected)
+            .count()
+    };
     events.emit(Event::RunFinished {
         passed: count(Status::Passed),
-        failed: records.iter().filter(|r| r.status.is_failure()).count(),
+        failed: failures(false),
+        expected: failures(true),
+        errors: count(Status::Error),
         skipped: count(Status::Skipped),
         not_run: outcome.not_run.len(),
         interrupted: outcome.interrupted,
         secs,
     });
+    if let Some((path, e)) = journal.failure() {
+        return Err(RunError::io(&path, e));
+    }
     Ok(RunReport {
         store,
         manifest,
@@ -189,7 +233,7 @@ fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), 
             store.write_json("plan.json", &manifest)?;
             Ok((store, manifest))
         }
-        RunSource::Resume(store) => {
+        RunSource::Resume { store, .. } => {
             let manifest = store.manifest()?;
             Ok((store, manifest))
         }
@@ -202,27 +246,40 @@ fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), 
     }
 }
 
-/// Cells an earlier invocation finished: they keep their results; errored
-/// ones run again.
-fn finished_cells(store: &RunStore) -> BTreeSet<String> {
+/// Cells an earlier invocation finished: they keep their results. Errored
+/// ones (the engine failed, went away or stopped answering: nothing the
+/// cell did) run again; with `rerun_failed`, failed, timed-out and
+/// out-of-memory ones too.
+fn finished_cells(store: &RunStore, rerun_failed: bool) -> BTreeSet<String> {
     store
         .finished_cells()
         .into_iter()
         .filter(|id| {
-            store
-                .cell_record(id)
-                .is_ok_and(|r| r.status != Status::Error)
+            store.cell_record(id).is_ok_and(|r| match r.status {
+                Status::Error => false,
+                Status::Failed | Status::Timeout | Status::Oom => !rerun_failed,
+                _ => true,
+            })
         })
         .collect()
 }
 
-/// The journal first, then the caller's listeners.
-fn open_events(store: &RunStore, listeners: Vec<Arc<dyn Listener>>) -> Result<Events, RunError> {
+/// The journal first, then the caller's listeners; the journal is also
+/// returned, to ask at the end whether every event was written.
+fn open_events(
+    store: &RunStore,
+    listeners: Vec<Arc<dyn Listener>>,
+) -> Result<(Events, Arc<Journal>), RunError> {
     let journal_path = store.dir.join("journal.jsonl");
-    let journal = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
-    let mut all: Vec<Arc<dyn Listener>> = vec![Arc::new(journal)];
+    let opened = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
+    let journal = Arc::new(opened.journal);
+    let mut all: Vec<Arc<dyn Listener>> = vec![journal.clone()];
     all.extend(listeners);
-    Ok(Events::new(all))
+    let events = Events::new(all);
+    if let Some(message) = opened.repaired {
+        events.emit(Event::Warning { message });
+    }
+    Ok((events, journal))
 }
 
 /// Removes containers of dead runs; what it removed (or could not) becomes

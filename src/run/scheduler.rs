@@ -181,6 +181,18 @@ pub enum NotRun {
     SchedulerStopped,
     #[error("environment {0} could not be made (see the image error)")]
     ImageFailed(String),
+    /// The engine went away or stopped answering before the cell started.
+    #[error("{0}")]
+    EngineLost(String),
+}
+
+impl NotRun {
+    /// Why a cell that `interrupt` kept from starting did not run.
+    fn stopped(interrupt: &Interrupt) -> NotRun {
+        interrupt
+            .engine_lost()
+            .map_or(NotRun::Interrupted, NotRun::EngineLost)
+    }
 }
 
 /// Why an environment's image could not be made in this run.
@@ -242,7 +254,8 @@ pub async fn execute(
     for (hash, env, group) in by_environment(cells) {
         if interrupt.is_set() {
             for c in group {
-                out.not_run.push((c.id, NotRun::Interrupted.to_string()));
+                out.not_run
+                    .push((c.id, NotRun::stopped(&interrupt).to_string()));
             }
             continue;
         }
@@ -311,6 +324,10 @@ pub async fn execute(
     let pending: Vec<_> =
         std::mem::take(&mut *shared.cleanups.lock().unwrap_or_else(|p| p.into_inner()));
     for removal in pending {
+        // A lost engine removes nothing: the next run's sweep does.
+        if interrupt.engine_lost().is_some() {
+            removal.abort();
+        }
         let _ = removal.await;
     }
     let tags: Vec<String> = out
@@ -341,7 +358,7 @@ pub async fn execute(
             });
         }
     }
-    out.interrupted = interrupt.is_set();
+    out.interrupted = interrupt.by_signal();
     if out.interrupted {
         let _ = super::sweep::remove_run_containers(engine, run_id).await;
     }
@@ -534,7 +551,7 @@ async fn run_build_in_slot(
         _ = s.interrupt.fired() => None,
     };
     let Some(slot) = slot else {
-        return Err(NotRun::Interrupted);
+        return Err(NotRun::stopped(&s.interrupt));
     };
     if s.stop.load(Ordering::SeqCst) {
         return Err(NotRun::FailFast);
@@ -557,7 +574,7 @@ async fn run_build_in_slot(
             r = build_stage::run_build(&cx, build, (&env_image.0, &env_image.1), ids.clone(), binds.clone(), share) => r,
             _ = s.interrupt.fired() => {
                 let _ = s.engine.remove_container(&name).await;
-                return Err(NotRun::Interrupted);
+                return Err(NotRun::stopped(&s.interrupt));
             }
         };
         match r {
@@ -638,7 +655,7 @@ async fn build_failed(s: Arc<Shared>, cell: Cell, built: Arc<Built>) -> CellResu
 fn image_failed(s: &Shared, hash: &str, e: &ImageFailure, group: Vec<Cell>, out: &mut RunOutcome) {
     let short = crate::digest::short(hash).to_string();
     let reason = match e {
-        ImageFailure::Interrupted => NotRun::Interrupted,
+        ImageFailure::Interrupted => NotRun::stopped(&s.interrupt),
         e => {
             s.events.emit(Event::ImageFailed {
                 environment: short.clone(),
@@ -1164,7 +1181,7 @@ fn start_dispatcher(shared: Arc<Shared>) -> (mpsc::UnboundedSender<Job>, Dispatc
             };
             let slot = tokio::select! {
                 p = shared.slots.clone().acquire_owned() => p.map_err(|_| NotRun::SchedulerStopped),
-                _ = shared.interrupt.fired() => Err(NotRun::Interrupted),
+                _ = shared.interrupt.fired() => Err(NotRun::stopped(&shared.interrupt)),
             };
             tasks.spawn(run_one(shared.clone(), cell, image, built, slot));
         }
@@ -1196,7 +1213,7 @@ async fn run_one(
         Err(reason) => return not_run(reason),
     };
     if s.interrupt.is_set() {
-        return not_run(NotRun::Interrupted);
+        return not_run(NotRun::stopped(&s.interrupt));
     }
     if s.stop.load(Ordering::SeqCst) {
         return not_run(NotRun::FailFast);
@@ -1209,13 +1226,26 @@ async fn run_one(
         let r = tokio::select! {
             r = run_cell(&cx, &cell, &image, built.as_deref(), attempt) => r,
             _ = s.interrupt.fired() => {
-                let _ = s.engine.remove_container(&container_name(&s.run_id, &cell.id, attempt)).await;
-                return not_run(NotRun::Interrupted);
+                // Cut short by a signal: not run; by a lost engine: an
+                // infrastructure error, which resume runs again (its
+                // container is left to the next run's sweep: removing it
+                // would only wait out the deadline once more).
+                let Some(why) = s.interrupt.engine_lost() else {
+                    let _ = s.engine.remove_container(&container_name(&s.run_id, &cell.id, attempt)).await;
+                    return not_run(NotRun::Interrupted);
+                };
+                let rec = errored(&cell, &image, why, &started, t0, attempt);
+                write_record(&s, rec.clone()).await;
+                break rec;
             }
+        };
+        let lost = match &r {
+            Err(_) => super::watchdog::lost(&s.engine, &s.interrupt).await,
+            Ok(_) => None,
         };
         match r {
             Ok(rec) => break rec,
-            Err(e) if e.is_transient() && attempt <= s.opts.retries => {
+            Err(e) if lost.is_none() && e.is_transient() && attempt <= s.opts.retries => {
                 s.events.emit(Event::CellRetry {
                     cell: cell.id.clone(),
                     attempt,
@@ -1228,11 +1258,14 @@ async fn run_one(
                 attempt += 1;
             }
             Err(e) => {
-                let _ = s
-                    .engine
-                    .remove_container(&container_name(&s.run_id, &cell.id, attempt))
-                    .await;
-                let rec = errored(&cell, &image, e.to_string(), &started, t0, attempt);
+                if lost.is_none() {
+                    let _ = s
+                        .engine
+                        .remove_container(&container_name(&s.run_id, &cell.id, attempt))
+                        .await;
+                }
+                let why = lost.unwrap_or_else(|| e.to_string());
+                let rec = errored(&cell, &image, why, &started, t0, attempt);
                 write_record(&s, rec.clone()).await;
                 break rec;
             }

@@ -1,8 +1,10 @@
 //! Sweeping containers that a killed run left behind: a container whose owning process (same host, PID gone) no
-//! longer exists is removed at start-up.
+//! longer exists is removed at start-up, and so is an intermediate container
+//! of an image build whose process is gone (`rocmatrix.builder`).
 
 use crate::engine::labels::hostname;
 use crate::engine::{Engine, EngineError, LABEL_CELL, LABEL_HOST, LABEL_PID, LABEL_RUN};
+use crate::image::build::LABEL_BUILDER;
 
 fn process_alive(pid: &str) -> bool {
     pid.parse::<u32>()
@@ -29,6 +31,24 @@ pub async fn sweep_orphans(engine: &Engine) -> Result<Vec<String>, EngineError> 
                 .unwrap_or(&c.id),
             c.labels.get(LABEL_RUN).map(String::as_str).unwrap_or("?"),
             c.labels.get(LABEL_CELL).map(String::as_str).unwrap_or("?"),
+        ));
+    }
+    // Intermediate containers of image builds whose process is gone.
+    for c in engine.containers_with_label(LABEL_BUILDER).await? {
+        let owner = c.labels.get(LABEL_BUILDER).cloned().unwrap_or_default();
+        let Some((host, pid)) = owner.rsplit_once('/') else {
+            continue;
+        };
+        if host != me || process_alive(pid) {
+            continue;
+        }
+        engine.remove_container(&c.id).await?;
+        removed.push(format!(
+            "removed container {} of an image build: its rocmatrix process {pid} is gone",
+            c.names
+                .first()
+                .map(|n| n.trim_start_matches('/'))
+                .unwrap_or(&c.id),
         ));
     }
     Ok(removed)

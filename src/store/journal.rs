@@ -123,9 +123,17 @@ pub enum Event {
     Warning {
         message: String,
     },
+    /// The counts are those of the run's summary table: `failed` are the
+    /// unexpected test failures (failed, timeout, oom), `expected` the
+    /// failures an `expect:` foretold, `errors` the cells the
+    /// infrastructure broke.
     RunFinished {
         passed: usize,
         failed: usize,
+        #[serde(default)]
+        expected: usize,
+        #[serde(default)]
+        errors: usize,
         skipped: usize,
         not_run: usize,
         interrupted: bool,

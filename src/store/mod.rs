@@ -121,22 +121,50 @@ impl RunStore {
     }
 }
 
-/// Writes `bytes` to a temporary file beside `path`, syncs, renames.
+/// Writes `bytes` to a temporary file beside `path`, syncs, renames. A
+/// write that fails (a full disk) removes its temporary file; one that
+/// succeeds also removes the temporary files of `path` that processes now
+/// gone left behind (killed, or failed before this fix), so a successful
+/// retry leaves nothing but `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+    let prefix = format!(
+        ".{}.tmp-",
         path.file_name()
             .map(|n| n.to_string_lossy())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| StoreError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
+            .unwrap_or_default()
+    );
+    let tmp = dir.join(format!("{prefix}{}", std::process::id()));
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
+        .map_err(|e| StoreError::io(&tmp, e))
+        .and_then(|_| std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return written;
+    }
+    remove_stale_temporaries(dir, &prefix);
+    Ok(())
+}
+
+/// Removes `<prefix><pid>` files in `dir` whose process is gone.
+fn remove_stale_temporaries(dir: &Path, prefix: &str) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        let gone = pid
+            .parse::<u32>()
+            .is_ok_and(|p| p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists());
+        if gone {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// A new run id: UTC time plus a few random hex digits.
@@ -158,4 +186,43 @@ pub fn new_run_id() -> String {
 /// Now, as RFC 3339.
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_atomic_leaves_no_temporary_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        // What a writer killed (or failed on a full disk) left; no process
+        // has that pid (above the kernel's pid_max).
+        let stale = dir.path().join(".run.json.tmp-4294967");
+        std::fs::write(&stale, b"half").unwrap();
+        let other = dir.path().join(".lock.json.tmp-4294967");
+        std::fs::write(&other, b"half").unwrap();
+        write_atomic(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        assert!(!stale.exists());
+        assert!(
+            other.exists(),
+            "another file's temporary is not this write's business"
+        );
+    }
+
+    #[test]
+    fn a_failed_write_removes_its_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        // The rename fails: the target is a non-empty directory.
+        let path = dir.path().join("target");
+        std::fs::create_dir_all(path.join("x")).unwrap();
+        assert!(write_atomic(&path, b"{}").is_err());
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("target")]);
+    }
 }

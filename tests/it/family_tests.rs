@@ -61,6 +61,32 @@ fn debian_debug_llvm_with_a_mirror() {
     insta::assert_snapshot!(recipe(&f, &e, "e3b0c44298fc", &base).unwrap().containerfile);
 }
 
+/// `mirror` without `suite`: the sources line names the base's tag (it used
+/// to say `None`, because `default()` does not replace a none value).
+#[test]
+fn debian_mirror_without_suite_uses_the_base_tag() {
+    let f = Family::get("debian").unwrap();
+    let mut e = env("debian", "debian:trixie", Llvm::Release);
+    e.mirror = Some("http://mirror.example/debian".into());
+    let base = BaseImage {
+        reference: "debian:trixie".into(),
+        id: "sha256:0000".into(),
+        origin: BaseOrigin::Pulled,
+    };
+    let cf = recipe(&f, &e, "e3b0c44298fc", &base).unwrap().containerfile;
+    assert!(
+        cf.contains("'deb %s %s main\\n' http://mirror.example/debian trixie"),
+        "{cf}"
+    );
+    assert!(!cf.contains("None"), "{cf}");
+    e.base = "registry.example:5000/debian:bookworm@sha256:00".into();
+    let cf = recipe(&f, &e, "e3b0c44298fc", &base).unwrap().containerfile;
+    assert!(cf.contains("http://mirror.example/debian bookworm"), "{cf}");
+    e.base = "/srv/rootfs.tar.gz".into();
+    let cf = recipe(&f, &e, "e3b0c44298fc", &base).unwrap().containerfile;
+    assert!(cf.contains("http://mirror.example/debian sid"), "{cf}");
+}
+
 #[test]
 fn fedora_debug() {
     insta::assert_snapshot!(render("fedora", "fedora:41", Llvm::Debug));

@@ -12,6 +12,7 @@ mod debug_llvm_evidence_tests;
 mod debugger_tests;
 mod expand_props;
 mod family_tests;
+mod fault_tests;
 mod fuzz_props;
 mod gpu_evidence_tests;
 mod gpu_run_tests;

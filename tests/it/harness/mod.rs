@@ -10,6 +10,8 @@
 //!   `bases::ensure("sid")` uses the engine's or bootstraps it, once per process.
 //! * [`label`]: the per-test-run label and the sweep of what dead test runs left.
 //! * [`podman`]: a Podman API service of the test's own, beside Docker.
+//! * [`private_engine`]: a Docker engine of the test's own (data root, exec
+//!   root, socket, pidfile, bridge), to freeze and kill.
 //! * [`store`]: run stores (reading real ones, crafting fake ones) and JUnit helpers.
 
 #![allow(dead_code)]
@@ -20,6 +22,7 @@ pub mod docker;
 mod gate;
 pub mod label;
 pub mod podman;
+pub mod private_engine;
 pub mod registry;
 mod store;
 
