@@ -88,6 +88,7 @@ pub fn run(args: BisectArgs, cx: &super::Context, out: &mut dyn Write) -> Result
         max_cells: args.max_cells,
         run: RunOptions {
             jobs: 1,
+            build_jobs: crate::run::default_build_jobs(),
             fail_fast: false,
             retries: 1,
             network: NetworkChoice::parse(&args.network),

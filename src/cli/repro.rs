@@ -46,6 +46,7 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
         out: args.out.clone(),
         options: RunOptions {
             jobs: 1,
+            build_jobs: crate::run::default_build_jobs(),
             fail_fast: false,
             retries: 1,
             network: NetworkChoice::Auto,

@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// matrix file's max_parallel).
     #[arg(long, short)]
     pub jobs: Option<usize>,
+    /// Environments (base image and environment image) prepared in
+    /// parallel (default: twice the cores, at least 2, at most 8).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub build_jobs: Option<u32>,
     /// Where run directories go (`<out>/runs/<run-id>`).
     #[arg(long, default_value = DEFAULT_OUT)]
     pub out: PathBuf,
@@ -173,6 +177,10 @@ fn options(args: &RunArgs, settings: Settings) -> Result<RunOptions, Error> {
             .unwrap_or(cores)
             .min(settings.max_parallel.unwrap_or(usize::MAX))
             .max(1),
+        build_jobs: args
+            .build_jobs
+            .map(|n| n as usize)
+            .unwrap_or_else(crate::run::default_build_jobs),
         fail_fast: settings.fail_fast,
         retries: settings.retries,
         network: NetworkChoice::parse(&args.network),

@@ -195,7 +195,7 @@ fn bootstrapped_from(labels: &std::collections::HashMap<String, String>) -> Opti
 }
 
 /// Removes what bootstraps of processes that are gone left in `work`
-/// (`rootfs-<suite>-<pid>` and its `.tar`).
+/// (`rootfs-<base>-<pid>` and its `.tar`).
 fn remove_stale_scratch(work: &Path) {
     let Ok(entries) = std::fs::read_dir(work) else {
         return;
@@ -241,11 +241,12 @@ async fn bootstrap(
             "it cannot be pulled ({pull_error}) and debootstrap is not installed (apt-get install debootstrap)"
         ))
     })?;
-    // Per process: two runs bootstrapping the same suite at once must not
+    // Per process and base: two runs bootstrapping the same suite at once,
+    // or one run bootstrapping two bases of a suite side by side, must not
     // share (and delete) each other's root file system.
     let scratch = format!(
         "rootfs-{}-{}",
-        crate::spec::cell_id::sanitize(suite),
+        crate::spec::cell_id::sanitize(reference),
         std::process::id()
     );
     let root = work.join(&scratch);

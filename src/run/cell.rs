@@ -138,20 +138,23 @@ pub async fn run_cell(
         .as_ref()
         .map(|g| (g.notes.clone(), g.after_start.clone()))
         .unwrap_or_default();
-    let leading = main_process::leading_steps(cell, !hooks.is_empty());
+    let leading = main_process::leading_steps(cell);
+    // The runner is the main process when it has steps or hook stand-ins
+    // to run: either would otherwise cost an exec each.
+    let runner = leading > 0 || !hooks.is_empty();
     let nonce = main_process::nonce();
-    let cmd = if leading > 0 {
+    let cmd = if runner {
         let steps: Vec<(usize, &Step)> = cell.steps[..leading]
             .iter()
             .enumerate()
             .filter(|(_, s)| !(s.gpu == GpuUse::Required && gpu_refusal.is_some()))
             .collect();
-        main_process::runner_command(&nonce, &steps)
+        main_process::runner_command(&nonce, &hooks, &steps)
     } else {
         vec!["sleep".into(), "infinity".into()]
     };
     let container = cx.engine.create_container(&spec, cmd).await?;
-    let attached = match set_up(cx, cell, &container, &prepared, leading > 0).await {
+    let attached = match set_up(cx, cell, &container, &prepared, runner).await {
         Ok(a) => a,
         Err(e) => {
             let _ = cx.engine.remove_container(&container).await;
@@ -159,7 +162,6 @@ pub async fn run_cell(
         }
     };
     cx.engine.start_created(&container, &spec).await?;
-    let gpu_messages = cdi_after_start(cx.engine, &container, notes, hooks).await;
     let per_gpu = grant
         .as_ref()
         .map(|g| g.per_gpu.clone())
@@ -175,6 +177,7 @@ pub async fn run_cell(
     let leading = attached.map(|attached| main_process::Leading {
         attached,
         nonce,
+        hooks,
         count: leading,
     });
     let mut result = run_steps(cx, cell, &container, &logs, gpu, leading).await;
@@ -210,7 +213,7 @@ pub async fn run_cell(
         mut messages,
         verdict: (status, reason),
     } = result?;
-    messages.splice(0..0, gpu_messages);
+    messages.splice(0..0, notes);
 
     let record = CellRecord {
         id: cell.id.clone(),
@@ -332,30 +335,6 @@ async fn write_record(
             })
     })
     .await?
-}
-
-/// Runs a grant's stand-ins for CDI hooks (ldconfig, symlinks) in the
-/// started container; returns the grant's notes and what went wrong.
-async fn cdi_after_start(
-    engine: &Engine,
-    container: &str,
-    mut messages: Vec<String>,
-    hooks: Vec<String>,
-) -> Vec<String> {
-    for cmd in hooks {
-        match engine
-            .exec_capture(container, &["sh", "-c", cmd.as_str()])
-            .await
-        {
-            Ok((0, _)) => {}
-            Ok((code, out)) => messages.push(format!(
-                "CDI hook stand-in `{cmd}` exited {code}: {}",
-                out.trim()
-            )),
-            Err(e) => messages.push(format!("CDI hook stand-in `{cmd}`: {e}")),
-        }
-    }
-    messages
 }
 
 struct StepsOutcome {

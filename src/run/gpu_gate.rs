@@ -28,8 +28,9 @@ pub struct GpuGrant {
     pub per_gpu: Vec<Vec<String>>,
     /// Bind mounts (`host:container[:ro]`): driver libraries, from CDI.
     pub binds: Vec<String>,
-    /// Shell commands run in the container once it started (CDI hooks
-    /// rocmatrix stands in for: ldconfig, symlinks).
+    /// Shell commands run in the container before any step, as the first
+    /// part of its main process (CDI hooks rocmatrix stands in for:
+    /// ldconfig, symlinks).
     pub after_start: Vec<String>,
     /// CDI edits that could not be applied, in words.
     pub notes: Vec<String>,

@@ -22,6 +22,11 @@
 //! (`exec sleep infinity`) rather than exit, so its last output cannot be
 //! lost with the process, and steps that need exec (a suite, or anything
 //! after one) go on in the running container as before.
+//!
+//! A GPU's CDI hook stand-ins (ldconfig for the driver's libraries,
+//! symlinks) are the runner's first part, before any step, each followed by
+//! a marker with its exit code (`<nonce> H <index> <exit>`): they cost no
+//! exec, and a cell with a GPU runs its steps as cheaply as one without.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -44,12 +49,8 @@ const RUNNER_ARGS_MAX: usize = 1024 * 1024;
 pub const JUNIT_STAGING: &str = "/rocmatrix/junit";
 
 /// The steps a cell runs from its main process: the leading steps with no
-/// test suite, as long as their scripts fit on one command line. None when
-/// the container must be running before any step (CDI hook stand-ins).
-pub fn leading_steps(cell: &Cell, hooks_first: bool) -> usize {
-    if hooks_first {
-        return 0;
-    }
+/// test suite, as long as their scripts fit on one command line.
+pub fn leading_steps(cell: &Cell) -> usize {
     let mut bytes = 0;
     cell.steps
         .iter()
@@ -62,17 +63,17 @@ pub fn leading_steps(cell: &Cell, hooks_first: bool) -> usize {
         .count()
 }
 
-/// The runner's command line: runs `steps` (index into the cell's steps,
-/// the step) in order, then idles. It never ends by itself: Docker may drop
-/// the last output of a main process that exits at once (a step's last
-/// line, its end marker), and the steps after a test suite need it running.
-pub fn runner_command(nonce: &str, steps: &[(usize, &Step)]) -> Vec<String> {
+/// The runner's command line: runs the CDI hook stand-ins `hooks` (shell
+/// commands), then `steps` (index into the cell's steps, the step) in
+/// order, then idles. It never ends by itself: Docker may drop the last
+/// output of a main process that exits at once (a step's last line, its end
+/// marker), and the steps after a test suite need it running.
+pub fn runner_command(nonce: &str, hooks: &[String], steps: &[(usize, &Step)]) -> Vec<String> {
     let mut script = String::from(
         "M=$1; s=0\n\
          oom() { local n; n=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events 2>/dev/null); \
          [ -n \"$n\" ] || n=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null); \
-         echo \"${n:-0}\"; }\n\
-         steps() {\n",
+         echo \"${n:-0}\"; }\n",
     );
     let mut args = vec![
         "bash".to_string(),
@@ -81,6 +82,15 @@ pub fn runner_command(nonce: &str, steps: &[(usize, &Step)]) -> Vec<String> {
         "rocmatrix-runner".into(),
         nonce.to_string(),
     ];
+    // Like the steps' scripts, each hook is a positional argument.
+    for (index, hook) in hooks.iter().enumerate() {
+        args.push(hook.clone());
+        script.push_str(&format!(
+            "sh -c -- \"${{{}}}\" 2>&1; printf '%s H {index} %s\\n' \"$M\" \"$?\"\n",
+            args.len() - 4
+        ));
+    }
+    script.push_str("steps() {\n");
     for (index, step) in steps {
         let path = format!("/rocmatrix/steps/{}.sh", step_slug(*index, &step.name));
         // The script itself is a positional argument of the runner, never
@@ -164,6 +174,8 @@ pub enum Marker {
         /// How long the step ran by its own clock, when the shell knew.
         elapsed_ms: Option<u64>,
     },
+    /// Hook stand-in `index` exited with `code`.
+    Hook { index: usize, code: i64 },
 }
 
 /// What the stream holds next: a step's output or a marker.
@@ -245,6 +257,10 @@ fn parse_marker(line: &[u8]) -> Option<Marker> {
             oom_kills: words.next()?.trim().parse().unwrap_or(0),
             elapsed_ms: words.next().and_then(|w| w.trim().parse().ok()),
         }),
+        "H" => Some(Marker::Hook {
+            index: words.next()?.parse().ok()?,
+            code: words.next()?.trim().parse().ok()?,
+        }),
         _ => None,
     }
 }
@@ -266,11 +282,13 @@ pub fn nonce() -> String {
     out
 }
 
-/// A cell's runner: its attached output, its markers' nonce, and how many
-/// of the cell's steps it covers (those it does not run are skipped).
+/// A cell's runner: its attached output, its markers' nonce, the hook
+/// stand-ins it runs first, and how many of the cell's steps it covers
+/// (those it does not run are skipped).
 pub struct Leading {
     pub attached: Attached,
     pub nonce: String,
+    pub hooks: Vec<String>,
     pub count: usize,
 }
 
@@ -322,6 +340,8 @@ pub(super) async fn run_leading(
         queue: VecDeque::new(),
         closed: false,
     };
+    p.messages
+        .extend(follow_hooks(cx, cell, container, &leading.hooks, &mut reader).await?);
     let mut staged = Vec::new();
     for (i, step) in cell.steps.iter().enumerate().take(count) {
         if let Some(reason) = p.skip_reason(step, gpu_refusal) {
@@ -356,6 +376,44 @@ pub(super) async fn run_leading(
         collect_staged(cx, container, cell_dir, &staged, p).await?;
     }
     Ok(())
+}
+
+/// Follows the runner through the hook stand-ins it runs first; what went
+/// wrong with them, a message each (their steps run all the same).
+async fn follow_hooks(
+    cx: &CellEnv<'_>,
+    cell: &Cell,
+    container: &str,
+    hooks: &[String],
+    reader: &mut Reader,
+) -> Result<Vec<String>, CellError> {
+    let mut messages = Vec::new();
+    for (i, cmd) in hooks.iter().enumerate() {
+        let mut out = Vec::new();
+        let code = loop {
+            match reader.next().await? {
+                Some(Piece::Marker(Marker::Hook { index, code })) if index == i => break code,
+                Some(Piece::Output(bytes)) => out.extend_from_slice(&bytes),
+                Some(Piece::Marker(_)) => {}
+                None => {
+                    let code = cx.engine.wait_exit(container).await?;
+                    return Err(runner_lost(
+                        cell,
+                        format!(
+                            "its container's main process ended (exit code {code}) in the CDI hook stand-in `{cmd}`"
+                        ),
+                    ));
+                }
+            }
+        };
+        if code != 0 {
+            messages.push(format!(
+                "CDI hook stand-in `{cmd}` exited {code}: {}",
+                String::from_utf8_lossy(&out).trim()
+            ));
+        }
+    }
+    Ok(messages)
 }
 
 /// The runner's output ended where it cannot (`why`): an engine failure,
@@ -680,7 +738,7 @@ mod tests {
         ];
         let listed: Vec<(usize, &Step)> = steps.iter().enumerate().collect();
         let n = "rocmatrix-0123";
-        let args = runner_command(n, &listed);
+        let args = runner_command(n, &[], &listed);
         let mut child = std::process::Command::new(&args[0])
             .args(&args[1..])
             .stdout(std::process::Stdio::piped())
@@ -713,6 +771,54 @@ mod tests {
             )
         );
         assert!(still_running, "the runner idles instead of exiting");
+    }
+
+    /// Hook stand-ins come first, each with its output and a marker for its
+    /// exit code; a failing one does not stop the steps.
+    #[test]
+    fn the_runner_runs_hook_stand_ins_before_the_steps() {
+        use std::io::Read;
+        let step = Step {
+            name: "one".into(),
+            run: "echo step".into(),
+            suite: None,
+            timeout: std::time::Duration::from_secs(5),
+            junit: Vec::new(),
+            gpu: crate::spec::GpuUse::None,
+            continue_on_error: false,
+            backtrace: None,
+        };
+        let n = "rocmatrix-0123";
+        let hooks = [
+            "echo \"it's linked\"".to_string(),
+            "echo bad >&2; exit 4".into(),
+        ];
+        let args = runner_command(n, &hooks, &[(0, &step)]);
+        let mut child = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        while !text.contains(&format!("{n} E 0 ")) {
+            let got = out.read(&mut buf).unwrap();
+            assert!(got > 0, "{text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..got]));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        let text = text.split(&format!("{n} E 0 ")).next().unwrap();
+        assert_eq!(
+            text,
+            format!("it's linked\n{n} H 0 0\nbad\n{n} H 1 4\n{n} B 0\nstep\n")
+        );
+        let mut scanner = MarkerScanner::new(n);
+        assert_eq!(
+            scanner.feed(format!("{n} H 1 4\n").as_bytes()),
+            vec![Piece::Marker(Marker::Hook { index: 1, code: 4 })]
+        );
     }
 
     #[test]

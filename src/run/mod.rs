@@ -24,7 +24,7 @@ use crate::engine::EngineError;
 use crate::image::ImageError;
 
 pub use crate::store::RunStore;
-pub use scheduler::{execute, RunOptions, RunOutcome};
+pub use scheduler::{default_build_jobs, execute, RunOptions, RunOutcome};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

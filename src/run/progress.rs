@@ -1,6 +1,6 @@
-//! Showing a run as it happens: an indicatif display (an overall bar and a
-//! line per running cell with its current step) on a terminal, or one plain
-//! line per event otherwise.
+//! Showing a run as it happens: an indicatif display (an overall bar, a
+//! line per environment being prepared and a line per running cell with its
+//! current step) on a terminal, or one plain line per event otherwise.
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -182,7 +182,8 @@ pub fn plain(s: &str) -> String {
     out
 }
 
-/// An overall bar plus one spinner per running cell.
+/// An overall bar plus one spinner per environment being prepared and per
+/// running cell.
 struct Bars {
     multi: MultiProgress,
     overall: ProgressBar,
@@ -249,8 +250,13 @@ impl Listener for Bars {
                 self.overall.inc(1);
                 let _ = self.multi.println(plain(&line(event).unwrap_or_default()));
             }
-            Event::ImageStarted { environment, .. } => {
-                self.overall.set_message(format!("(image {environment})"))
+            // One spinner per environment being prepared: several at once.
+            Event::ImageStarted { environment, cells } => self
+                .cell_bar(&format!("image {environment}"))
+                .set_message(format!("preparing for {cells} cells")),
+            Event::ImageFinished { environment, .. } | Event::ImageFailed { environment, .. } => {
+                self.finish_cell(&format!("image {environment}"));
+                let _ = self.multi.println(line(event).unwrap_or_default());
             }
             Event::RunFinished { .. } => {
                 self.overall.finish_and_clear();

@@ -1,8 +1,8 @@
-//! The scheduler: environment images first (each base provisioned once,
-//! each environment built once, in plan order), and each environment's cells
-//! as soon as its image is ready, `jobs` at a time, started in plan order.
-//! Infrastructure errors are retried up to `retries` times; test failures
-//! never are.
+//! The scheduler: environment images side by side (each base provisioned
+//! once, each environment built once, `build_jobs` of them at a time), and
+//! each environment's cells as soon as its image is ready, `jobs` at a time,
+//! started in the order they are handed over. Infrastructure errors are
+//! retried up to `retries` times; test failures never are.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -33,6 +33,8 @@ use crate::store::{now_rfc3339, RunStore};
 pub struct RunOptions {
     /// Cells run at once.
     pub jobs: usize,
+    /// Environments (their base and their image) prepared at once.
+    pub build_jobs: usize,
     pub fail_fast: bool,
     /// Extra attempts after an infrastructure error.
     pub retries: u32,
@@ -85,6 +87,22 @@ struct Shared {
     registries: Registries,
     /// The package download cache, unless it is off or could not start.
     packages: Option<AptCache>,
+    /// Environments being prepared at once (`build_jobs`).
+    build_slots: Arc<Semaphore>,
+    /// Each base once per run, whichever environment asks first.
+    bases: std::sync::Mutex<Bases>,
+    /// The build network, probed once, when the first build needs it.
+    network: tokio::sync::OnceCell<Option<String>>,
+}
+
+/// The number of environments prepared at once when `--build-jobs` is not
+/// given: twice the cores, at least 2 and at most 8. Bootstraps and image
+/// builds wait on the mirror and the disk as much as on the CPU.
+pub fn default_build_jobs() -> usize {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    (2 * cores).clamp(2, 8)
 }
 
 /// A build and the cells that start from it.
@@ -214,8 +232,9 @@ enum ImageFailure {
     Base(Arc<ImageError>),
 }
 
-/// Each base image once per run: what obtaining it gave.
-type Bases = HashMap<String, Result<BaseImage, Arc<ImageError>>>;
+/// Each base image once per run: what obtaining it gave, filled by the
+/// first environment on it while the others on it wait.
+type Bases = HashMap<String, Arc<tokio::sync::OnceCell<Result<BaseImage, Arc<ImageError>>>>>;
 
 /// Runs `cells` (all of one plan) and returns their outcome.
 #[allow(clippy::too_many_arguments)]
@@ -244,80 +263,48 @@ pub async fn execute(
         cleanups: std::sync::Mutex::new(Vec::new()),
         registries: Registries::default(),
         packages: start_package_cache(store, events).await,
+        build_slots: Arc::new(Semaphore::new(opts.build_jobs.max(1))),
+        bases: std::sync::Mutex::new(HashMap::new()),
+        network: tokio::sync::OnceCell::new(),
     });
     let mut out = RunOutcome::default();
     create_caches(&shared, &cells, builds).await;
     let (ready, dispatcher) = start_dispatcher(shared.clone());
-    let mut bases: Bases = HashMap::new();
-    let mut network: Option<Option<String>> = None;
-    let mut build_tasks: JoinSet<BuildTaskOut> = JoinSet::new();
-    for (hash, env, group) in by_environment(cells) {
-        if interrupt.is_set() {
+    let builds: Arc<[Build]> = builds.into();
+    let mut environments: JoinSet<RunOutcome> = JoinSet::new();
+    // Each environment gets its build slot here, in this order, before its
+    // task starts: tasks would race for the semaphore in whatever order the
+    // runtime polls them.
+    for (hash, env, group) in bases_first(by_environment(cells)) {
+        let slot = match interrupt.is_set() {
+            true => None,
+            false => tokio::select! {
+                p = shared.build_slots.clone().acquire_owned() => p.ok(),
+                _ = interrupt.fired() => None,
+            },
+        };
+        let Some(slot) = slot else {
             for c in group {
                 out.not_run
                     .push((c.id, NotRun::stopped(&interrupt).to_string()));
             }
             continue;
-        }
-        let image = tokio::select! {
-            r = prepare_image(&shared, &hash, env.as_ref(), group.len(), &mut bases, &mut network, &mut out) => r,
-            _ = interrupt.fired() => Err(ImageFailure::Interrupted),
         };
-        match image {
-            Ok(img) => {
-                let (tag, id) = (img.tag.clone(), img.id.clone());
-                out.images.insert(hash.clone(), img);
-                let (direct, staged) = by_build(group);
-                for cell in direct {
-                    // The dispatcher outlives this loop; it only stops once `ready` drops.
-                    let _ = ready.send(Job::Run {
-                        cell,
-                        image: tag.clone(),
-                        built: None,
-                    });
-                }
-                let env_image = (tag.clone(), id.clone());
-                for task in build_tasks_of(staged, builds) {
-                    match task {
-                        BuildTask::Missing(key, cells) => {
-                            for c in cells {
-                                out.not_run
-                                    .push((c.id, format!("build `{key}` is not in the plan")));
-                            }
-                        }
-                        BuildTask::One(build, cells) => {
-                            build_tasks.spawn(build_then_cells(
-                                shared.clone(),
-                                build,
-                                env_image.clone(),
-                                cells,
-                                ready.clone(),
-                            ));
-                        }
-                        BuildTask::Toolchain(toolchain, cells, dependents) => {
-                            build_tasks.spawn(toolchain_then_builds(
-                                shared.clone(),
-                                toolchain,
-                                env_image.clone(),
-                                cells,
-                                dependents,
-                                ready.clone(),
-                            ));
-                        }
-                    }
-                }
-            }
-            Err(e) => image_failed(&shared, &hash, &e, group, &mut out),
-        }
+        environments.spawn(environment(
+            shared.clone(),
+            (hash, env, group),
+            builds.clone(),
+            ready.clone(),
+            slot,
+        ));
     }
     drop(ready);
-    while let Some(done) = build_tasks.join_next().await {
+    while let Some(done) = environments.join_next().await {
         match done {
-            Ok(b) => {
-                out.builds.extend(b.records);
-                out.not_run.extend(b.not_run);
-            }
-            Err(e) => out.image_errors.push(format!("a build task failed: {e}")),
+            Ok(o) => merge(&mut out, o),
+            Err(e) => out
+                .image_errors
+                .push(format!("an environment task failed: {e}")),
         }
     }
     collect_cells(dispatcher, &mut out).await;
@@ -362,7 +349,12 @@ pub async fn execute(
     if out.interrupted {
         let _ = super::sweep::remove_run_containers(engine, run_id).await;
     }
-    out.bases = bases.into_values().filter_map(Result::ok).collect();
+    let bases = shared.bases.lock().unwrap_or_else(|p| p.into_inner());
+    out.bases = bases
+        .values()
+        .filter_map(|b| b.get()?.clone().ok())
+        .collect();
+    drop(bases);
     out.bases.sort_by(|a, b| a.reference.cmp(&b.reference));
     out
 }
@@ -378,6 +370,109 @@ fn by_environment(cells: Vec<Cell>) -> Vec<(String, Option<Environment>, Vec<Cel
         }
     }
     groups
+}
+
+/// The environments reordered so that the first one on each base comes
+/// first (in plan order), then the rest (in plan order): with fewer build
+/// slots than environments, every base starts bootstrapping before a
+/// second environment waits on one.
+fn bases_first<T>(
+    groups: Vec<(String, Option<Environment>, T)>,
+) -> Vec<(String, Option<Environment>, T)> {
+    let mut seen = std::collections::HashSet::new();
+    let (first, rest): (Vec<_>, Vec<_>) = groups
+        .into_iter()
+        .partition(|(_, env, _)| seen.insert(env.as_ref().map(|e| e.base.clone())));
+    first.into_iter().chain(rest).collect()
+}
+
+/// Prepares one environment's image holding a build slot, then hands its
+/// cells to the dispatcher and runs its build stages; what it gives is
+/// merged into the run's outcome.
+async fn environment(
+    s: Arc<Shared>,
+    (hash, env, group): (String, Option<Environment>, Vec<Cell>),
+    builds: Arc<[Build]>,
+    ready: mpsc::UnboundedSender<Job>,
+    slot: OwnedSemaphorePermit,
+) -> RunOutcome {
+    let mut out = RunOutcome::default();
+    let image = tokio::select! {
+        r = prepare_image(&s, &hash, env.as_ref(), group.len(), &mut out) => r,
+        _ = s.interrupt.fired() => Err(ImageFailure::Interrupted),
+    };
+    drop(slot);
+    let img = match image {
+        Ok(img) => img,
+        Err(e) => {
+            image_failed(&s, &hash, &e, group, &mut out);
+            return out;
+        }
+    };
+    let (tag, id) = (img.tag.clone(), img.id.clone());
+    out.images.insert(hash.clone(), img);
+    let (direct, staged) = by_build(group);
+    for cell in direct {
+        // The dispatcher outlives this task; it only stops once every `ready` drops.
+        let _ = ready.send(Job::Run {
+            cell,
+            image: tag.clone(),
+            built: None,
+        });
+    }
+    let env_image = (tag, id);
+    let mut build_tasks: JoinSet<BuildTaskOut> = JoinSet::new();
+    for task in build_tasks_of(staged, &builds) {
+        match task {
+            BuildTask::Missing(key, cells) => {
+                for c in cells {
+                    out.not_run
+                        .push((c.id, format!("build `{key}` is not in the plan")));
+                }
+            }
+            BuildTask::One(build, cells) => {
+                build_tasks.spawn(build_then_cells(
+                    s.clone(),
+                    build,
+                    env_image.clone(),
+                    cells,
+                    ready.clone(),
+                ));
+            }
+            BuildTask::Toolchain(toolchain, cells, dependents) => {
+                build_tasks.spawn(toolchain_then_builds(
+                    s.clone(),
+                    toolchain,
+                    env_image.clone(),
+                    cells,
+                    dependents,
+                    ready.clone(),
+                ));
+            }
+        }
+    }
+    drop(ready);
+    while let Some(done) = build_tasks.join_next().await {
+        match done {
+            Ok(b) => {
+                out.builds.extend(b.records);
+                out.not_run.extend(b.not_run);
+            }
+            Err(e) => out.image_errors.push(format!("a build task failed: {e}")),
+        }
+    }
+    out
+}
+
+/// Adds what one environment's task gave to the run's outcome.
+fn merge(out: &mut RunOutcome, o: RunOutcome) {
+    out.records.extend(o.records);
+    out.not_run.extend(o.not_run);
+    out.images.extend(o.images);
+    out.image_errors.extend(o.image_errors);
+    out.locked_envs.extend(o.locked_envs);
+    out.lock_checks.extend(o.lock_checks);
+    out.builds.extend(o.builds);
 }
 
 /// Creates the cache volumes the cells and their builds mount, labelled as
@@ -701,8 +796,6 @@ async fn prepare_image(
     hash: &str,
     env: Option<&Environment>,
     cells: usize,
-    bases: &mut Bases,
-    network: &mut Option<Option<String>>,
     out: &mut RunOutcome,
 ) -> Result<EnvImage, ImageFailure> {
     let short = crate::digest::short(hash);
@@ -713,7 +806,7 @@ async fn prepare_image(
         cells,
     });
     let t0 = Instant::now();
-    let base = obtain_base(s, env, &family, bases).await?;
+    let base = obtain_base(s, env, &family).await?;
     let pinned = s
         .opts
         .locked
@@ -759,15 +852,15 @@ async fn prepare_image(
     let img = match pulled {
         Some(img) => img,
         None => {
-            let net = match network {
+            let net = match s.network.get() {
                 Some(n) => n.clone(),
                 // Nothing to build: decide when a build needs it.
                 None if s.engine.image(&recipe.tag).await?.is_some() => None,
-                None => {
-                    let chosen = choose_network(s, env, &base).await;
-                    *network = Some(chosen.clone());
-                    chosen
-                }
+                None => s
+                    .network
+                    .get_or_init(|| choose_network(s, env, &base))
+                    .await
+                    .clone(),
             };
             let proxy = match &s.packages {
                 Some(c) if s.engine.image(&recipe.tag).await?.is_none() => {
@@ -890,16 +983,32 @@ impl Shared {
 }
 
 /// The environment's base image, obtained once per run (present, pulled,
-/// bootstrapped or imported) and reused for every environment on it.
+/// bootstrapped or imported) and reused for every environment on it; an
+/// environment whose base another one is obtaining waits for it.
 async fn obtain_base(
     s: &Shared,
     env: &Environment,
     family: &Family,
-    bases: &mut Bases,
 ) -> Result<BaseImage, ImageFailure> {
-    if let Some(b) = bases.get(&env.base) {
-        return b.clone().map_err(ImageFailure::Base);
-    }
+    let once = s
+        .bases
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(env.base.clone())
+        .or_default()
+        .clone();
+    once.get_or_init(|| provision_base(s, env, family))
+        .await
+        .clone()
+        .map_err(ImageFailure::Base)
+}
+
+/// Obtains the base of `env` and says how (its events).
+async fn provision_base(
+    s: &Shared,
+    env: &Environment,
+    family: &Family,
+) -> Result<BaseImage, Arc<ImageError>> {
     let images = s.store.dir.join("images");
     let log = images.join(format!(
         "base-{}.log",
@@ -942,8 +1051,7 @@ async fn obtain_base(
             message: b.origin.describe(&b.reference),
         });
     }
-    bases.insert(env.base.clone(), b.clone());
-    b.map_err(ImageFailure::Base)
+    b
 }
 
 /// One line saying whether an environment rebuilt from a lock has the
@@ -1344,6 +1452,26 @@ mod tests {
             shapes(&p, "release"),
             ["one release-a: 1", "one release-b: 1"]
         );
+    }
+
+    #[test]
+    fn the_first_environment_of_each_base_goes_first() {
+        let env = |base: &str| {
+            let p = plan("");
+            let mut e = p.cells[0].environment.clone().unwrap();
+            e.base = base.into();
+            Some(e)
+        };
+        let groups = vec![
+            ("a".to_string(), env("debian:sid"), ()),
+            ("b".to_string(), env("debian:sid"), ()),
+            ("c".to_string(), env("debian:trixie"), ()),
+            ("d".to_string(), None, ()),
+            ("e".to_string(), env("debian:trixie"), ()),
+            ("f".to_string(), env("debian:bookworm"), ()),
+        ];
+        let order: Vec<String> = bases_first(groups).into_iter().map(|g| g.0).collect();
+        assert_eq!(order, ["a", "c", "d", "f", "b", "e"]);
     }
 
     #[test]

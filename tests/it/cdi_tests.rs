@@ -1,5 +1,6 @@
 //! CDI without a GPU: a spec whose device node is backed by a host node
-//! (/dev/zero), with environment, a read-only bind mount and hooks, applied
+//! (/dev/zero), with environment, a read-only bind mount and hooks (their
+//! stand-ins run before the steps, which still run as the main process), applied
 //! by `rocmatrix run` to a real container; unknown names and malformed
 //! specs refused with the spec file named; the specs generated for the KFD
 //! fixtures and for NVIDIA's /proc files (captured on a real H100 host)
@@ -19,7 +20,7 @@ fn spec_dir(dir: &Path) -> std::path::PathBuf {
         &specs,
         "example.yaml",
         &format!(
-            "cdiVersion: 0.6.0\nkind: example.com/gpu\ncontainerEdits:\n  env: [EXAMPLE_SHARED=yes]\ndevices:\n  - name: \"0\"\n    containerEdits:\n      deviceNodes: [{{path: /dev/example0, hostPath: /dev/zero}}]\n      env: [EXAMPLE_GPU=0]\n      mounts: [{{hostPath: {}, containerPath: /opt/example, options: [ro, bind]}}]\n      hooks:\n        - {{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, create-symlinks, --link, file.txt::/opt/link/libx.so]}}\n        - {{hookName: startContainer, path: /usr/bin/vendor-hook, args: [vendor-hook, --setup]}}\n  - name: \"1\"\n    containerEdits:\n      deviceNodes: [{{path: /dev/example1, hostPath: /dev/null}}]\n",
+            "cdiVersion: 0.6.0\nkind: example.com/gpu\ncontainerEdits:\n  env: [EXAMPLE_SHARED=yes]\ndevices:\n  - name: \"0\"\n    containerEdits:\n      deviceNodes: [{{path: /dev/example0, hostPath: /dev/zero}}]\n      env: [EXAMPLE_GPU=0]\n      mounts: [{{hostPath: {}, containerPath: /opt/example, options: [ro, bind]}}]\n      hooks:\n        - {{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, create-symlinks, --link, file.txt::/opt/link/libx.so]}}\n        - {{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, update-ldcache, --folder, /opt/example]}}\n        - {{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, create-symlinks, --link, file.txt::/proc/no-such-dir/link]}}\n        - {{hookName: startContainer, path: /usr/bin/vendor-hook, args: [vendor-hook, --setup]}}\n  - name: \"1\"\n    containerEdits:\n      deviceNodes: [{{path: /dev/example1, hostPath: /dev/null}}]\n",
             lib.display()
         ),
     );
@@ -38,7 +39,7 @@ fn a_cdi_device_reaches_the_container_with_its_node_env_mount_and_hook() {
     let m = write(
         dir.path(),
         "cdi.yaml",
-        "name: cdi\nmatrix:\n  os: [bookworm]\nenvironment:\n  base: debian:bookworm\ngpu:\n  cdi: [example.com/gpu=0]\nsteps:\n  - name: device\n    run: |\n      test -c /dev/example0\n      test ! -e /dev/example1\n      echo \"zero=$(head -c 4 /dev/example0 | od -An -tx1 | tr -d ' ')\"\n      echo \"env=$EXAMPLE_GPU,$EXAMPLE_SHARED\"\n      cat /opt/example/file.txt\n      echo \"link=$(readlink /opt/link/libx.so)\"\n      if touch /opt/example/new 2>/dev/null; then echo writable; else echo read-only; fi\n",
+        "name: cdi\nmatrix:\n  os: [bookworm]\nenvironment:\n  base: debian:bookworm\ngpu:\n  cdi: [example.com/gpu=0]\nsteps:\n  - name: device\n    run: |\n      test -c /dev/example0\n      test ! -e /dev/example1\n      echo \"zero=$(head -c 4 /dev/example0 | od -An -tx1 | tr -d ' ')\"\n      echo \"env=$EXAMPLE_GPU,$EXAMPLE_SHARED\"\n      cat /opt/example/file.txt\n      echo \"link=$(readlink /opt/link/libx.so)\"\n      if touch /opt/example/new 2>/dev/null; then echo writable; else echo read-only; fi\n      if grep -q rocmatrix-runner /proc/1/cmdline; then echo main-process; fi\n",
     );
     let o = Rocmatrix::run_matrix(&m)
         .progress_plain()
@@ -55,6 +56,9 @@ fn a_cdi_device_reaches_the_container_with_its_node_env_mount_and_hook() {
         "from the host",
         "link=file.txt",
         "read-only",
+        // The hook stand-ins cost no exec: the steps still run as the
+        // container's main process.
+        "main-process",
     ] {
         assert!(tail.contains(want), "{want} missing from:\n{tail}");
     }
@@ -64,6 +68,15 @@ fn a_cdi_device_reaches_the_container_with_its_node_env_mount_and_hook() {
         messages.contains("vendor-hook --setup") && messages.contains("is not applied"),
         "{messages}"
     );
+    // A stand-in that fails is named with its exit code and output; the
+    // one that succeeds (ldconfig) is not.
+    assert!(
+        messages.contains("CDI hook stand-in")
+            && messages.contains("/proc/no-such-dir/link")
+            && messages.contains("exited 1"),
+        "{messages}"
+    );
+    assert!(!messages.contains("ldconfig"), "{messages}");
 }
 
 #[test]

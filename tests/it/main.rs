@@ -2,6 +2,7 @@
 
 mod architecture_tests;
 mod bisect_tests;
+mod build_jobs_tests;
 mod build_stage_tests;
 mod bundle_tests;
 mod cdi_tests;

@@ -83,7 +83,7 @@ pub struct Edits {
     /// `KEY=value`.
     pub env: Vec<String>,
     pub gids: Vec<u32>,
-    /// Shell commands run in the container once it started: rocmatrix's
+    /// Shell commands run in the container before any step: rocmatrix's
     /// stand-ins for the hooks it knows (`update-ldcache`, `create-symlinks`).
     pub after_start: Vec<String>,
     /// Edits that could not be applied, in words (other hooks, net devices).
