@@ -34,6 +34,12 @@ pub struct Profile {
     /// and install the build's tools (`{{ version }}`, `{{ tools }}`).
     #[serde(default)]
     pub llvm_source: Option<String>,
+    /// One sh command adding the environment's archives (`{{ mirror }}`
+    /// serving `{{ suite }}`, `{{ suites }}` beside it); run by the image
+    /// build and before checking `--locked` pins. Families whose templates
+    /// handle archives themselves leave it out.
+    #[serde(default)]
+    pub sources: Option<String>,
 }
 
 /// Why a family cannot be loaded or cannot render its snippets and templates.
@@ -136,6 +142,7 @@ impl Family {
             install => install,
             base_image => base_image,
             apt_suite => apt_suite(env),
+            sources => self.sources_script(env)?,
             hash => hash,
             llvm_source => matches!(env.llvm, crate::plan::Llvm::Source(_)),
         };
@@ -182,9 +189,41 @@ impl Family {
         )
     }
 
-    /// A script printing every pin of `pins` that can no longer be installed.
-    pub fn missing_pins_script(&self, pins: &[(String, String)]) -> Result<String, FamilyError> {
-        let mut script = format!("{}\n", self.profile.refresh);
+    /// The sh command adding `env`'s archives (the profile's `sources`);
+    /// empty when it adds none.
+    pub fn sources_script(&self, env: &Environment) -> Result<String, FamilyError> {
+        let Some(t) = &self.profile.sources else {
+            return Ok(String::new());
+        };
+        let text = render_str(
+            t,
+            minijinja::context! {
+                mirror => env.mirror,
+                suite => apt_suite(env),
+                suites => env.suites,
+            },
+        )?;
+        Ok(text.trim().to_string())
+    }
+
+    /// A script printing every pin of `pins` that can no longer be installed
+    /// from `env`'s archives (its `sources` first, then a refresh).
+    pub fn missing_pins_script(
+        &self,
+        env: &Environment,
+        pins: &[(String, String)],
+    ) -> Result<String, FamilyError> {
+        let sources = self.sources_script(env)?;
+        let mut script = if sources.is_empty() {
+            String::new()
+        } else {
+            // A check that cannot add the archives says so rather than
+            // calling every pin missing.
+            format!(
+                "( {sources} ) >/dev/null 2>&1 || echo 'cannot add the environment archives' >&2\n"
+            )
+        };
+        script.push_str(&format!("{}\n", self.profile.refresh));
         for (name, version) in pins {
             let pin = shell_quote(&self.pin(name, version)?);
             let check = render_str(

@@ -1094,7 +1094,7 @@ async fn pinned_environment(
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
     let script = family
-        .missing_pins_script(&pins)
+        .missing_pins_script(env, &pins)
         .map_err(|e| ImageFailure::Recipe(e.to_string()))?;
     let spec = crate::engine::ContainerSpec {
         name: format!("rocmatrix-{}-pins-{}", s.run_id, crate::digest::short(hash)),

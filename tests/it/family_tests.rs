@@ -123,3 +123,43 @@ fn tags_follow_the_recipe_and_the_base_image() {
     assert_ne!(recipe(&f, &e2, "h", &base("sha256:1")).unwrap().tag, a.tag);
     assert_eq!(recipe(&f, &e, "h", &base("sha256:1")).unwrap().tag, a.tag);
 }
+
+/// `--locked` checks pins against the archives the environment adds, not
+/// only the base's: a pin from `suites` (experimental's ROCm, an older
+/// version bookworm-updates still serves) is obtainable. The image build
+/// runs the same command.
+#[test]
+fn locked_pins_are_checked_with_the_environments_own_archives() {
+    let f = Family::get("debian").unwrap();
+    let mut e = env("debian", "debian:sid", Llvm::Release);
+    e.suites = vec!["experimental".into()];
+    let sources = f.sources_script(&e).unwrap();
+    assert!(
+        sources.contains("printf 'deb %s %s main\\n' \"$mirror\" experimental > /etc/apt/sources.list.d/rocmatrix-1.list"),
+        "{sources}"
+    );
+    let script = f
+        .missing_pins_script(&e, &[("hipcc".into(), "7.0.2-1~exp1".into())])
+        .unwrap();
+    let (added, update) = (
+        script.find("rocmatrix-1.list").unwrap(),
+        script.find("apt-get update").unwrap(),
+    );
+    assert!(added < update, "{script}");
+    assert!(
+        script.contains("apt-cache show hipcc=7.0.2-1~exp1"),
+        "{script}"
+    );
+    let base = BaseImage {
+        reference: "debian:sid".into(),
+        id: "sha256:0000".into(),
+        origin: BaseOrigin::Pulled,
+    };
+    let cf = recipe(&f, &e, "e3b0c44298fc", &base).unwrap().containerfile;
+    assert!(cf.contains(&format!("RUN {sources}")), "{cf}");
+    // No archives added: nothing before the refresh.
+    let plain = f
+        .missing_pins_script(&env("debian", "debian:sid", Llvm::Release), &[])
+        .unwrap();
+    assert!(plain.starts_with("apt-get update"), "{plain}");
+}
