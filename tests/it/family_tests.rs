@@ -147,7 +147,7 @@ fn locked_pins_are_checked_with_the_environments_own_archives() {
     );
     assert!(added < update, "{script}");
     assert!(
-        script.contains("apt-cache show hipcc=7.0.2-1~exp1"),
+        script.contains("apt-cache show 'hipcc=7.0.2-1~exp1'"),
         "{script}"
     );
     let base = BaseImage {
