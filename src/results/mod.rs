@@ -12,6 +12,7 @@ pub mod collect;
 pub mod facts;
 pub mod junit;
 pub mod model;
+mod readers;
 pub mod regress;
 pub mod signature;
 pub mod source;
