@@ -16,14 +16,20 @@
 # (adapter-crashy - adapter) / crashes.
 #
 #   benches/gtest_scale.sh [ROUNDS]   (default 3; needs the engine; the first
-#                                      round bootstraps debian:bookworm)
+#                                      round bootstraps debian:bookworm;
+#                                      ROCMATRIX_BIN=path uses that binary)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-cargo build --release --quiet
-bin=target/release/rocmatrix
+if [ -n "${ROCMATRIX_BIN:-}" ]; then
+  bin=$ROCMATRIX_BIN      # a rocmatrix binary built already
+else
+  cargo build --release --quiet
+  bin=target/release/rocmatrix
+fi
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+keep=${ROCMATRIX_BENCH_KEEP:-}
+[ -n "$keep" ] || trap 'rm -rf "$work"' EXIT
 code=$(python3 benches/data/gtest_30k.py | sed 's/^/      /')
 cat > "$work/m.yaml" <<YAML
 name: gtest-scale
@@ -39,7 +45,7 @@ steps:
       cat > t.cc <<'CC'
 $code
       CC
-      g++ -O1 -o /work/t t.cc -lgtest -lgtest_main -pthread
+      g++ -O0 -o /work/t t.cc -lgtest -lgtest_main -pthread
       cp /work/t /work/t-crashy
       /work/t --gtest_list_tests | grep -c '^  '
   - name: plain
