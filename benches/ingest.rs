@@ -238,6 +238,13 @@ fn browser_open(report: &Path) {
     );
 }
 
+/// Seconds of `/usr/bin/time`'s `h:mm:ss` or `m:ss.ss`.
+fn seconds(wall: &str) -> Option<f64> {
+    wall.split(':').try_fold(0.0, |acc, part| {
+        Some(acc * 60.0 + part.parse::<f64>().ok()?)
+    })
+}
+
 struct Measure {
     wall: String,
     rss_kib: u64,
@@ -322,14 +329,27 @@ fn main() {
     report_sizes(&out.join("report"));
     browser_open(&out.join("report"));
     let mut stdout = std::io::stdout().lock();
-    let _ = writeln!(stdout, "\n{:<20} {:>12} {:>14}", "what", "wall", "peak RSS");
+    let floor = rows
+        .iter()
+        .find(|(n, _)| n == "tokenize")
+        .and_then(|(_, m)| seconds(&m.wall));
+    let _ = writeln!(
+        stdout,
+        "\n{:<20} {:>12} {:>14} {:>12}",
+        "what", "wall", "peak RSS", "× tokenize"
+    );
     for (name, m) in &rows {
+        let ratio = match (seconds(&m.wall), floor) {
+            (Some(w), Some(f)) if f > 0.0 => format!("{:.1}×", w / f),
+            _ => String::new(),
+        };
         let _ = writeln!(
             stdout,
-            "{:<20} {:>12} {:>10.1} MiB",
+            "{:<20} {:>12} {:>10.1} MiB {:>12}",
             name,
             m.wall,
-            m.rss_kib as f64 / 1024.0
+            m.rss_kib as f64 / 1024.0,
+            ratio
         );
     }
 }

@@ -5,8 +5,6 @@
 //! a writer (the merged JUnit file) can stream in the same pass.
 
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::BufReader;
 
 use crate::spec::Expectation;
 use crate::store::record::Status as CellStatus;
@@ -16,6 +14,7 @@ use super::junit::{self, Case, Limits, Outcome, Visitor};
 use super::model::{
     test_hash, CellResult, Counts, Results, StepResult, TestResult, TestStatus, RESULTS_VERSION,
 };
+use super::readers::{self, Ev, Events};
 use super::source::{CellSource, Source};
 use crate::plan::glob;
 
@@ -103,6 +102,30 @@ struct CellCollector<'a, 'r> {
     /// Tests past [`MAX_DETAILED_TESTS`], counted only.
     undetailed: u64,
     sink: &'a mut dyn Sink,
+    /// A plain passing case shown to the sink, its strings reused.
+    scratch: Case,
+}
+
+impl CellCollector<'_, '_> {
+    /// A test case that passed with nothing more than its names and time
+    /// ([`Ev::Pass`]), `hash` its identity.
+    fn pass(&mut self, suite: &str, name: &str, classname: &str, time: Option<f64>, hash: u64) {
+        let c = &mut self.scratch;
+        c.name.clear();
+        c.name.push_str(name);
+        c.classname.clear();
+        c.classname.push_str(classname);
+        c.time = time;
+        if !self.rules.tests.is_empty() {
+            // A rule may expect it to fail (an xpass, kept with its details).
+            let case = c.clone();
+            self.case(suite, case);
+            return;
+        }
+        self.counts.add(TestStatus::Passed);
+        self.sink.case(suite, &self.scratch, TestStatus::Passed);
+        self.passed.push(hash);
+    }
 }
 
 impl Visitor for CellCollector<'_, '_> {
@@ -238,22 +261,16 @@ fn classified_case(case: &Case, why: &Classified) -> Case {
 
 /// Collects `source`, streaming every test to `sink`.
 ///
-/// Two threads: one reads and parses the JUnit files in order, the calling
-/// thread judges each test and feeds `sink`. They meet in a small bounded
-/// channel of batches, so memory stays bounded and the order is the files'.
+/// Worker threads read and parse the JUnit files ([`readers`]); the calling
+/// thread judges each test and feeds `sink`, file after file in the
+/// source's order, so memory stays bounded and the order is the files'.
 pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results {
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Ev>>(CHANNEL_BATCHES);
     let classifier = Classifier::new(&source.classify);
-    let cells = std::thread::scope(|scope| {
-        scope.spawn(move || read_all(source, limits, tx));
-        let mut events = Events {
-            rx,
-            pending: Vec::new().into_iter(),
-        };
+    let cells = readers::read_all(source, limits, |events| {
         source
             .cells
             .iter()
-            .map(|cs| collect_cell(source, cs, (limits, &classifier), sink, &mut events))
+            .map(|cs| collect_cell(source, cs, (limits, &classifier), sink, events))
             .collect::<Vec<_>>()
     });
     let mut results = Results {
@@ -275,139 +292,6 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
     results
 }
 
-/// Batches in flight between the reading and the judging thread.
-const CHANNEL_BATCHES: usize = 4;
-/// A batch is sent at this many events or text bytes, whichever comes first.
-const BATCH_EVENTS: usize = 1024;
-const BATCH_BYTES: usize = 1 << 20;
-
-/// What the reading thread tells the judging thread, in document order.
-// Nearly every event is a `Case`; boxing it would cost an allocation per test.
-#[allow(clippy::large_enum_variant)]
-enum Ev {
-    SuiteStart(String, Option<String>),
-    SuiteEnd(String),
-    /// The suite of the cases that follow.
-    Suite(String),
-    Case(Case),
-    /// The end of one file (always the last event of its batch).
-    FileDone(junit::ReadReport),
-}
-
-/// The reading side: a visitor that batches events into the channel.
-struct Batcher {
-    tx: std::sync::mpsc::SyncSender<Vec<Ev>>,
-    batch: Vec<Ev>,
-    bytes: usize,
-    suite: Option<String>,
-    closed: bool,
-}
-
-impl Batcher {
-    fn push(&mut self, ev: Ev, bytes: usize) {
-        self.batch.push(ev);
-        self.bytes += bytes;
-        if self.batch.len() >= BATCH_EVENTS || self.bytes >= BATCH_BYTES {
-            self.flush();
-        }
-    }
-
-    fn flush(&mut self) {
-        if self.batch.is_empty() || self.closed {
-            return;
-        }
-        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_EVENTS));
-        self.bytes = 0;
-        // The judging side hung up: stop sending (the reader still finishes).
-        self.closed = self.tx.send(batch).is_err();
-    }
-}
-
-impl Visitor for Batcher {
-    fn suite_start(&mut self, path: &str, timestamp: Option<&str>) {
-        self.push(
-            Ev::SuiteStart(path.to_string(), timestamp.map(str::to_string)),
-            0,
-        );
-    }
-
-    fn suite_end(&mut self, path: &str) {
-        self.push(Ev::SuiteEnd(path.to_string()), 0);
-    }
-
-    fn case(&mut self, suite: &str, case: Case) {
-        if self.suite.as_deref() != Some(suite) {
-            self.suite = Some(suite.to_string());
-            self.push(Ev::Suite(suite.to_string()), 0);
-        }
-        let bytes = 64
-            + case.name.len()
-            + case.message.len()
-            + case.text.text.len()
-            + case.system_out.text.len()
-            + case.system_err.text.len();
-        self.push(Ev::Case(case), bytes);
-    }
-}
-
-/// Reads every JUnit file of every cell, in order.
-fn read_all(source: &Source, limits: Limits, tx: std::sync::mpsc::SyncSender<Vec<Ev>>) {
-    let mut b = Batcher {
-        tx,
-        batch: Vec::with_capacity(BATCH_EVENTS),
-        bytes: 0,
-        suite: None,
-        closed: false,
-    };
-    for cs in &source.cells {
-        for rel in &cs.junit {
-            b.suite = None;
-            let report = match open_junit(&cs.dir, rel) {
-                Ok(f) => junit::read(BufReader::with_capacity(256 * 1024, f), limits, &mut b),
-                Err(e) => junit::ReadReport {
-                    problem: Some(junit::Problem::Io {
-                        message: e.to_string(),
-                    }),
-                    ..Default::default()
-                },
-            };
-            b.batch.push(Ev::FileDone(report));
-            b.flush();
-            if b.closed {
-                return;
-            }
-        }
-    }
-}
-
-/// Opens the JUnit file `rel` of a cell: a regular file (a FIFO would hang,
-/// `/dev/zero` would never end) inside the cell's directory, also after
-/// symlinks (a run store's `cell.json` may come from a downloaded artifact
-/// and name `/etc/…` or `../../…`).
-fn open_junit(dir: &std::path::Path, rel: &str) -> std::io::Result<File> {
-    let path = crate::safe_read::within(dir, std::path::Path::new(rel))?;
-    crate::safe_read::open_regular(&path)
-}
-
-/// The judging side of the channel.
-struct Events {
-    rx: std::sync::mpsc::Receiver<Vec<Ev>>,
-    /// The current batch (moved out of one event at a time, never copied).
-    pending: std::vec::IntoIter<Ev>,
-}
-
-impl Events {
-    /// The next event; `None` only if the reading thread died.
-    fn next(&mut self) -> Option<Ev> {
-        loop {
-            if let Some(ev) = self.pending.next() {
-                return Some(ev);
-            }
-            self.pending = self.rx.recv().ok()?.into_iter();
-        }
-    }
-}
-
 /// Collects one cell: judges the events of its JUnit files, in order, and
 /// combines them with its record.
 fn collect_cell(
@@ -415,7 +299,7 @@ fn collect_cell(
     cs: &CellSource,
     (limits, classifier): (Limits, &Classifier),
     sink: &mut dyn Sink,
-    events: &mut Events,
+    events: &mut Events<'_>,
 ) -> CellResult {
     sink.cell_start(cs);
     let rules = CellRules::new(&source.expect, &cs.values);
@@ -432,6 +316,7 @@ fn collect_cell(
         source: String::new(),
         undetailed: 0,
         sink,
+        scratch: Case::new(),
     };
     let mut notes = FileNotes::default();
     for rel in &cs.junit {
@@ -487,14 +372,26 @@ fn collect_cell(
 
 /// Feeds the events of one JUnit file to `cc`, up to the file's end, and
 /// returns how reading it went.
-fn judge_file(cc: &mut CellCollector, events: &mut Events) -> junit::ReadReport {
+fn judge_file(cc: &mut CellCollector, events: &mut Events<'_>) -> junit::ReadReport {
     let mut suite = String::new();
     loop {
         match events.next() {
             Some(Ev::SuiteStart(p, ts)) => cc.suite_start(&p, ts.as_deref()),
             Some(Ev::SuiteEnd(p)) => cc.suite_end(&p),
             Some(Ev::Suite(s)) => suite = s,
-            Some(Ev::Case(c)) => cc.case(&suite, c),
+            Some(Ev::Pass {
+                name,
+                classname,
+                time,
+                hash,
+            }) => cc.pass(
+                &suite,
+                events.text(name),
+                events.text(classname),
+                time,
+                hash,
+            ),
+            Some(Ev::Case(c)) => cc.case(&suite, *c),
             Some(Ev::FileDone(r)) => return r,
             None => {
                 return junit::ReadReport {

@@ -160,7 +160,8 @@ pub struct Case {
 }
 
 impl Case {
-    fn new() -> Case {
+    /// A passing case with no names (yet).
+    pub fn new() -> Case {
         Case {
             classname: String::new(),
             name: String::new(),
@@ -175,6 +176,12 @@ impl Case {
             reruns: Vec::new(),
             file: None,
         }
+    }
+}
+
+impl Default for Case {
+    fn default() -> Case {
+        Case::new()
     }
 }
 
@@ -740,6 +747,45 @@ impl<R: BufRead> Tokens<R> {
         pos + if i == 0 { 0 } else { self.cuts[i - 1].1 }
     }
 
+    /// Hands out as many whole runs (and their delimiters) as fit `out`
+    /// while none reaches its limit, in one copy; 0 when the next run needs
+    /// the byte-by-byte path of `read` (a limit, the end of the input).
+    /// Tracks `run`, `in_text` and `after_lt` as that path would.
+    fn read_runs(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let chunk = self.inner.fill_buf()?;
+        let max = chunk.len().min(out.len());
+        let (mut run, mut in_text, mut after_lt) = (self.run, self.in_text, self.after_lt);
+        let mut i = 0;
+        while i < max {
+            if std::mem::take(&mut after_lt) && chunk[i] == b'!' {
+                in_text = true;
+            }
+            let limit = if in_text { MAX_TEXT_RUN } else { MAX_TAG };
+            let seg = memchr::memchr2(b'<', b'>', &chunk[i..max]).unwrap_or(max - i);
+            if run + seg as u64 >= limit {
+                break;
+            }
+            run += seg as u64;
+            i += seg;
+            if i < max {
+                let b = chunk[i];
+                in_text = b == b'>';
+                after_lt = b == b'<';
+                run = 0;
+                i += 1;
+            }
+        }
+        if i == 0 {
+            return Ok(0);
+        }
+        // `after_lt` of a `<` not yet followed by a byte stays set.
+        out[..i].copy_from_slice(&chunk[..i]);
+        self.inner.consume(i);
+        (self.run, self.in_text, self.after_lt) = (run, in_text, after_lt);
+        self.out += i as u64;
+        Ok(i)
+    }
+
     fn give(&mut self, out: &mut [u8], bytes: &[u8]) -> usize {
         let n = bytes.len().min(out.len());
         out[..n].copy_from_slice(&bytes[..n]);
@@ -758,6 +804,12 @@ impl<R: BufRead> std::io::Read for Tokens<R> {
             let n = self.give(out, &pending);
             self.pending = pending[n..].to_vec();
             return Ok(n);
+        }
+        if !self.skipping {
+            let n = self.read_runs(out)?;
+            if n > 0 {
+                return Ok(n);
+            }
         }
         loop {
             let chunk = self.inner.fill_buf()?;

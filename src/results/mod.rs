@@ -14,6 +14,7 @@ pub mod env_changes;
 pub mod facts;
 pub mod junit;
 pub mod model;
+mod readers;
 pub mod regress;
 pub mod signature;
 pub mod source;

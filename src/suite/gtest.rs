@@ -8,7 +8,9 @@
 //!    tests by name instead of setting `GTEST_TOTAL_SHARDS`, so that a shard
 //!    can go on after a crash with exactly the tests it has left.
 //! 3. A shard runs its tests in batches, one process per batch, with
-//!    `--gtest_output=xml:`. When a process ends normally its XML judges the
+//!    `--gtest_output=xml:`. Unsharded, the first batch is the whole
+//!    listing, selected by the step's own filter (one process, as the
+//!    binary alone would run); later batches name their tests. When a process ends normally its XML judges the
 //!    batch. When it dies (a signal, `exit()`, a per-test timeout), the
 //!    progress lines judge the tests that finished, the test that was running
 //!    is an `error` (signal or exit code, with its output) or a timeout, and
@@ -122,6 +124,16 @@ async fn run_binary(
     log: &Log<'_>,
 ) -> Result<(Vec<Case>, bool), SuiteError> {
     let shards = cx.per_gpu.len().max(1);
+    // Unsharded, the first process runs the whole listing: the step's own
+    // filter names it exactly (the listing was made with it), so a suite of
+    // 30,000 tests runs as one process, as the binary alone would, and names
+    // are spelled out only for what is left after a crash. Not when the
+    // arguments ask for disabled tests: those are skipped, not run.
+    let whole = shards == 1
+        && !g
+            .args
+            .iter()
+            .any(|a| a.starts_with("--gtest_also_run_disabled_tests"));
     let mut parts: Vec<Vec<Listed>> = vec![Vec::new(); shards];
     let mut results: HashMap<String, Case> = HashMap::new();
     let mut k = 0usize;
@@ -153,7 +165,7 @@ async fn run_binary(
                 .cloned()
                 .collect(),
         };
-        async move { run_shard(cx, g, bin, tests, &shard, deadline, log).await }
+        async move { run_shard(cx, g, bin, (tests, whole), &shard, deadline, log).await }
     });
     let mut timed_out = false;
     for r in futures_util::future::join_all(runs).await {
@@ -187,12 +199,13 @@ impl Shard {
     }
 }
 
-/// Runs a shard's tests, a batch per process, until each has an outcome.
+/// Runs a shard's tests, a batch per process, until each has an outcome;
+/// with `whole`, the first batch is all of them, named by the step's filter.
 async fn run_shard(
     cx: &SuiteContext<'_>,
     g: &Gtest,
     bin: &str,
-    tests: Vec<Listed>,
+    (tests, mut whole): (Vec<Listed>, bool),
     shard: &Shard,
     deadline: Instant,
     log: &Log<'_>,
@@ -201,6 +214,9 @@ async fn run_shard(
     let mut cases = Vec::new();
     let mut batch_no = 0usize;
     let per_test = g.timeout_per_test.unwrap_or(cx.step_timeout);
+    cx.engine
+        .exec_capture(cx.container, &["mkdir", "-p", DIR])
+        .await?;
     while !remaining.is_empty() {
         if Instant::now() >= deadline {
             for t in remaining.drain(..) {
@@ -210,7 +226,12 @@ async fn run_shard(
             return Ok((cases, true));
         }
         batch_no += 1;
-        let batch = take_batch(&mut remaining);
+        let by_filter = std::mem::take(&mut whole);
+        let batch = if by_filter {
+            remaining.drain(..).collect()
+        } else {
+            take_batch(&mut remaining)
+        };
         let xml = format!("{DIR}/{}-s{}-b{batch_no}.xml", cx.slug, shard.number);
         let pidfile = format!("{DIR}/{}-s{}.pid", cx.slug, shard.number);
         note(
@@ -231,7 +252,7 @@ async fn run_shard(
             per_test,
             deadline,
         };
-        let judged = run.run(&batch, log).await?;
+        let judged = run.run(&batch, by_filter, log).await?;
         let rerun = judged.rerun.len();
         cases.extend(judged.cases);
         if judged.step_timed_out {
@@ -262,7 +283,7 @@ fn take_batch(remaining: &mut VecDeque<Listed>) -> Vec<Listed> {
     let mut batch = Vec::new();
     let mut bytes = 0;
     while let Some(t) = remaining.front() {
-        let len = t.full().len() + 1;
+        let len = t.suite.len() + t.name.len() + 2;
         if !batch.is_empty() && bytes + len > FILTER_BYTES {
             break;
         }
@@ -270,6 +291,21 @@ fn take_batch(remaining: &mut VecDeque<Listed>) -> Vec<Listed> {
         batch.extend(remaining.pop_front());
     }
     batch
+}
+
+/// `--gtest_filter=` naming each test of `batch`.
+fn filter_arg(batch: &[Listed]) -> String {
+    let mut f = String::with_capacity(16 + batch.len() * 48);
+    f.push_str("--gtest_filter=");
+    for (i, t) in batch.iter().enumerate() {
+        if i > 0 {
+            f.push(':');
+        }
+        f.push_str(&t.suite);
+        f.push('.');
+        f.push_str(&t.name);
+    }
+    f
 }
 
 /// One process of a shard.
@@ -293,18 +329,22 @@ struct Judged {
 }
 
 impl BatchRun<'_> {
-    async fn run(&self, batch: &[Listed], log: &Log<'_>) -> Result<Judged, SuiteError> {
-        let filter: Vec<String> = batch.iter().map(Listed::full).collect();
-        let mut argv = vec![
-            self.bin.to_string(),
-            format!("--gtest_filter={}", filter.join(":")),
-            format!("--gtest_output=xml:{}", self.xml),
-        ];
+    /// Runs `batch` in one process: named test by test, or, `by_filter`,
+    /// by the step's filter (the batch is then the whole listing).
+    async fn run(
+        &self,
+        batch: &[Listed],
+        by_filter: bool,
+        log: &Log<'_>,
+    ) -> Result<Judged, SuiteError> {
+        let mut argv = vec![self.bin.to_string()];
+        if !by_filter {
+            argv.push(filter_arg(batch));
+        } else if let Some(f) = &self.g.filter {
+            argv.push(format!("--gtest_filter={f}"));
+        }
+        argv.push(format!("--gtest_output=xml:{}", self.xml));
         argv.extend(self.g.args.iter().cloned());
-        self.cx
-            .engine
-            .exec_capture(self.cx.container, &["mkdir", "-p", DIR])
-            .await?;
         let progress = Mutex::new(Progress::default());
         let tag = self.shard.tag();
         let mut sink = |bytes: &[u8]| {

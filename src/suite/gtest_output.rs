@@ -114,14 +114,19 @@ impl Progress {
     pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
         self.partial.extend_from_slice(bytes);
         let mut lines = Vec::new();
-        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
-            let raw: Vec<u8> = self.partial.drain(..=i).collect();
-            let line = String::from_utf8_lossy(&raw[..raw.len() - 1])
+        // Lines are cut where they end and the rest moved once per chunk
+        // (draining each line off the front moved the rest once per line).
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &self.partial[start..]) {
+            let end = start + i;
+            let line = String::from_utf8_lossy(&self.partial[start..end])
                 .trim_end_matches('\r')
                 .to_string();
+            start = end + 1;
             self.line(&line);
             lines.push(line);
         }
+        self.partial.drain(..start);
         lines
     }
 

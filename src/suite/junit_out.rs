@@ -14,14 +14,12 @@ use super::{Case, Verdict};
 pub fn write(path: &Path, name: &str, cases: &[Case]) -> std::io::Result<()> {
     let mut report = Report::new(name);
     let mut suites: Vec<TestSuite> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for case in cases {
-        let at = match suites.iter().position(|s| s.name.as_str() == case.suite) {
-            Some(i) => i,
-            None => {
-                suites.push(TestSuite::new(case.suite.as_str()));
-                suites.len() - 1
-            }
-        };
+        let at = *index.entry(case.suite.as_str()).or_insert_with(|| {
+            suites.push(TestSuite::new(case.suite.as_str()));
+            suites.len() - 1
+        });
         suites[at].add_test_case(test_case(case));
     }
     report.add_test_suites(suites);
