@@ -12,7 +12,7 @@ use clap::Args;
 use crate::error::{Error, ExitCode, FailOn};
 use crate::report::changes_view;
 use crate::report::ReportError;
-use crate::results::regress::{compare_signatures, CellClass, Class};
+use crate::results::regress::{compare_signatures, Class};
 use crate::results::{compare, load_baseline};
 
 #[derive(Debug, Args)]
@@ -72,12 +72,7 @@ pub fn run(args: DiffArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         reg.signatures.new, reg.signatures.known, reg.signatures.gone
     ));
     for c in &reg.cells {
-        let class = match c.class {
-            CellClass::Added => "added",
-            CellClass::Missing => "missing",
-            CellClass::Broken => "broken",
-            CellClass::Recovered => "recovered",
-        };
+        let class = c.class.as_str();
         let v = |x: &Option<String>| x.clone().unwrap_or_else(|| "–".into());
         s.push_str(&format!(
             "cell {} {class}: {} → {}\n",
@@ -101,11 +96,7 @@ pub fn run(args: DiffArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         s.push_str("environments:\n");
     }
     for e in &envs {
-        let head = if e.regressions.is_empty() {
-            e.label.clone()
-        } else {
-            format!("{} — {}", e.regressions, e.label)
-        };
+        let head = e.head();
         if args.all_packages && e.state == "changed" {
             s.push_str(&format!("  {head} changed:\n"));
             for a in &e.all {

@@ -32,6 +32,17 @@ pub struct EnvChangeView {
     pub important: usize,
 }
 
+impl EnvChangeView {
+    /// `1 new failure in zones — part=zones`, or the label alone.
+    pub fn head(&self) -> String {
+        if self.regressions.is_empty() {
+            self.label.clone()
+        } else {
+            format!("{} — {}", self.regressions, self.label)
+        }
+    }
+}
+
 /// One view per environment, those whose cells regressed first.
 pub fn environments(results: &Results, reg: &Regressions) -> Vec<EnvChangeView> {
     let mut out: Vec<EnvChangeView> = reg
@@ -112,13 +123,6 @@ pub fn terminal_lines(views: &[EnvChangeView]) -> Vec<String> {
     views
         .iter()
         .filter(|v| v.state != "unchanged")
-        .map(|v| {
-            let head = if v.regressions.is_empty() {
-                v.label.clone()
-            } else {
-                format!("{} — {}", v.regressions, v.label)
-            };
-            format!("{head} {}: {}", v.state, v.line)
-        })
+        .map(|v| format!("{} {}: {}", v.head(), v.state, v.line))
         .collect()
 }

@@ -157,15 +157,6 @@ pub struct ReleaseView {
     pub comgr: String,
 }
 
-fn policy_of(name: &str) -> GpuPolicy {
-    match name {
-        "compatible" => GpuPolicy::Compatible,
-        "override" => GpuPolicy::Override,
-        "extended" => GpuPolicy::Extended,
-        _ => GpuPolicy::Exact,
-    }
-}
-
 /// The release view: per environment with coverage, for each gfx target the
 /// cells ask for and each of `report.gfx_targets`, the libraries by verdict
 /// under the environment's policy. Targets that do not parse are left out
@@ -181,7 +172,7 @@ pub fn release(results: &Results) -> Vec<ReleaseView> {
                 }
             }
         }
-        let policy = policy_of(&c.policy);
+        let policy = GpuPolicy::parse(&c.policy).unwrap_or_default();
         let parse = |v: &[String]| -> Vec<TargetId> {
             v.iter().filter_map(|t| TargetId::parse(t).ok()).collect()
         };

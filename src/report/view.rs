@@ -531,12 +531,7 @@ fn reg_view(r: &Regressions, caps: Caps) -> RegView {
             .cells
             .iter()
             .map(|c| CellChangeView {
-                class: match c.class {
-                    CellClass::Added => "added",
-                    CellClass::Missing => "missing",
-                    CellClass::Broken => "broken",
-                    CellClass::Recovered => "recovered",
-                },
+                class: c.class.as_str(),
                 cell: c.cell.clone(),
                 from: c.from.clone().unwrap_or_else(|| "–".into()),
                 to: c.to.clone().unwrap_or_else(|| "–".into()),

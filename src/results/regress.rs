@@ -85,6 +85,17 @@ pub enum CellClass {
     Recovered,
 }
 
+impl CellClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellClass::Added => "added",
+            CellClass::Missing => "missing",
+            CellClass::Broken => "broken",
+            CellClass::Recovered => "recovered",
+        }
+    }
+}
+
 /// One classified test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Change {
