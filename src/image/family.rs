@@ -217,11 +217,10 @@ impl Family {
         let mut script = if sources.is_empty() {
             String::new()
         } else {
-            // A check that cannot add the archives says so rather than
-            // calling every pin missing.
-            format!(
-                "( {sources} ) >/dev/null 2>&1 || echo 'cannot add the environment archives' >&2\n"
-            )
+            // In a subshell, so that its `set -e` cannot end the check: if
+            // the archives cannot be added, the pins only they serve are
+            // listed as missing. (Its output would read as missing pins.)
+            format!("( {sources} ) >/dev/null 2>&1 || true\n")
         };
         script.push_str(&format!("{}\n", self.profile.refresh));
         for (name, version) in pins {
