@@ -79,6 +79,16 @@ pub struct LabelledContainer {
     pub state: String,
 }
 
+impl LabelledContainer {
+    /// Its first name without the leading `/`, else its id.
+    pub fn name(&self) -> &str {
+        self.names
+            .first()
+            .map(|n| n.trim_start_matches('/'))
+            .unwrap_or(&self.id)
+    }
+}
+
 impl Engine {
     /// Creates and starts a container that idles until removed; steps run in
     /// it by exec. Returns its id.

@@ -25,10 +25,7 @@ pub async fn sweep_orphans(engine: &Engine) -> Result<Vec<String>, EngineError> 
         engine.remove_container(&c.id).await?;
         removed.push(format!(
             "removed container {} of run {} (cell {}): its rocmatrix process {pid} is gone",
-            c.names
-                .first()
-                .map(|n| n.trim_start_matches('/'))
-                .unwrap_or(&c.id),
+            c.name(),
             c.labels.get(LABEL_RUN).map(String::as_str).unwrap_or("?"),
             c.labels.get(LABEL_CELL).map(String::as_str).unwrap_or("?"),
         ));
@@ -45,10 +42,7 @@ pub async fn sweep_orphans(engine: &Engine) -> Result<Vec<String>, EngineError> 
         engine.remove_container(&c.id).await?;
         removed.push(format!(
             "removed container {} of an image build: its rocmatrix process {pid} is gone",
-            c.names
-                .first()
-                .map(|n| n.trim_start_matches('/'))
-                .unwrap_or(&c.id),
+            c.name(),
         ));
     }
     Ok(removed)
