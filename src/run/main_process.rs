@@ -644,6 +644,27 @@ fn staged(root: &Path, index: usize, abs: &str) -> PathBuf {
 mod tests {
     use super::*;
 
+    /// Starts the runner `args` describe, its stdout piped.
+    fn spawn_runner(args: &[String]) -> (std::process::Child, std::process::ChildStdout) {
+        let mut child = std::process::Command::new(&args[0])
+            .args(&args[1..])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        (child, out)
+    }
+
+    /// Reads `out` into `text` until it holds `marker`.
+    fn read_until(out: &mut impl std::io::Read, text: &mut String, marker: &str) {
+        let mut buf = [0u8; 4096];
+        while !text.contains(marker) {
+            let got = out.read(&mut buf).unwrap();
+            assert!(got > 0, "{text}");
+            text.push_str(&String::from_utf8_lossy(&buf[..got]));
+        }
+    }
+
     #[test]
     fn markers_split_output_across_any_chunk_boundary() {
         let n = "rocmatrix-abc";
@@ -739,20 +760,10 @@ mod tests {
         let listed: Vec<(usize, &Step)> = steps.iter().enumerate().collect();
         let n = "rocmatrix-0123";
         let args = runner_command(n, &[], &listed);
-        let mut child = std::process::Command::new(&args[0])
-            .args(&args[1..])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = child.stdout.take().unwrap();
+        let (mut child, mut out) = spawn_runner(&args);
         let mut text = String::new();
-        let mut buf = [0u8; 4096];
         // Until the runner idles: the second step's end marker.
-        while !text.contains(&format!("{n} E 1 ")) {
-            let got = out.read(&mut buf).unwrap();
-            assert!(got > 0, "{text}");
-            text.push_str(&String::from_utf8_lossy(&buf[..got]));
-        }
+        read_until(&mut out, &mut text, &format!("{n} E 1 "));
         std::thread::sleep(std::time::Duration::from_millis(200));
         let still_running = child.try_wait().unwrap().is_none();
         let _ = child.kill();
@@ -777,7 +788,6 @@ mod tests {
     /// exit code; a failing one does not stop the steps.
     #[test]
     fn the_runner_runs_hook_stand_ins_before_the_steps() {
-        use std::io::Read;
         let step = Step {
             name: "one".into(),
             run: "echo step".into(),
@@ -794,19 +804,9 @@ mod tests {
             "echo bad >&2; exit 4".into(),
         ];
         let args = runner_command(n, &hooks, &[(0, &step)]);
-        let mut child = std::process::Command::new(&args[0])
-            .args(&args[1..])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = child.stdout.take().unwrap();
+        let (mut child, mut out) = spawn_runner(&args);
         let mut text = String::new();
-        let mut buf = [0u8; 4096];
-        while !text.contains(&format!("{n} E 0 ")) {
-            let got = out.read(&mut buf).unwrap();
-            assert!(got > 0, "{text}");
-            text.push_str(&String::from_utf8_lossy(&buf[..got]));
-        }
+        read_until(&mut out, &mut text, &format!("{n} E 0 "));
         let _ = child.kill();
         let _ = child.wait();
         let text = text.split(&format!("{n} E 0 ")).next().unwrap();
