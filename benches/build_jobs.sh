@@ -25,31 +25,8 @@ if [ -z "${ROCMATRIX_BIN:-}" ]; then
   nice -n 15 cargo build --release --quiet
 fi
 bin=${ROCMATRIX_BIN:-$PWD/target/release/rocmatrix}
-tmp=$(mktemp -d)
-label="rocmatrix.bench=build-jobs-$$"
-remove_images() {
-  local ids
-  ids=$(docker images -q --filter "label=$label" | sort -u)
-  # Environment images first: they stand on the bases.
-  for kind in env snapshot base; do
-    for id in $(docker images -q --filter "label=$label" --filter "label=rocmatrix.kind=$kind" | sort -u); do
-      docker rmi -f "$id" >/dev/null 2>&1 || true
-    done
-  done
-  for id in $ids; do docker rmi -f "$id" >/dev/null 2>&1 || true; done
-}
-trap 'remove_images; rm -rf "$tmp"' EXIT
-
-sed 's|base: "debian:{{ matrix.suite }}"|base: "rocmatrix-bench-jobs/debian:{{ matrix.suite }}"|' \
-  matrix/smoke.yaml > "$tmp/smoke.yaml"
-grep -q 'rocmatrix-bench-jobs/debian' "$tmp/smoke.yaml" || {
-  echo "build_jobs: matrix/smoke.yaml has no base line to rewrite" >&2
-  exit 2
-}
-if docker images --format '{{.Repository}}' | grep -qx 'rocmatrix-bench-jobs/debian'; then
-  echo "build_jobs: rocmatrix-bench-jobs/debian images exist (another run of this benchmark?)" >&2
-  exit 2
-fi
+. benches/lib/smoke-bench.sh
+smoke_bench_setup build-jobs rocmatrix-bench-jobs/debian
 
 now() { date +%s.%N; }
 run() { # name, rocmatrix arguments

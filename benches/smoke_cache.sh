@@ -20,31 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 nice -n 15 cargo build --release --quiet
 bin=$PWD/target/release/rocmatrix
-tmp=$(mktemp -d)
-label="rocmatrix.bench=smoke-cache-$$"
-remove_images() {
-  local ids
-  ids=$(docker images -q --filter "label=$label" | sort -u)
-  # Environment images first: they stand on the bases.
-  for kind in env snapshot base; do
-    for id in $(docker images -q --filter "label=$label" --filter "label=rocmatrix.kind=$kind" | sort -u); do
-      docker rmi -f "$id" >/dev/null 2>&1 || true
-    done
-  done
-  for id in $ids; do docker rmi -f "$id" >/dev/null 2>&1 || true; done
-}
-trap 'remove_images; rm -rf "$tmp"' EXIT
-
-sed 's|base: "debian:{{ matrix.suite }}"|base: "rocmatrix-bench/debian:{{ matrix.suite }}"|' \
-  matrix/smoke.yaml > "$tmp/smoke.yaml"
-grep -q 'rocmatrix-bench/debian' "$tmp/smoke.yaml" || {
-  echo "smoke_cache: matrix/smoke.yaml has no base line to rewrite" >&2
-  exit 2
-}
-if docker images --format '{{.Repository}}' | grep -qx 'rocmatrix-bench/debian'; then
-  echo "smoke_cache: rocmatrix-bench/debian images exist (another run of this benchmark?)" >&2
-  exit 2
-fi
+. benches/lib/smoke-bench.sh
+smoke_bench_setup smoke-cache rocmatrix-bench/debian
 
 export ROCMATRIX_CACHE="$tmp/cache"
 now() { date +%s.%N; }
