@@ -119,6 +119,11 @@ fn wait_for_journal(out: &Path, what: &str, n: usize, limit: Duration, child: &m
     panic!("no {n} `{what}` events within {limit:?}");
 }
 
+/// Waits until both cells of a fault matrix have started their step.
+fn both_steps_started(out: &Path, child: &mut Child) {
+    wait_for_journal(out, "\"step_started\"", 2, Duration::from_secs(240), child);
+}
+
 fn output(child: &mut Child) -> String {
     let mut s = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -174,13 +179,7 @@ fn a_frozen_engine_ends_the_run_with_exit_3_and_resume_reruns_its_cells() {
         .out(&out)
         .progress_plain()
         .spawn();
-    wait_for_journal(
-        &out,
-        "\"step_started\"",
-        2,
-        Duration::from_secs(240),
-        &mut child,
-    );
+    both_steps_started(&out, &mut child);
     s.engine.signal(libc::SIGSTOP);
     let (code, took, err) = wait(&mut child, Duration::from_secs(120));
     s.engine.signal(libc::SIGCONT);
@@ -251,13 +250,7 @@ fn a_killed_engine_is_named_as_gone() {
         .out(&out)
         .progress_plain()
         .spawn();
-    wait_for_journal(
-        &out,
-        "\"step_started\"",
-        2,
-        Duration::from_secs(240),
-        &mut child,
-    );
+    both_steps_started(&out, &mut child);
     s.engine.signal(libc::SIGKILL);
     let (code, took, err) = wait(&mut child, Duration::from_secs(60));
     eprintln!("killed engine: exit {code:?} {took:?} after the kill");
@@ -305,13 +298,7 @@ fn signals_work_while_the_engine_is_frozen() {
         .arg(&m)
         .out(&out)
         .spawn();
-    wait_for_journal(
-        &out,
-        "\"step_started\"",
-        2,
-        Duration::from_secs(240),
-        &mut child,
-    );
+    both_steps_started(&out, &mut child);
     s.engine.signal(libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -331,13 +318,7 @@ fn signals_work_while_the_engine_is_frozen() {
     // One signal on a frozen engine: bounded by the engine deadline.
     let out2 = s.dir.path().join("out2");
     let mut child = s.rocmatrix().arg("run").arg(&m).out(&out2).spawn();
-    wait_for_journal(
-        &out2,
-        "\"step_started\"",
-        2,
-        Duration::from_secs(240),
-        &mut child,
-    );
+    both_steps_started(&out2, &mut child);
     s.engine.signal(libc::SIGSTOP);
     std::thread::sleep(Duration::from_millis(500));
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
