@@ -72,25 +72,7 @@ impl PrivateEngine {
         let root = engine.dir.path();
         let config = root.join("daemon.json");
         std::fs::write(&config, r#"{"storage-driver": "fuse-overlayfs"}"#).unwrap();
-        let log = std::fs::File::create(root.join("dockerd.log")).unwrap();
-        let daemon = Command::new("dockerd")
-            .arg("--config-file")
-            .arg(&config)
-            .arg("--data-root")
-            .arg(root.join("data"))
-            .arg("--exec-root")
-            .arg(root.join("exec"))
-            .arg("--pidfile")
-            .arg(root.join("docker.pid"))
-            .arg("-H")
-            .arg(format!("unix://{}", engine.socket.display()))
-            .arg(format!("--bridge={bridge}"))
-            .args(["--iptables=false", "--ip-masq=false"])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .map_err(|e| format!("dockerd: {e}"))?;
+        let daemon = engine.spawn_daemon().map_err(|e| format!("dockerd: {e}"))?;
         engine.daemon = Some(daemon);
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(60) {
@@ -178,13 +160,15 @@ impl PrivateEngine {
         Ok(())
     }
 
-    fn relaunch(&self) -> Result<Child, String> {
+    /// Starts dockerd on this engine's config, roots, socket and bridge,
+    /// its output appended to `dockerd.log`.
+    fn spawn_daemon(&self) -> std::io::Result<Child> {
         let root = self.dir.path();
         let log = std::fs::OpenOptions::new()
+            .create(true)
             .append(true)
-            .open(root.join("dockerd.log"))
-            .unwrap();
-        let child = Command::new("dockerd")
+            .open(root.join("dockerd.log"))?;
+        Command::new("dockerd")
             .arg("--config-file")
             .arg(root.join("daemon.json"))
             .arg("--data-root")
@@ -198,10 +182,13 @@ impl PrivateEngine {
             .arg(format!("--bridge={}", self.bridge))
             .args(["--iptables=false", "--ip-masq=false"])
             .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
+            .stdout(log.try_clone()?)
             .stderr(log)
             .spawn()
-            .map_err(|e| e.to_string())?;
+    }
+
+    fn relaunch(&self) -> Result<Child, String> {
+        let child = self.spawn_daemon().map_err(|e| e.to_string())?;
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(60) {
             if self.docker(&["version"]).status.success() {
