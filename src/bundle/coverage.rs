@@ -13,6 +13,7 @@ use super::scan::FileReport;
 use crate::gpu::compat::{best_for, How};
 use crate::gpu::TargetId;
 use crate::spec::GpuPolicy;
+use crate::store::coverage::{GfxVerdict, LibraryCoverage, VerdictKind};
 
 /// One cell of the table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -37,6 +38,16 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The kind the run store records.
+    pub fn stored_kind(&self) -> VerdictKind {
+        match self {
+            Verdict::Exact { .. } => VerdictKind::Exact,
+            Verdict::Compatible { .. } => VerdictKind::Compatible,
+            Verdict::ExtendedCompressed { .. } => VerdictKind::ExtendedCompressed,
+            Verdict::Missing => VerdictKind::Missing,
+        }
+    }
+
     /// `exact`, `compatible` or `missing` (the serialized `kind`).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -85,6 +96,27 @@ pub struct CoverageRow {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub compression: Vec<String>,
     pub cells: Vec<CoverageCell>,
+}
+
+impl CoverageRow {
+    /// The row as the run store keeps it (`images/<env>.coverage.json`).
+    pub fn stored(&self) -> LibraryCoverage {
+        let names = |t: &[TargetId]| t.iter().map(ToString::to_string).collect();
+        LibraryCoverage {
+            library: self.library.display().to_string(),
+            targets: names(&self.targets),
+            compressed: names(&self.compressed_targets),
+            compression: self.compression.clone(),
+            verdicts: self
+                .cells
+                .iter()
+                .map(|c| GfxVerdict {
+                    kind: c.verdict.stored_kind(),
+                    text: c.verdict.to_string(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The verdict for one library's targets on one gfx target.

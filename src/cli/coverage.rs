@@ -14,7 +14,7 @@ use crate::error::{Error, ExitCode};
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
 use crate::image::libraries::ScratchDir;
-use crate::store::coverage::{EnvironmentCoverage, LibraryCoverage};
+use crate::store::coverage::EnvironmentCoverage;
 
 #[derive(Debug, Args)]
 pub struct CoverageArgs {
@@ -130,24 +130,15 @@ pub fn run(
 
 /// Rows as the run store keeps them, for comparing.
 fn as_stored(rows: &[CoverageRow], gfx: &[TargetId]) -> EnvironmentCoverage {
-    let s = |t: &[TargetId]| t.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let gfx = gfx.iter().map(ToString::to_string).collect();
     EnvironmentCoverage {
         environment: String::new(),
         image: String::new(),
         cells: Vec::new(),
         policy: String::new(),
-        gfx: s(gfx),
+        gfx,
         dirs: Vec::new(),
-        libraries: rows
-            .iter()
-            .map(|r| LibraryCoverage {
-                library: r.library.display().to_string(),
-                targets: s(&r.targets),
-                compressed: s(&r.compressed_targets),
-                compression: r.compression.clone(),
-                verdicts: Vec::new(),
-            })
-            .collect(),
+        libraries: rows.iter().map(CoverageRow::stored).collect(),
         problems: Vec::new(),
         secs: 0.0,
     }

@@ -91,27 +91,7 @@ pub async fn scan_environment(
         policy: policy_name(policy).to_string(),
         gfx: gfx.iter().map(ToString::to_string).collect(),
         dirs: found.iter().map(|d| d.display().to_string()).collect(),
-        libraries: rows
-            .into_iter()
-            .map(|r| LibraryCoverage {
-                library: r.library.display().to_string(),
-                targets: r.targets.iter().map(ToString::to_string).collect(),
-                compressed: r
-                    .compressed_targets
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
-                compression: r.compression.clone(),
-                verdicts: r
-                    .cells
-                    .iter()
-                    .map(|c| GfxVerdict {
-                        kind: verdict_kind(&c.verdict),
-                        text: c.verdict.to_string(),
-                    })
-                    .collect(),
-            })
-            .collect(),
+        libraries: rows.iter().map(|r| r.stored()).collect(),
         problems,
         secs: t0.elapsed().as_secs_f64(),
     };
@@ -121,14 +101,4 @@ pub async fn scan_environment(
     })
     .await?
     .map_err(RunError::from)
-}
-
-fn verdict_kind(v: &crate::bundle::coverage::Verdict) -> VerdictKind {
-    use crate::bundle::coverage::Verdict;
-    match v {
-        Verdict::Exact { .. } => VerdictKind::Exact,
-        Verdict::Compatible { .. } => VerdictKind::Compatible,
-        Verdict::ExtendedCompressed { .. } => VerdictKind::ExtendedCompressed,
-        Verdict::Missing => VerdictKind::Missing,
-    }
 }
