@@ -118,22 +118,35 @@ pub fn parse(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Differences between two package sets, one line each.
+/// The keys whose values differ between two maps (package sets, say), in
+/// key order: (key, value before, value after), absent where a side lacks it.
+pub fn changes(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> Vec<(String, Option<String>, Option<String>)> {
+    let mut keys: Vec<&String> = before.keys().chain(after.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| (k.clone(), before.get(k).cloned(), after.get(k).cloned()))
+        .collect()
+}
+
+/// Differences between two package sets, one line each: removed and changed
+/// packages, then added ones.
 pub fn diff(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, v) in before {
-        match after.get(name) {
-            None => out.push(format!("- {name} {v}")),
-            Some(w) if w != v => out.push(format!("~ {name} {v} -> {w}")),
-            _ => {}
-        }
-    }
-    for (name, w) in after {
-        if !before.contains_key(name) {
-            out.push(format!("+ {name} {w}"));
-        }
-    }
-    out
+    let all = changes(before, after);
+    let gone_or_changed = all.iter().filter_map(|(name, v, w)| match (v, w) {
+        (Some(v), None) => Some(format!("- {name} {v}")),
+        (Some(v), Some(w)) => Some(format!("~ {name} {v} -> {w}")),
+        _ => None,
+    });
+    let added = all.iter().filter_map(|(name, v, w)| match (v, w) {
+        (None, Some(w)) => Some(format!("+ {name} {w}")),
+        _ => None,
+    });
+    gone_or_changed.chain(added).collect()
 }
 
 #[cfg(test)]

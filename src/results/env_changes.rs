@@ -5,12 +5,11 @@
 //! the base image and its suite's Release date, build snapshots and source
 //! commits. Environments without a counterpart are new or gone.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::facts::{EnvironmentFacts, DEFAULT_PACKAGES};
 use super::model::Results;
+use crate::image::packages::changes;
 use crate::plan::glob::matches;
 
 /// How an environment compares with the baseline's.
@@ -178,7 +177,7 @@ fn between(before: &EnvironmentFacts, now: &EnvironmentFacts, globs: &[&str]) ->
         return c;
     }
     let important = |name: &str| globs.iter().any(|g| matches(g, name));
-    let mut packages: Vec<PackageChange> = diff_maps(&before.installed, &now.installed)
+    let mut packages: Vec<PackageChange> = changes(&before.installed, &now.installed)
         .into_iter()
         .map(|(name, from, to)| PackageChange {
             important: important(&name),
@@ -209,14 +208,14 @@ fn between(before: &EnvironmentFacts, now: &EnvironmentFacts, globs: &[&str]) ->
         before.release_date.as_ref(),
         now.release_date.as_ref(),
     );
-    for (key, from, to) in diff_maps(&before.builds, &now.builds) {
+    for (key, from, to) in changes(&before.builds, &now.builds) {
         other.push(ValueChange {
             what: format!("build {key}"),
             from,
             to,
         });
     }
-    for (key, from, to) in diff_maps(&before.sources, &now.sources) {
+    for (key, from, to) in changes(&before.sources, &now.sources) {
         other.push(ValueChange {
             what: format!("source {key}"),
             from,
@@ -230,23 +229,10 @@ fn between(before: &EnvironmentFacts, now: &EnvironmentFacts, globs: &[&str]) ->
     c
 }
 
-/// Keys whose values differ: (key, before, after), in key order.
-fn diff_maps(
-    a: &BTreeMap<String, String>,
-    b: &BTreeMap<String, String>,
-) -> Vec<(String, Option<String>, Option<String>)> {
-    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    keys.into_iter()
-        .filter(|k| a.get(*k) != b.get(*k))
-        .map(|k| (k.clone(), a.get(k).cloned(), b.get(k).cloned()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn facts(env: &str, identity: &str, pkgs: &[(&str, &str)]) -> EnvironmentFacts {
         EnvironmentFacts {
