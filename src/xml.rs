@@ -5,8 +5,86 @@
 //! those to spaces inside attributes: a multi-line failure `message` would
 //! come back as one line. [`keep_attribute_whitespace`] writes them as the
 //! character references `&#10;`, `&#13;` and `&#9;`, which readers keep.
+//!
+//! quick-junit also cleans every string of ANSI escapes through a terminal
+//! parser, which costs more than everything else for names that contain
+//! nothing to clean: [`push_passing_case`] writes a passing test case with
+//! printable-ASCII strings byte for byte as quick-junit would.
 
 use std::borrow::Cow;
+use std::time::Duration;
+
+/// How quick-junit indents a test case (a child of `<testsuite>`).
+pub const CASE_START: &str = "\n        <testcase ";
+
+/// Whether quick-junit would write `s` unchanged (no escapes or controls to strip).
+pub fn is_plain(s: &str) -> bool {
+    s.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// Appends a passing `<testcase>` (its properties as `(name, value)`) the
+/// way quick-junit writes it; every string must be [`is_plain`].
+pub fn push_passing_case(
+    c: &mut String,
+    name: &str,
+    classname: &str,
+    time: Option<f64>,
+    properties: &[(&str, &str)],
+) {
+    c.push_str(CASE_START);
+    c.push_str("name=\"");
+    c.push_str(&quick_xml::escape::escape(name));
+    c.push('"');
+    if !classname.is_empty() {
+        c.push_str(" classname=\"");
+        c.push_str(&quick_xml::escape::escape(classname));
+        c.push('"');
+    }
+    if let Some(t) = time {
+        // quick-junit writes `{:.3}` of the seconds; integer milliseconds
+        // give the same digits (up to ties) at a fraction of the cost.
+        // (u64 is enough up to 584 million years; u128 digits cost a
+        // division routine per digit.)
+        let ms = ((Duration::from_secs_f64(t.max(0.0)).as_nanos() + 500_000) / 1_000_000) as u64;
+        c.push_str(" time=\"");
+        push_decimal(c, ms / 1000);
+        c.push('.');
+        let frac = ms % 1000;
+        c.push(char::from(b'0' + (frac / 100) as u8));
+        c.push(char::from(b'0' + (frac / 10 % 10) as u8));
+        c.push(char::from(b'0' + (frac % 10) as u8));
+        c.push('"');
+    }
+    if properties.is_empty() {
+        c.push_str("/>");
+        return;
+    }
+    c.push_str(">\n            <properties>");
+    for (k, v) in properties {
+        c.push_str("\n                <property name=\"");
+        c.push_str(&quick_xml::escape::escape(*k));
+        c.push_str("\" value=\"");
+        c.push_str(&quick_xml::escape::escape(*v));
+        c.push_str("\"/>");
+    }
+    c.push_str("\n            </properties>\n        </testcase>");
+}
+
+/// Appends the decimal digits of `n`.
+pub fn push_decimal(s: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    s.extend(digits[i..].iter().map(|d| char::from(*d)));
+}
 
 /// `xml` with line breaks and tabs inside attribute values written as
 /// character references. `xml` is markup as quick-junit writes it: text
@@ -15,30 +93,40 @@ pub fn keep_attribute_whitespace(xml: &str) -> Cow<'_, str> {
     if !xml.contains(['\n', '\r', '\t']) {
         return Cow::Borrowed(xml);
     }
+    // Bytes, not chars: every byte that matters is ASCII, and runs between
+    // replacements are copied whole.
+    let bytes = xml.as_bytes();
     let mut out = String::with_capacity(xml.len() + 64);
-    let (mut in_tag, mut quote): (bool, Option<char>) = (false, None);
-    for c in xml.chars() {
-        match (in_tag, quote, c) {
-            (false, _, '<') => in_tag = true,
-            (true, None, '>') => in_tag = false,
-            (true, None, '"' | '\'') => quote = Some(c),
-            (true, Some(q), _) if c == q => quote = None,
-            (true, Some(_), '\n') => {
-                out.push_str("&#10;");
+    let (mut in_tag, mut quote): (bool, Option<u8>) = (false, None);
+    let mut run = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let reference = match (in_tag, quote, b) {
+            (false, _, b'<') => {
+                in_tag = true;
                 continue;
             }
-            (true, Some(_), '\r') => {
-                out.push_str("&#13;");
+            (true, None, b'>') => {
+                in_tag = false;
                 continue;
             }
-            (true, Some(_), '\t') => {
-                out.push_str("&#9;");
+            (true, None, b'"' | b'\'') => {
+                quote = Some(b);
                 continue;
             }
-            _ => {}
-        }
-        out.push(c);
+            (true, Some(q), _) if b == q => {
+                quote = None;
+                continue;
+            }
+            (true, Some(_), b'\n') => "&#10;",
+            (true, Some(_), b'\r') => "&#13;",
+            (true, Some(_), b'\t') => "&#9;",
+            _ => continue,
+        };
+        out.push_str(&xml[run..i]);
+        out.push_str(reference);
+        run = i + 1;
     }
+    out.push_str(&xml[run..]);
     Cow::Owned(out)
 }
 

@@ -34,6 +34,7 @@ use crate::results::collect::Sink;
 use crate::results::junit::{clip, Case, Rerun};
 use crate::results::source::CellSource;
 use crate::results::{CellResult, TestStatus};
+use crate::xml::CASE_START;
 
 /// Test cases per `<testsuite>` element before a suite is split.
 pub const CHUNK: usize = 2000;
@@ -172,32 +173,7 @@ impl JunitWriter {
     /// Adds a passing test case, written the way quick-junit writes it.
     fn add_plain(&mut self, name: &str, classname: &str, time: Option<f64>) {
         self.open_chunk();
-        let c = &mut self.chunk;
-        c.push_str(CASE_START);
-        c.push_str("name=\"");
-        c.push_str(&quick_xml::escape::escape(name));
-        c.push('"');
-        if !classname.is_empty() {
-            c.push_str(" classname=\"");
-            c.push_str(&quick_xml::escape::escape(classname));
-            c.push('"');
-        }
-        if let Some(t) = time {
-            // quick-junit writes `{:.3}` of the seconds; integer milliseconds
-            // give the same digits (up to ties) at a fraction of the cost.
-            // (u64 is enough up to 584 million years; u128 digits cost a
-            // division routine per digit.)
-            let ms = ((Duration::from_secs_f64(t).as_nanos() + 500_000) / 1_000_000) as u64;
-            c.push_str(" time=\"");
-            push_decimal(c, ms / 1000);
-            c.push('.');
-            let frac = ms % 1000;
-            c.push(char::from(b'0' + (frac / 100) as u8));
-            c.push(char::from(b'0' + (frac / 10 % 10) as u8));
-            c.push(char::from(b'0' + (frac % 10) as u8));
-            c.push('"');
-        }
-        c.push_str("/>");
+        crate::xml::push_passing_case(&mut self.chunk, name, classname, time, &[]);
         self.count(Counted::Other, time);
     }
 
@@ -254,22 +230,6 @@ impl JunitWriter {
     }
 }
 
-/// Appends the decimal digits of `n`.
-fn push_decimal(s: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    s.extend(digits[i..].iter().map(|d| char::from(*d)));
-}
-
 /// How a test case counts in its suite's attributes.
 #[derive(Clone, Copy)]
 enum Counted {
@@ -288,8 +248,7 @@ struct ChunkCounts {
     time: f64,
 }
 
-/// How quick-junit indents a test case and closes a suite.
-const CASE_START: &str = "\n        <testcase ";
+/// How quick-junit closes a suite.
 const SUITE_END: &str = "\n    </testsuite>";
 
 /// Renders one suite with quick-junit, without the declaration and the
@@ -307,11 +266,6 @@ fn render(suite: TestSuite) -> std::io::Result<String> {
         .unwrap_or(0);
     let end = xml.rfind("\n</testsuites>").unwrap_or(xml.len());
     Ok(xml[start..end].to_string())
-}
-
-/// Whether quick-junit would write `s` unchanged (no escapes or controls to strip).
-fn plain(s: &str) -> bool {
-    s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
 fn rerun(r: &Rerun, default_type: &str) -> TestRerun {
@@ -359,7 +313,7 @@ impl Sink for JunitWriter {
             self.time += t;
         }
         let simple = matches!(status, TestStatus::Passed | TestStatus::Xpass);
-        if simple && plain(&case.name) && plain(&case.classname) {
+        if simple && crate::xml::is_plain(&case.name) && crate::xml::is_plain(&case.classname) {
             self.add_plain(&case.name, &case.classname, time);
             return;
         }
