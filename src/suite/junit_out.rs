@@ -2,34 +2,80 @@
 //! listing order, one `<testcase>` per test, shaped as googletest's own XML
 //! (classname = suite), with crashes as `<error type="SIGSEGV">` and per-test
 //! timeouts as `<error type="timeout">`.
+//!
+//! The file is what quick-junit writes for these cases, byte for byte
+//! (a test below holds it to that), but only the cases that carry a status
+//! or an unusual string go through quick-junit: a passing test with a
+//! printable-ASCII name and parameter is written directly
+//! ([`crate::xml::push_passing_case`]), because quick-junit runs every
+//! string through a terminal parser, which made writing 30,000 passing
+//! tests cost more than running them.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::{Case, Verdict};
+use crate::xml::{is_plain, push_passing_case, CASE_START};
+
+/// How quick-junit closes a suite.
+const SUITE_END: &str = "\n    </testsuite>";
 
 /// Writes `cases` as a JUnit report named `name` to `path`.
 pub fn write(path: &Path, name: &str, cases: &[Case]) -> std::io::Result<()> {
-    let mut report = Report::new(name);
-    let mut suites: Vec<TestSuite> = Vec::new();
-    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    save(path, render(name, cases)?.as_bytes())
+}
+
+/// The report's text.
+fn render(name: &str, cases: &[Case]) -> std::io::Result<String> {
+    // Suites in order of their first test, each with its tests in order.
+    let mut suites: Vec<(&str, Vec<&Case>)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
     for case in cases {
         let at = *index.entry(case.suite.as_str()).or_insert_with(|| {
-            suites.push(TestSuite::new(case.suite.as_str()));
+            suites.push((case.suite.as_str(), Vec::new()));
             suites.len() - 1
         });
-        suites[at].add_test_case(test_case(case));
+        suites[at].1.push(case);
     }
-    report.add_test_suites(suites);
-    let text = report
-        .to_string()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    save(
-        path,
-        crate::xml::keep_attribute_whitespace(&text).as_bytes(),
-    )
+    let mut body = String::with_capacity(cases.len() * 160);
+    let mut total = Counts::default();
+    for (suite, members) in &suites {
+        let mut counts = Counts::default();
+        let mut text = String::with_capacity(members.len() * 160);
+        for case in members {
+            counts.add(&case.verdict);
+            if !push_plain(&mut text, case) {
+                text.push_str(&quick_junit_case(case)?);
+            }
+        }
+        body.push_str(&suite_start(suite, &counts)?);
+        body.push_str(&text);
+        body.push_str(SUITE_END);
+        total.merge(&counts);
+    }
+    if suites.is_empty() {
+        // quick-junit writes a report without suites as an empty element.
+        return to_xml(Report::new(name));
+    }
+    let mut root = Report::new(name);
+    let mut head = TestSuite::new("");
+    (head.tests, head.skipped, head.failures, head.errors) =
+        (total.tests, total.skipped, total.failures, total.errors);
+    root.add_test_suite(head);
+    let shell = to_xml(root)?;
+    // quick-junit's root element with these totals; the suites go inside.
+    let open = shell
+        .find("<testsuites")
+        .and_then(|i| shell[i..].find('>').map(|j| i + j + 1))
+        .unwrap_or(shell.len());
+    let mut out = String::with_capacity(open + body.len() + 16);
+    out.push_str(&shell[..open]);
+    out.push_str(&body);
+    out.push_str("\n</testsuites>\n");
+    Ok(out)
 }
 
 /// Writes `bytes` to `path`, making its directory.
@@ -38,6 +84,90 @@ pub fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     std::fs::write(path, bytes)
+}
+
+/// A suite's counts, as quick-junit keeps them.
+#[derive(Default)]
+struct Counts {
+    tests: usize,
+    skipped: usize,
+    failures: usize,
+    errors: usize,
+}
+
+impl Counts {
+    fn add(&mut self, v: &Verdict) {
+        self.tests += 1;
+        match v {
+            Verdict::Passed => {}
+            Verdict::Skipped { .. } => self.skipped += 1,
+            Verdict::Failed { .. } => self.failures += 1,
+            Verdict::Error { .. } | Verdict::Timeout { .. } => self.errors += 1,
+        }
+    }
+
+    fn merge(&mut self, o: &Counts) {
+        self.tests += o.tests;
+        self.skipped += o.skipped;
+        self.failures += o.failures;
+        self.errors += o.errors;
+    }
+}
+
+/// A suite's start tag with its counts, as quick-junit writes it.
+fn suite_start(name: &str, counts: &Counts) -> std::io::Result<String> {
+    let mut suite = TestSuite::new(name);
+    (suite.tests, suite.skipped, suite.failures, suite.errors) =
+        (counts.tests, counts.skipped, counts.failures, counts.errors);
+    let mut report = Report::new("");
+    report.add_test_suite(suite);
+    let xml = to_xml(report)?;
+    let start = xml.find("\n    <testsuite").unwrap_or(0);
+    let end = xml[start..].find("/>").map_or(xml.len(), |i| start + i);
+    Ok(format!("{}>", &xml[start..end]))
+}
+
+/// A passing case whose strings need no cleaning, written directly; false
+/// when the case is not one.
+fn push_plain(out: &mut String, case: &Case) -> bool {
+    let plain = case.verdict == Verdict::Passed
+        && case.output.is_empty()
+        && is_plain(&case.name)
+        && is_plain(&case.suite)
+        && case.param.as_deref().is_none_or(is_plain);
+    if !plain {
+        return false;
+    }
+    let shard = case.shard.to_string();
+    let mut properties = Vec::with_capacity(2);
+    if let Some(p) = &case.param {
+        properties.push(("param", p.as_str()));
+    }
+    if case.shard > 0 {
+        properties.push(("shard", shard.as_str()));
+    }
+    push_passing_case(out, &case.name, &case.suite, case.time, &properties);
+    true
+}
+
+/// One case as quick-junit writes it inside a suite.
+fn quick_junit_case(case: &Case) -> std::io::Result<String> {
+    let mut suite = TestSuite::new("");
+    suite.add_test_case(test_case(case));
+    let mut report = Report::new("");
+    report.add_test_suite(suite);
+    let xml = to_xml(report)?;
+    let start = xml.find(CASE_START).unwrap_or(0);
+    let end = xml.rfind(SUITE_END).unwrap_or(xml.len());
+    Ok(xml[start..end.max(start)].to_string())
+}
+
+/// quick-junit's text of `report`, with line breaks in attributes kept.
+fn to_xml(report: Report) -> std::io::Result<String> {
+    let text = report
+        .to_string()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(crate::xml::keep_attribute_whitespace(&text).into_owned())
 }
 
 fn test_case(case: &Case) -> TestCase {
@@ -87,4 +217,86 @@ fn test_case(case: &Case) -> TestCase {
         tc.set_system_out(case.output.as_str());
     }
     tc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whole report as quick-junit alone writes it.
+    fn by_quick_junit(name: &str, cases: &[Case]) -> String {
+        let mut report = Report::new(name);
+        let mut suites: Vec<TestSuite> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        for case in cases {
+            let at = *index.entry(case.suite.as_str()).or_insert_with(|| {
+                suites.push(TestSuite::new(case.suite.as_str()));
+                suites.len() - 1
+            });
+            suites[at].add_test_case(test_case(case));
+        }
+        report.add_test_suites(suites);
+        to_xml(report).unwrap()
+    }
+
+    fn case(suite: &str, name: &str, verdict: Verdict) -> Case {
+        Case {
+            suite: suite.into(),
+            name: name.into(),
+            param: None,
+            verdict,
+            time: None,
+            output: String::new(),
+            shard: 0,
+        }
+    }
+
+    #[test]
+    fn written_as_quick_junit_writes_it() {
+        let mut cases = vec![
+            case("Basic", "Passes", Verdict::Passed),
+            case(
+                "Basic",
+                "Fails",
+                Verdict::Failed {
+                    message: "x.cc:3\nExpected: 1".into(),
+                    text: "x.cc:3\nExpected: 1\n\tWhich is: 2 \u{1b}[31mred\u{1b}[0m".into(),
+                },
+            ),
+            case(
+                "Crash",
+                "Segfaults",
+                Verdict::Error {
+                    kind: "SIGSEGV".into(),
+                    message: "killed by SIGSEGV (exit status 139)".into(),
+                },
+            ),
+            case("Hang", "Spins", Verdict::Timeout { secs: 3 }),
+            case(
+                "Basic",
+                "DISABLED_Off",
+                Verdict::Skipped {
+                    message: "disabled (DISABLED_ prefix)".into(),
+                },
+            ),
+            case("Values/Param", "IsSmall/0", Verdict::Passed),
+            case("Values/Param", "IsSmall/1", Verdict::Passed),
+            case("Odd\u{7}Suite", "näme<&>\"'", Verdict::Passed),
+            case("Timed", "Slow", Verdict::Passed),
+            case("Timed", "Zero", Verdict::Passed),
+        ];
+        cases[2].output = "about to dereference\n\u{1b}[1mbold\u{1b}[0m\u{0}".into();
+        cases[5].param = Some("GetParam() = 1".into());
+        cases[5].shard = 2;
+        cases[6].param = Some("GetParam() = \"a<b\\n\" & 'c'".into());
+        cases[6].time = Some(0.001);
+        cases[8].time = Some(12.3456);
+        cases[9].time = Some(0.0);
+        cases[9].shard = 1;
+        assert_eq!(
+            render("gtest", &cases).unwrap(),
+            by_quick_junit("gtest", &cases)
+        );
+        assert_eq!(render("gtest", &[]).unwrap(), by_quick_junit("gtest", &[]));
+    }
 }

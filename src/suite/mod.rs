@@ -177,7 +177,10 @@ async fn read_file(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, 
         )
         .await?;
     Ok(match outcome {
-        crate::engine::ExecOutcome::Exited(0) => Some(String::from_utf8_lossy(&out).into_owned()),
+        crate::engine::ExecOutcome::Exited(0) => Some(
+            String::from_utf8(out)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        ),
         _ => None,
     })
 }
@@ -198,13 +201,16 @@ where
         .map_err(|source| SuiteError::Io { path, source })
 }
 
-/// Writes the adapter's JUnit file.
+/// Writes the adapter's JUnit file; hands `cases` back.
 async fn write_junit(
     path: PathBuf,
     name: &'static str,
     cases: Vec<Case>,
-) -> Result<(), SuiteError> {
-    on_disk(path, move |p| junit_out::write(p, name, &cases)).await
+) -> Result<Vec<Case>, SuiteError> {
+    on_disk(path, move |p| {
+        junit_out::write(p, name, &cases).map(|()| cases)
+    })
+    .await
 }
 
 /// At most `max` bytes of `text`'s first lines, cut at a line end.
