@@ -257,19 +257,48 @@ pub fn parse_xml(xml: &str) -> Option<Vec<Case>> {
     closed_root.then_some(cases)
 }
 
+/// A parameter as `--gtest_list_tests` writes it (`GetParam() = 4`): on
+/// one line, cut after 250 bytes with `...`, so that a test's parameter
+/// reads the same whether a listing or a report named it.
+fn listing_param(label: &str, value: &str) -> String {
+    // googletest's PrintOnOneLine: bytes counted, a line break as two.
+    const MAX: usize = 250;
+    let mut out = format!("{label} = ");
+    let mut n = 0;
+    for c in value.chars() {
+        if n >= MAX {
+            out.push_str("...");
+            break;
+        }
+        if c == '\n' {
+            out.push_str("\\n");
+            n += 2;
+        } else {
+            out.push(c);
+            n += c.len_utf8();
+        }
+    }
+    out.trim_end().to_string()
+}
+
 /// An element's attributes, unescaped (lossily where they are not UTF-8).
 fn attributes(e: &quick_xml::events::BytesStart) -> Vec<(String, String)> {
     e.attributes()
         .flatten()
         .map(|a| {
             let key = String::from_utf8_lossy(a.key.local_name().as_ref()).into_owned();
-            let raw = String::from_utf8_lossy(&a.value).into_owned();
-            let value = quick_xml::escape::unescape(&raw)
-                .map(|v| v.into_owned())
-                .unwrap_or(raw);
-            (key, value)
+            (key, unescaped(&a.value))
         })
         .collect()
+}
+
+/// An attribute's raw value unescaped (lossily where it is not UTF-8).
+fn unescaped(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    match quick_xml::escape::unescape(&text) {
+        Ok(v) => v.into_owned(),
+        Err(_) => text.into_owned(),
+    }
 }
 
 struct XmlCase {
@@ -286,31 +315,42 @@ struct XmlCase {
 
 impl XmlCase {
     fn from_element(e: &quick_xml::events::BytesStart) -> XmlCase {
-        let attrs = attributes(e);
-        let get = |k: &str| {
-            attrs
-                .iter()
-                .find(|(a, _)| a == k)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default()
-        };
-        XmlCase {
-            suite: get("classname"),
-            name: get("name"),
-            time: get("time").parse().ok(),
-            // gtest: status="notrun" / result="suppressed" for disabled
-            // tests; CTest: status="notrun" or "disabled".
-            notrun: matches!(get("status").as_str(), "notrun" | "disabled")
-                || get("result") == "suppressed",
-            skipped: get("result") == "skipped",
+        let mut c = XmlCase {
+            suite: String::new(),
+            name: String::new(),
+            time: None,
+            notrun: false,
+            skipped: false,
             failure: None,
             text: String::new(),
             skip_message: None,
-            param: attrs
-                .iter()
-                .find(|(a, _)| a == "value_param" || a == "type_param")
-                .map(|(_, v)| v.clone()),
+            param: None,
+        };
+        // Only the attributes read here are decoded: a report of 30,000
+        // tests carries ten attributes on each (file, line, timestamp …).
+        for a in e.attributes().flatten() {
+            let raw = a.value.as_ref();
+            match a.key.local_name().as_ref() {
+                b"classname" => c.suite = unescaped(raw),
+                b"name" => c.name = unescaped(raw),
+                b"time" => c.time = std::str::from_utf8(raw).ok().and_then(|t| t.parse().ok()),
+                // gtest: status="notrun" / result="suppressed" for disabled
+                // tests; CTest: status="notrun" or "disabled".
+                b"status" => c.notrun |= matches!(raw, b"notrun" | b"disabled"),
+                b"result" => {
+                    c.notrun |= raw == b"suppressed";
+                    c.skipped = raw == b"skipped";
+                }
+                b"value_param" if c.param.is_none() => {
+                    c.param = Some(listing_param("GetParam()", &unescaped(raw)));
+                }
+                b"type_param" if c.param.is_none() => {
+                    c.param = Some(listing_param("TypeParam", &unescaped(raw)));
+                }
+                _ => {}
+            }
         }
+        c
     }
 
     /// A child of `<testcase>`; true when its text is the failure's body.
@@ -435,5 +475,37 @@ Expected: 1]]></failure>
         }
         assert!(matches!(cases[2].verdict, Verdict::Skipped { .. }));
         assert!(parse_xml(&xml[..xml.len() - 20]).is_none());
+    }
+
+    /// googletest 1.12.1's own listing and report of one binary
+    /// (tests/it/data/gtest/quiet.cc): a report names the same tests with
+    /// the same parameters as the listing, a long one cut and a line break
+    /// written as the listing writes them.
+    #[test]
+    fn report_names_tests_and_parameters_as_the_listing_does() {
+        let listing = parse_listing(include_str!("../../tests/fixtures/gtest/quiet-1.12.1.list"));
+        let report =
+            parse_xml(include_str!("../../tests/fixtures/gtest/quiet-1.12.1.xml")).unwrap();
+        assert_eq!(listing.len(), 12);
+        let from_listing: Vec<(String, Option<String>)> = listing
+            .iter()
+            .map(|t| (t.full(), t.param.clone()))
+            .collect();
+        let from_report: Vec<(String, Option<String>)> = report
+            .iter()
+            .map(|c| (format!("{}.{}", c.suite, c.name), c.param.clone()))
+            .collect();
+        assert_eq!(from_report, from_listing);
+        let long = listing[10].param.as_deref().unwrap();
+        assert!(
+            long.starts_with("GetParam() = \"xxx") && long.ends_with("x..."),
+            "{long}"
+        );
+        assert_eq!(
+            listing[11].param.as_deref(),
+            Some("GetParam() = \"two\\nlines\"")
+        );
+        assert_eq!(report[5].param.as_deref(), Some("TypeParam = int"));
+        assert!(matches!(report[3].verdict, Verdict::Skipped { .. }));
     }
 }
