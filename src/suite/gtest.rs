@@ -1,20 +1,25 @@
 //! The googletest adapter.
 //!
-//! 1. Every binary the step's `binary` glob names lists its tests
-//!    (`--gtest_list_tests`, with the step's filter).
-//! 2. The tests are split into shards the way googletest's sharding protocol
+//! 1. Unsharded (no GPU lease, or one), the binary first runs as the binary
+//!    alone would: one process, the step's own filter, `--gtest_output=xml:`,
+//!    and no listing before it. When that process ends normally its XML
+//!    judges every test it selected, so a suite of 30,000 tests costs one
+//!    process start, not two.
+//! 2. Otherwise every binary the step's `binary` glob names lists its tests
+//!    (`--gtest_list_tests`, with the step's filter): before anything runs
+//!    when the suite is sharded, or after the whole-suite process died, to
+//!    name the tests it did not reach.
+//! 3. Sharded, the tests are split the way googletest's sharding protocol
 //!    splits them (test *k* to shard *k* mod *N*), one per leased GPU; each
 //!    shard's processes see only their GPU. rocmatrix passes each process its
 //!    tests by name instead of setting `GTEST_TOTAL_SHARDS`, so that a shard
 //!    can go on after a crash with exactly the tests it has left.
-//! 3. A shard runs its tests in batches, one process per batch, with
-//!    `--gtest_output=xml:`. Unsharded, the first batch is the whole
-//!    listing, selected by the step's own filter (one process, as the
-//!    binary alone would run); later batches name their tests. When a process ends normally its XML judges the
-//!    batch. When it dies (a signal, `exit()`, a per-test timeout), the
-//!    progress lines judge the tests that finished, the test that was running
-//!    is an `error` (signal or exit code, with its output) or a timeout, and
-//!    the batch's other tests run again in a new process.
+//! 4. Named tests run in batches, one process per batch. When a process ends
+//!    normally its XML judges the batch. When it dies (a signal, `exit()`, a
+//!    per-test timeout), the progress lines judge the tests that finished,
+//!    the test that was running is an `error` (signal or exit code, with its
+//!    output) or a timeout, and the batch's other tests run again in a new
+//!    process.
 //!
 //! Every listed test ends with exactly one outcome.
 
@@ -69,29 +74,18 @@ pub async fn run(
     for bin in &binaries {
         // With several binaries, suites are named after their binary too.
         let prefix = (binaries.len() > 1).then(|| format!("{}/", basename(bin)));
-        let listed = match list(cx, g, bin).await? {
-            Ok(l) => l,
+        let ran = if whole_first(cx, g) {
+            run_whole(cx, g, bin, deadline, log).await?
+        } else {
+            run_listed(cx, g, bin, deadline, log).await?
+        };
+        let (mut done, timed_out) = match ran {
+            Ok(r) => r,
             Err(problem) => {
-                cases.push(Case {
-                    suite: basename(bin).to_string(),
-                    name: "(listing tests)".into(),
-                    param: None,
-                    verdict: Verdict::Error {
-                        kind: "listing".into(),
-                        message: problem,
-                    },
-                    time: None,
-                    output: String::new(),
-                    shard: 0,
-                });
+                cases.push(listing_error(bin, problem));
                 continue;
             }
         };
-        note(
-            log,
-            &format!("rocmatrix: {bin}: {} tests listed\n", listed.len()),
-        );
-        let (mut done, timed_out) = run_binary(cx, g, bin, &listed, deadline, log).await?;
         if let Some(spec) = cx.backtrace {
             super::backtrace::add(cx, spec, bin, &mut done).await;
         }
@@ -104,8 +98,7 @@ pub async fn run(
         cases.extend(done);
     }
     let path = cx.junit_dir.join("gtest.xml");
-    let (write_path, write_cases) = (path.clone(), cases.clone());
-    super::write_junit(write_path, "gtest", write_cases).await?;
+    let cases = super::write_junit(path.clone(), "gtest", cases).await?;
     Ok(SuiteOutcome {
         cases,
         junit: Some(path),
@@ -114,45 +107,187 @@ pub async fn run(
     })
 }
 
-/// Lists, shards and runs one binary's tests; returns them in listing order.
-async fn run_binary(
-    cx: &SuiteContext<'_>,
-    g: &Gtest,
-    bin: &str,
-    listed: &[Listed],
-    deadline: Instant,
-    log: &Log<'_>,
-) -> Result<(Vec<Case>, bool), SuiteError> {
-    let shards = cx.per_gpu.len().max(1);
-    // Unsharded, the first process runs the whole listing: the step's own
-    // filter names it exactly (the listing was made with it), so a suite of
-    // 30,000 tests runs as one process, as the binary alone would, and names
-    // are spelled out only for what is left after a crash. Not when the
-    // arguments ask for disabled tests: those are skipped, not run.
-    let whole = shards == 1
+/// A binary's tests in listing order and whether the step timed out, or why
+/// its tests could not be listed.
+type BinaryOutcome = Result<(Vec<Case>, bool), String>;
+
+/// Whether a binary first runs whole, by the step's own filter: unsharded,
+/// and not asked for disabled tests (those are skipped, not run, so the
+/// process must name the tests it runs).
+fn whole_first(cx: &SuiteContext<'_>, g: &Gtest) -> bool {
+    cx.per_gpu.len() <= 1
         && !g
             .args
             .iter()
-            .any(|a| a.starts_with("--gtest_also_run_disabled_tests"));
-    let mut parts: Vec<Vec<Listed>> = vec![Vec::new(); shards];
-    let mut results: HashMap<String, Case> = HashMap::new();
-    let mut k = 0usize;
+            .any(|a| a.starts_with("--gtest_also_run_disabled_tests"))
+}
+
+/// The outcome that stands for a binary whose tests could not be listed.
+fn listing_error(bin: &str, problem: String) -> Case {
+    Case {
+        suite: basename(bin).to_string(),
+        name: "(listing tests)".into(),
+        param: None,
+        verdict: Verdict::Error {
+            kind: "listing".into(),
+            message: problem,
+        },
+        time: None,
+        output: String::new(),
+        shard: 0,
+    }
+}
+
+/// The single shard of an unsharded step.
+fn unsharded(cx: &SuiteContext<'_>) -> Shard {
+    Shard {
+        number: 0,
+        of: 1,
+        env: cx
+            .env
+            .iter()
+            .chain(cx.per_gpu.first().into_iter().flatten())
+            .cloned()
+            .collect(),
+    }
+}
+
+/// Runs one binary whole, in one process by the step's own filter, as the
+/// binary alone would run. A complete report judges every test; when the
+/// process died, the tests are listed then, its progress lines judge what
+/// it reached, and the rest go on in batches.
+async fn run_whole(
+    cx: &SuiteContext<'_>,
+    g: &Gtest,
+    bin: &str,
+    deadline: Instant,
+    log: &Log<'_>,
+) -> Result<BinaryOutcome, SuiteError> {
+    let shard = unsharded(cx);
+    let xml = format!("{DIR}/{}-s0-b1.xml", cx.slug);
+    let pidfile = format!("{DIR}/{}-s0.pid", cx.slug);
+    note(
+        log,
+        &format!("rocmatrix: {bin}: process 1: every test the filter selects\n"),
+    );
+    let run = BatchRun {
+        cx,
+        g,
+        bin,
+        shard: &shard,
+        xml: &xml,
+        pidfile: &pidfile,
+        per_test: g.timeout_per_test.unwrap_or(cx.step_timeout),
+        deadline,
+    };
+    let ran = run.execute(None, log).await?;
+    if let Some(report) = ran.report {
+        let listing = listed_from_report(&report);
+        let (tests, mut cases) = split_disabled(listing.clone());
+        cases.extend(run.judge_by_xml(&tests, report, &ran.progress).cases);
+        note(
+            log,
+            &format!("rocmatrix: {bin}: {} tests reported\n", listing.len()),
+        );
+        return Ok(Ok((in_order(&listing, cases), false)));
+    }
+    let listed = match list(cx, g, bin).await? {
+        Ok(l) => l,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    note(
+        log,
+        &format!(
+            "rocmatrix: {bin}: {} tests listed, to go on after process 1\n",
+            listed.len()
+        ),
+    );
+    let (tests, mut cases) = split_disabled(listed.clone());
+    let judged = run.judge_by_progress(&tests, &ran.ended, &ran.progress);
+    cases.extend(judged.cases);
+    let timed_out = if judged.step_timed_out {
+        cases.extend(not_run(judged.rerun, 0));
+        true
+    } else {
+        if !judged.rerun.is_empty() {
+            note_rerun(log, &shard, judged.rerun.len());
+        }
+        let (more, t) = run_shard(cx, g, bin, (judged.rerun, 2), &shard, deadline, log).await?;
+        cases.extend(more);
+        t
+    };
+    Ok(Ok((in_order(&listed, cases), timed_out)))
+}
+
+/// The tests a report names, as a listing would name them.
+fn listed_from_report(report: &[Case]) -> Vec<Listed> {
+    report
+        .iter()
+        .map(|c| Listed {
+            suite: c.suite.clone(),
+            name: c.name.clone(),
+            param: c.param.clone(),
+        })
+        .collect()
+}
+
+/// Splits off the disabled tests, each skipped as googletest skips it.
+fn split_disabled(listed: Vec<Listed>) -> (Vec<Listed>, Vec<Case>) {
+    let mut run = Vec::with_capacity(listed.len());
+    let mut skipped = Vec::new();
     for t in listed {
         if t.is_disabled() {
-            results.insert(
-                t.full(),
-                case_of(
-                    t,
-                    Verdict::Skipped {
-                        message: "disabled (DISABLED_ prefix)".into(),
-                    },
-                    0,
-                ),
-            );
-            continue;
+            let message = "disabled (DISABLED_ prefix)".to_string();
+            skipped.push(case_of(&t, Verdict::Skipped { message }, 0));
+        } else {
+            run.push(t);
         }
-        parts[k % shards].push(t.clone());
-        k += 1;
+    }
+    (run, skipped)
+}
+
+/// The outcomes in `listing`'s order (one per listed test that has one).
+fn in_order(listing: &[Listed], cases: Vec<Case>) -> Vec<Case> {
+    let same = cases.len() == listing.len()
+        && listing
+            .iter()
+            .zip(&cases)
+            .all(|(t, c)| t.suite == c.suite && t.name == c.name);
+    if same {
+        return cases;
+    }
+    let mut by_name: HashMap<String, Case> = cases
+        .into_iter()
+        .map(|c| (format!("{}.{}", c.suite, c.name), c))
+        .collect();
+    listing
+        .iter()
+        .filter_map(|t| by_name.remove(&t.full()))
+        .collect()
+}
+
+/// Lists one binary's tests, shards them and runs each shard's tests by
+/// name; returns them in listing order.
+async fn run_listed(
+    cx: &SuiteContext<'_>,
+    g: &Gtest,
+    bin: &str,
+    deadline: Instant,
+    log: &Log<'_>,
+) -> Result<BinaryOutcome, SuiteError> {
+    let listed = match list(cx, g, bin).await? {
+        Ok(l) => l,
+        Err(problem) => return Ok(Err(problem)),
+    };
+    note(
+        log,
+        &format!("rocmatrix: {bin}: {} tests listed\n", listed.len()),
+    );
+    let shards = cx.per_gpu.len().max(1);
+    let (tests, mut cases) = split_disabled(listed.clone());
+    let mut parts: Vec<Vec<Listed>> = vec![Vec::new(); shards];
+    for (k, t) in tests.into_iter().enumerate() {
+        parts[k % shards].push(t);
     }
     let runs = parts.into_iter().enumerate().map(|(i, tests)| {
         let shard = Shard {
@@ -165,21 +300,15 @@ async fn run_binary(
                 .cloned()
                 .collect(),
         };
-        async move { run_shard(cx, g, bin, (tests, whole), &shard, deadline, log).await }
+        async move { run_shard(cx, g, bin, (tests, 1), &shard, deadline, log).await }
     });
     let mut timed_out = false;
     for r in futures_util::future::join_all(runs).await {
-        let (cases, t) = r?;
+        let (done, t) = r?;
         timed_out |= t;
-        for c in cases {
-            results.insert(format!("{}.{}", c.suite, c.name), c);
-        }
+        cases.extend(done);
     }
-    let ordered = listed
-        .iter()
-        .filter_map(|t| results.remove(&t.full()))
-        .collect();
-    Ok((ordered, timed_out))
+    Ok(Ok((in_order(&listed, cases), timed_out)))
 }
 
 /// One shard: its number (1-based; 0 when unsharded), and its variables.
@@ -199,41 +328,31 @@ impl Shard {
     }
 }
 
-/// Runs a shard's tests, a batch per process, until each has an outcome;
-/// with `whole`, the first batch is all of them, named by the step's filter.
+/// Runs a shard's `tests` by name, a batch per process (numbered from
+/// `first`), until each has an outcome.
 async fn run_shard(
     cx: &SuiteContext<'_>,
     g: &Gtest,
     bin: &str,
-    (tests, mut whole): (Vec<Listed>, bool),
+    (tests, first): (Vec<Listed>, usize),
     shard: &Shard,
     deadline: Instant,
     log: &Log<'_>,
 ) -> Result<(Vec<Case>, bool), SuiteError> {
     let mut remaining: VecDeque<Listed> = tests.into();
     let mut cases = Vec::new();
-    let mut batch_no = 0usize;
     let per_test = g.timeout_per_test.unwrap_or(cx.step_timeout);
-    cx.engine
-        .exec_capture(cx.container, &["mkdir", "-p", DIR])
-        .await?;
-    while !remaining.is_empty() {
+    let pidfile = format!("{DIR}/{}-s{}.pid", cx.slug, shard.number);
+    for batch_no in first.. {
+        if remaining.is_empty() {
+            break;
+        }
         if Instant::now() >= deadline {
-            for t in remaining.drain(..) {
-                let why = "not run: the step timed out".to_string();
-                cases.push(case_of(&t, Verdict::Skipped { message: why }, shard.number));
-            }
+            cases.extend(not_run(remaining.drain(..), shard.number));
             return Ok((cases, true));
         }
-        batch_no += 1;
-        let by_filter = std::mem::take(&mut whole);
-        let batch = if by_filter {
-            remaining.drain(..).collect()
-        } else {
-            take_batch(&mut remaining)
-        };
+        let batch = take_batch(&mut remaining);
         let xml = format!("{DIR}/{}-s{}-b{batch_no}.xml", cx.slug, shard.number);
-        let pidfile = format!("{DIR}/{}-s{}.pid", cx.slug, shard.number);
         note(
             log,
             &format!(
@@ -252,30 +371,43 @@ async fn run_shard(
             per_test,
             deadline,
         };
-        let judged = run.run(&batch, by_filter, log).await?;
-        let rerun = judged.rerun.len();
+        let judged = run.run(&batch, log).await?;
         cases.extend(judged.cases);
         if judged.step_timed_out {
-            for t in judged.rerun.into_iter().chain(remaining.drain(..)) {
-                let why = "not run: the step timed out".to_string();
-                cases.push(case_of(&t, Verdict::Skipped { message: why }, shard.number));
-            }
+            let left = judged.rerun.into_iter().chain(remaining.drain(..));
+            cases.extend(not_run(left, shard.number));
             return Ok((cases, true));
         }
-        if rerun > 0 {
-            note(
-                log,
-                &format!(
-                    "{}rocmatrix: {rerun} tests of this process did not run; continuing in a new process\n",
-                    shard.tag()
-                ),
-            );
+        if !judged.rerun.is_empty() {
+            note_rerun(log, shard, judged.rerun.len());
         }
         for t in judged.rerun.into_iter().rev() {
             remaining.push_front(t);
         }
     }
     Ok((cases, false))
+}
+
+/// Tests skipped because the step ran out of time before they ran.
+fn not_run(tests: impl IntoIterator<Item = Listed>, shard: usize) -> Vec<Case> {
+    tests
+        .into_iter()
+        .map(|t| {
+            let message = "not run: the step timed out".to_string();
+            case_of(&t, Verdict::Skipped { message }, shard)
+        })
+        .collect()
+}
+
+/// The log line for tests that go on in a new process.
+fn note_rerun(log: &Log<'_>, shard: &Shard, n: usize) {
+    note(
+        log,
+        &format!(
+            "{}rocmatrix: {n} tests of this process did not run; continuing in a new process\n",
+            shard.tag()
+        ),
+    );
 }
 
 /// Takes tests from the front of `remaining` while their names fit the filter.
@@ -320,6 +452,14 @@ struct BatchRun<'a> {
     deadline: Instant,
 }
 
+/// How one process ran.
+struct ProcessRun {
+    ended: Ended<Kill>,
+    progress: Progress,
+    /// Its report, when it ended normally and wrote a complete one.
+    report: Option<Vec<Case>>,
+}
+
 /// What one process decided.
 struct Judged {
     cases: Vec<Case>,
@@ -329,20 +469,30 @@ struct Judged {
 }
 
 impl BatchRun<'_> {
-    /// Runs `batch` in one process: named test by test, or, `by_filter`,
-    /// by the step's filter (the batch is then the whole listing).
-    async fn run(
+    /// Runs `batch` in one process that names each of its tests.
+    async fn run(&self, batch: &[Listed], log: &Log<'_>) -> Result<Judged, SuiteError> {
+        let ran = self.execute(Some(filter_arg(batch)), log).await?;
+        Ok(match ran.report {
+            Some(xml_cases) => self.judge_by_xml(batch, xml_cases, &ran.progress),
+            None => self.judge_by_progress(batch, &ran.ended, &ran.progress),
+        })
+    }
+
+    /// Runs the binary once with `filter` (else the step's own filter):
+    /// how it ended, its progress lines, and its report when it ended
+    /// normally and wrote a complete one.
+    async fn execute(
         &self,
-        batch: &[Listed],
-        by_filter: bool,
+        filter: Option<String>,
         log: &Log<'_>,
-    ) -> Result<Judged, SuiteError> {
+    ) -> Result<ProcessRun, SuiteError> {
         let mut argv = vec![self.bin.to_string()];
-        if !by_filter {
-            argv.push(filter_arg(batch));
-        } else if let Some(f) = &self.g.filter {
-            argv.push(format!("--gtest_filter={f}"));
-        }
+        argv.extend(filter.or_else(|| {
+            self.g
+                .filter
+                .as_ref()
+                .map(|f| format!("--gtest_filter={f}"))
+        }));
         argv.push(format!("--gtest_output=xml:{}", self.xml));
         argv.extend(self.g.args.iter().cloned());
         let progress = Mutex::new(Progress::default());
@@ -386,52 +536,78 @@ impl BatchRun<'_> {
         } else {
             None
         };
-        let judged = match report.as_deref().and_then(gtest_output::parse_xml) {
-            Some(xml_cases) => self.judge_by_xml(batch, xml_cases, &progress),
-            None => self.judge_by_progress(batch, &ended, &progress),
-        };
         if !normal {
             note(log, &format!("{tag}rocmatrix: {}\n", describe(&ended)));
         }
-        Ok(judged)
+        Ok(ProcessRun {
+            report: report.as_deref().and_then(gtest_output::parse_xml),
+            ended,
+            progress,
+        })
     }
 
     /// A process that ended normally: its XML judges every test.
     fn judge_by_xml(&self, batch: &[Listed], xml: Vec<Case>, progress: &Progress) -> Judged {
-        let mut by_name: HashMap<String, Case> = xml
-            .into_iter()
-            .map(|c| (format!("{}.{}", c.suite, c.name), c))
-            .collect();
-        let outputs: HashMap<&str, &str> = progress
-            .finished
-            .iter()
-            .map(|f| (f.full.as_str(), f.output.as_str()))
-            .collect();
+        // The report lists the batch in its own order: matched pairwise,
+        // names are compared, not hashed (by name only when they differ).
+        let in_step = xml.len() == batch.len()
+            && batch
+                .iter()
+                .zip(&xml)
+                .all(|(t, c)| t.suite == c.suite && t.name == c.name);
+        let mut by_name: HashMap<String, Case> = HashMap::new();
+        let mut pairwise = Vec::new();
+        if in_step {
+            pairwise = xml;
+        } else {
+            by_name = xml
+                .into_iter()
+                .map(|c| (format!("{}.{}", c.suite, c.name), c))
+                .collect();
+        }
+        let mut pairwise = pairwise.into_iter();
+        // What each test printed, looked up only for tests that did not pass.
+        let mut outputs: Option<HashMap<&str, &str>> = None;
         let cases = batch
             .iter()
-            .map(|t| match by_name.remove(&t.full()) {
-                Some(mut c) => {
-                    c.param = t.param.clone().or(c.param);
-                    c.shard = self.shard.number;
-                    let output = outputs.get(t.full().as_str()).copied().unwrap_or("");
-                    // A failure's text is usually all it printed: keep the
-                    // output only when it says more.
-                    let said = match &c.verdict {
-                        Verdict::Failed { text, .. } => text.trim() == output.trim(),
-                        _ => false,
-                    };
-                    if c.verdict != Verdict::Passed && !said {
-                        c.output = output.to_string();
-                    }
-                    c
+            .map(|t| {
+                let found = if in_step {
+                    pairwise.next()
+                } else {
+                    by_name.remove(&t.full())
+                };
+                let Some(mut c) = found else {
+                    return case_of(
+                        t,
+                        Verdict::Skipped {
+                            message: "listed, but not in googletest's report".into(),
+                        },
+                        self.shard.number,
+                    );
+                };
+                c.param = t.param.clone().or(c.param);
+                c.shard = self.shard.number;
+                if c.verdict == Verdict::Passed {
+                    return c;
                 }
-                None => case_of(
-                    t,
-                    Verdict::Skipped {
-                        message: "listed, but not in googletest's report".into(),
-                    },
-                    self.shard.number,
-                ),
+                let outputs = outputs.get_or_insert_with(|| {
+                    progress
+                        .finished
+                        .iter()
+                        .map(|f| (f.full.as_str(), f.output.as_str()))
+                        .collect()
+                });
+                let output = outputs.get(t.full().as_str()).copied().unwrap_or("");
+                // A failure's text is usually all it printed: keep the
+                // output only when it says more.
+                let said = match &c.verdict {
+                    Verdict::Failed { text, .. } => text.trim() == output.trim(),
+                    _ => false,
+                };
+                if !said {
+                    c.output = output.to_string();
+                }
+                c
             })
             .collect();
         Judged {
@@ -596,10 +772,11 @@ fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// The executables `glob` names in the container, in order.
+/// The executables `glob` names in the container, in order; makes the
+/// adapter's directory there in the same exec.
 async fn resolve(cx: &SuiteContext<'_>, glob: &str) -> Result<Vec<String>, SuiteError> {
     let script = format!(
-        "for f in {glob}; do if [ -f \"$f\" ] && [ -x \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done; true"
+        "mkdir -p {DIR}; for f in {glob}; do if [ -f \"$f\" ] && [ -x \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done; true"
     );
     let (_, out) = cx
         .engine

@@ -225,3 +225,64 @@ fn gtest_shards_over_two_gpus_each_process_seeing_only_its_own() {
     assert_ne!(one[0], two[0], "each shard has its own GPU: {log}");
     assert!(log.contains("hip=0"), "{log}");
 }
+
+#[test]
+fn gtest_suite_that_ends_normally_runs_as_one_process_without_a_listing() {
+    let test = "gtest_suite_that_ends_normally_runs_as_one_process_without_a_listing";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "quiet.yaml", &gtest_matrix("quiet.cc", "", ""));
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let log = std::fs::read_to_string(run.join("cells/bookworm/logs/02-tests.log")).unwrap();
+    // One process, by the step's filter, and its report: no listing.
+    assert!(log.contains("/work/t: 12 tests reported"), "{log}");
+    assert!(!log.contains("tests listed"), "{log}");
+    assert_eq!(log.matches("[==========] Running").count(), 1, "{log}");
+    let cell = cell_json(&run, "bookworm");
+    let junit = run
+        .join("cells/bookworm")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+    // Listing order, the disabled test in its place.
+    assert_eq!(
+        names,
+        [
+            "Basic.Passes",
+            "Basic.FailsAnAssertion",
+            "Basic.Skips",
+            "Basic.DISABLED_NeverRuns",
+            "Later.Passes",
+            "Typed/0.ZeroIsFalse",
+            "Typed/1.ZeroIsFalse",
+            "Values/Param.IsSmall/0",
+            "Values/Param.IsSmall/1",
+            "Values/Param.IsSmall/2",
+            "Strings/Text.IsNotEmpty/0",
+            "Strings/Text.IsNotEmpty/1",
+        ]
+    );
+    assert!(case(&all, "Basic.FailsAnAssertion").contains("GPU computed 6"));
+    assert!(case(&all, "Basic.Skips").contains("needs a feature this host lacks"));
+    assert!(case(&all, "Basic.DISABLED_NeverRuns").contains("disabled (DISABLED_ prefix)"));
+    // Parameters read as a listing writes them.
+    assert!(case(&all, "Typed/1.ZeroIsFalse").contains("TypeParam = double"));
+    let small = case(&all, "Values/Param.IsSmall/2");
+    assert!(
+        small.contains("<failure") && small.contains("GetParam() = 5"),
+        "{small}"
+    );
+    assert!(case(&all, "Strings/Text.IsNotEmpty/0").contains("xxx..."));
+    assert!(
+        case(&all, "Strings/Text.IsNotEmpty/1").contains(r#"GetParam() = &quot;two\nlines&quot;"#)
+    );
+}
