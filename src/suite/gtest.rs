@@ -498,11 +498,18 @@ impl BatchRun<'_> {
         let progress = Mutex::new(Progress::default());
         let tag = self.shard.tag();
         let mut sink = |bytes: &[u8]| {
-            let lines = progress
+            let mut text = String::new();
+            progress
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .feed(bytes);
-            write_lines(log, &tag, &lines);
+                .feed(bytes, |line| {
+                    text.push_str(&tag);
+                    text.push_str(line);
+                    text.push('\n');
+                });
+            if !text.is_empty() {
+                note(log, &text);
+            }
         };
         let watchdog = || {
             if Instant::now() >= self.deadline {
@@ -528,7 +535,7 @@ impl BatchRun<'_> {
         .await?;
         let mut progress = progress.into_inner().unwrap_or_else(|p| p.into_inner());
         if let Some(last) = progress.flush() {
-            write_lines(log, &tag, &[last]);
+            note(log, &format!("{tag}{last}\n"));
         }
         let normal = ended.killed.is_none() && matches!(ended.exit, Some(0 | 1));
         let report = if normal {
@@ -752,20 +759,6 @@ fn case_of(t: &Listed, verdict: Verdict, shard: usize) -> Case {
         output: String::new(),
         shard,
     }
-}
-
-/// Writes complete output lines to the log, tagged with the shard.
-fn write_lines(log: &Log<'_>, tag: &str, lines: &[String]) {
-    if lines.is_empty() {
-        return;
-    }
-    let mut text = String::new();
-    for l in lines {
-        text.push_str(tag);
-        text.push_str(l);
-        text.push('\n');
-    }
-    note(log, &text);
 }
 
 fn basename(path: &str) -> &str {
