@@ -43,6 +43,19 @@ const FILTER_BYTES: usize = 64 * 1024;
 const LIST_TIMEOUT: Duration = Duration::from_secs(600);
 /// Where the adapter's files live in the container.
 const DIR: &str = "/tmp/rocmatrix-gtest";
+/// At least how long a listing made after the step's deadline may take.
+const LATE_LIST: Duration = Duration::from_secs(30);
+
+/// Numbers the report files: googletest writes none when a process ends
+/// early, so a name must never be one an earlier process (of another
+/// binary, step or shard) may have left.
+static REPORTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A fresh report path for process `batch` of `shard`.
+fn report_path(cx: &SuiteContext<'_>, shard: &Shard, batch: usize) -> String {
+    let n = REPORTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{DIR}/{}-s{}-b{batch}-{n}.xml", cx.slug, shard.number)
+}
 
 /// Why the watchdog killed a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,31 +73,34 @@ pub async fn run(
     log: &Log<'_>,
 ) -> Result<SuiteOutcome, SuiteError> {
     let deadline = Instant::now() + cx.step_timeout;
-    let binaries = resolve(cx, &g.binary).await?;
+    let binaries = if whole_first(cx, g) && is_plain_path(&g.binary) {
+        // Nothing for a shell to expand: whether the file is there shows
+        // when it runs (exit 126 or 127), and only then is it looked for.
+        vec![g.binary.clone()]
+    } else {
+        resolve(cx, &g.binary).await?
+    };
     if binaries.is_empty() {
-        return Ok(SuiteOutcome {
-            cases: Vec::new(),
-            junit: None,
-            step_timed_out: false,
-            problem: Some(format!("no executable file matches `{}`", g.binary)),
-        });
+        return Ok(no_binary(g));
     }
     let mut cases = Vec::new();
     let mut step_timed_out = false;
     for bin in &binaries {
         // With several binaries, suites are named after their binary too.
         let prefix = (binaries.len() > 1).then(|| format!("{}/", basename(bin)));
-        let ran = if whole_first(cx, g) {
+        // A binary after the step's time ran out is listed, its tests not run.
+        let ran = if whole_first(cx, g) && Instant::now() < deadline {
             run_whole(cx, g, bin, deadline, log).await?
         } else {
             run_listed(cx, g, bin, deadline, log).await?
         };
         let (mut done, timed_out) = match ran {
-            Ok(r) => r,
-            Err(problem) => {
+            BinaryOutcome::Ran(done, timed_out) => (done, timed_out),
+            BinaryOutcome::Unlisted(problem) => {
                 cases.push(listing_error(bin, problem));
                 continue;
             }
+            BinaryOutcome::Missing => return Ok(no_binary(g)),
         };
         if let Some(spec) = cx.backtrace {
             super::backtrace::add(cx, spec, bin, &mut done).await;
@@ -107,9 +123,34 @@ pub async fn run(
     })
 }
 
-/// A binary's tests in listing order and whether the step timed out, or why
-/// its tests could not be listed.
-type BinaryOutcome = Result<(Vec<Case>, bool), String>;
+/// How one binary's tests went.
+enum BinaryOutcome {
+    /// Its tests in listing order, and whether the step timed out.
+    Ran(Vec<Case>, bool),
+    /// Why its tests could not be listed (with what it showed before that,
+    /// if anything ran: see [`run_whole`]).
+    Unlisted(String),
+    /// The plain path named no executable file.
+    Missing,
+}
+
+/// The step's outcome when its `binary` names no executable file.
+fn no_binary(g: &Gtest) -> SuiteOutcome {
+    SuiteOutcome {
+        cases: Vec::new(),
+        junit: None,
+        step_timed_out: false,
+        problem: Some(format!("no executable file matches `{}`", g.binary)),
+    }
+}
+
+/// Whether `binary` is a path with nothing for a shell to expand.
+fn is_plain_path(binary: &str) -> bool {
+    !binary.is_empty()
+        && binary
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-+".contains(&b))
+}
 
 /// Whether a binary first runs whole, by the step's own filter: unsharded,
 /// and not asked for disabled tests (those are skipped, not run, so the
@@ -164,7 +205,7 @@ async fn run_whole(
     log: &Log<'_>,
 ) -> Result<BinaryOutcome, SuiteError> {
     let shard = unsharded(cx);
-    let xml = format!("{DIR}/{}-s0-b1.xml", cx.slug);
+    let xml = report_path(cx, &shard, 1);
     let pidfile = format!("{DIR}/{}-s0.pid", cx.slug);
     note(
         log,
@@ -189,11 +230,29 @@ async fn run_whole(
             log,
             &format!("rocmatrix: {bin}: {} tests reported\n", listing.len()),
         );
-        return Ok(Ok((in_order(&listing, cases), false)));
+        return Ok(BinaryOutcome::Ran(in_order(&listing, cases), false));
     }
-    let listed = match list(cx, g, bin).await? {
+    let nothing_ran = ran.progress.finished.is_empty() && ran.progress.running.is_none();
+    if nothing_ran && ran.ended.killed.is_none() && matches!(ran.ended.exit, Some(126 | 127)) {
+        // The shell could not start it: is it there at all?
+        if resolve(cx, bin).await?.is_empty() {
+            return Ok(BinaryOutcome::Missing);
+        }
+    }
+    let listed = match list(cx, g, bin, deadline).await? {
         Ok(l) => l,
-        Err(problem) => return Ok(Err(problem)),
+        Err(problem) => {
+            // What process 1 showed stands; the tests it did not reach
+            // cannot be named.
+            let reached = reached_tests(&ran.progress);
+            let judged = run.judge_by_progress(&reached, &ran.ended, &ran.progress);
+            if judged.cases.is_empty() {
+                return Ok(BinaryOutcome::Unlisted(problem));
+            }
+            let mut cases = judged.cases;
+            cases.push(listing_error(bin, problem));
+            return Ok(BinaryOutcome::Ran(cases, judged.step_timed_out));
+        }
     };
     note(
         log,
@@ -216,7 +275,25 @@ async fn run_whole(
         cases.extend(more);
         t
     };
-    Ok(Ok((in_order(&listed, cases), timed_out)))
+    Ok(BinaryOutcome::Ran(in_order(&listed, cases), timed_out))
+}
+
+/// The tests a process's progress lines show finished or running, in order.
+fn reached_tests(progress: &Progress) -> Vec<Listed> {
+    let running = progress.running.as_ref().map(|(n, _)| n.as_str());
+    let names = progress.finished.iter().map(|f| f.full.as_str());
+    names
+        .chain(running)
+        .map(|full| {
+            // Suite and test names hold no `.`: the first one splits them.
+            let (suite, name) = full.split_once('.').unwrap_or((full, ""));
+            Listed {
+                suite: suite.to_string(),
+                name: name.to_string(),
+                param: None,
+            }
+        })
+        .collect()
 }
 
 /// The tests a report names, as a listing would name them.
@@ -275,9 +352,9 @@ async fn run_listed(
     deadline: Instant,
     log: &Log<'_>,
 ) -> Result<BinaryOutcome, SuiteError> {
-    let listed = match list(cx, g, bin).await? {
+    let listed = match list(cx, g, bin, deadline).await? {
         Ok(l) => l,
-        Err(problem) => return Ok(Err(problem)),
+        Err(problem) => return Ok(BinaryOutcome::Unlisted(problem)),
     };
     note(
         log,
@@ -308,7 +385,7 @@ async fn run_listed(
         timed_out |= t;
         cases.extend(done);
     }
-    Ok(Ok((in_order(&listed, cases), timed_out)))
+    Ok(BinaryOutcome::Ran(in_order(&listed, cases), timed_out))
 }
 
 /// One shard: its number (1-based; 0 when unsharded), and its variables.
@@ -352,7 +429,7 @@ async fn run_shard(
             return Ok((cases, true));
         }
         let batch = take_batch(&mut remaining);
-        let xml = format!("{DIR}/{}-s{}-b{batch_no}.xml", cx.slug, shard.number);
+        let xml = report_path(cx, shard, batch_no);
         note(
             log,
             &format!(
@@ -765,11 +842,10 @@ fn basename(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// The executables `glob` names in the container, in order; makes the
-/// adapter's directory there in the same exec.
+/// The executables `glob` names in the container, in order.
 async fn resolve(cx: &SuiteContext<'_>, glob: &str) -> Result<Vec<String>, SuiteError> {
     let script = format!(
-        "mkdir -p {DIR}; for f in {glob}; do if [ -f \"$f\" ] && [ -x \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done; true"
+        "for f in {glob}; do if [ -f \"$f\" ] && [ -x \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done; true"
     );
     let (_, out) = cx
         .engine
@@ -782,12 +858,20 @@ async fn resolve(cx: &SuiteContext<'_>, glob: &str) -> Result<Vec<String>, Suite
         .collect())
 }
 
-/// `--gtest_list_tests`: the tests, or why they could not be listed.
+/// `--gtest_list_tests`: the tests, or why they could not be listed. It may
+/// take the step's time left (at most [`LIST_TIMEOUT`]), and [`LATE_LIST`]
+/// when a listing comes after the step's deadline.
 async fn list(
     cx: &SuiteContext<'_>,
     g: &Gtest,
     bin: &str,
+    deadline: Instant,
 ) -> Result<Result<Vec<Listed>, String>, SuiteError> {
+    let limit = LIST_TIMEOUT.min(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(LATE_LIST),
+    );
     let mut argv = vec![bin.to_string(), "--gtest_list_tests".to_string()];
     if let Some(f) = &g.filter {
         argv.push(format!("--gtest_filter={f}"));
@@ -805,7 +889,7 @@ async fn list(
                     out.extend_from_slice(b);
                 }
             },
-            Some(LIST_TIMEOUT.min(cx.step_timeout)),
+            Some(limit),
         )
         .await?;
     let text = String::from_utf8_lossy(&out);
@@ -821,7 +905,7 @@ async fn list(
         )),
         ExecOutcome::TimedOut => Err(format!(
             "{bin} --gtest_list_tests did not finish in {} s",
-            LIST_TIMEOUT.min(cx.step_timeout).as_secs()
+            limit.as_secs()
         )),
     })
 }

@@ -130,8 +130,10 @@ fn suite_start(name: &str, counts: &Counts) -> std::io::Result<String> {
 /// A passing case whose strings need no cleaning, written directly; false
 /// when the case is not one.
 fn push_plain(out: &mut String, case: &Case) -> bool {
+    // quick-junit writes an empty classname; push_passing_case leaves it out.
     let plain = case.verdict == Verdict::Passed
         && case.output.is_empty()
+        && !case.suite.is_empty()
         && is_plain(&case.name)
         && is_plain(&case.suite)
         && case.param.as_deref().is_none_or(is_plain);
@@ -284,6 +286,7 @@ mod tests {
             case("Odd\u{7}Suite", "näme<&>\"'", Verdict::Passed),
             case("Timed", "Slow", Verdict::Passed),
             case("Timed", "Zero", Verdict::Passed),
+            case("", "NoSuite", Verdict::Passed),
         ];
         cases[2].output = "about to dereference\n\u{1b}[1mbold\u{1b}[0m\u{0}".into();
         cases[5].param = Some("GetParam() = 1".into());

@@ -35,13 +35,19 @@ pub async fn run_watched<K: Clone>(
     output: &mut (dyn FnMut(&[u8]) + Send),
     watchdog: &(dyn Fn() -> Option<K> + Sync),
 ) -> Result<Ended<K>, EngineError> {
+    let dir = match pidfile.rsplit_once('/') {
+        Some(("", _)) => "/",
+        Some((d, _)) => d,
+        None => ".",
+    };
     let mut cmd = vec![
         "sh".to_string(),
         "-c".into(),
         // One pipe for both streams: a test's stderr lands between its
         // progress lines in the order the process wrote it (two pipes give
         // no order, and a message printed before a crash could be lost).
-        format!("echo $$ > '{pidfile}' && exec \"$@\" 2>&1"),
+        // The pid file's directory is made here, not by an exec of its own.
+        format!("mkdir -p '{dir}' && echo $$ > '{pidfile}' && exec \"$@\" 2>&1"),
         "sh".into(),
     ];
     cmd.extend(argv.iter().cloned());

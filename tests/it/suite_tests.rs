@@ -235,7 +235,14 @@ fn gtest_suite_that_ends_normally_runs_as_one_process_without_a_listing() {
     let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
     bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
-    let m = write(dir.path(), "quiet.yaml", &gtest_matrix("quiet.cc", "", ""));
+    // A second step names a binary that is not there.
+    let missing =
+        "    continue_on_error: true\n  - name: missing\n    gtest:\n      binary: /work/missing\n";
+    let m = write(
+        dir.path(),
+        "quiet.yaml",
+        &gtest_matrix("quiet.cc", missing, ""),
+    );
     let o = Rocmatrix::run_matrix(&m)
         .progress_plain()
         .out(dir.path().join("out"))
@@ -284,5 +291,11 @@ fn gtest_suite_that_ends_normally_runs_as_one_process_without_a_listing() {
     assert!(case(&all, "Strings/Text.IsNotEmpty/0").contains("xxx..."));
     assert!(
         case(&all, "Strings/Text.IsNotEmpty/1").contains(r#"GetParam() = &quot;two\nlines&quot;"#)
+    );
+    let gone = &cell["steps"][2];
+    assert_eq!(gone["status"], "failed", "{cell:#}");
+    assert_eq!(
+        gone["reason"], "no executable file matches `/work/missing`",
+        "{cell:#}"
     );
 }
