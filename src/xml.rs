@@ -16,6 +16,29 @@ use std::time::Duration;
 
 /// How quick-junit indents a test case (a child of `<testsuite>`).
 pub const CASE_START: &str = "\n        <testcase ";
+/// How quick-junit closes a suite.
+pub const SUITE_END: &str = "\n    </testsuite>";
+
+/// quick-junit's text of `report`, with line breaks in attributes kept.
+pub fn quick_junit_text(report: &quick_junit::Report) -> std::io::Result<String> {
+    let text = report
+        .to_string()
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(keep_attribute_whitespace(&text).into_owned())
+}
+
+/// One test case as quick-junit writes it inside a suite (from its
+/// [`CASE_START`] on).
+pub fn quick_junit_case(case: quick_junit::TestCase) -> std::io::Result<String> {
+    let mut suite = quick_junit::TestSuite::new("");
+    suite.add_test_case(case);
+    let mut report = quick_junit::Report::new("");
+    report.add_test_suite(suite);
+    let xml = quick_junit_text(&report)?;
+    let start = xml.find(CASE_START).unwrap_or(0);
+    let end = xml.rfind(SUITE_END).unwrap_or(xml.len());
+    Ok(xml[start..end.max(start)].to_string())
+}
 
 /// Whether quick-junit would write `s` unchanged (no escapes or controls to strip).
 pub fn is_plain(s: &str) -> bool {

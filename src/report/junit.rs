@@ -34,7 +34,7 @@ use crate::results::collect::Sink;
 use crate::results::junit::{clip, Case, Rerun};
 use crate::results::source::CellSource;
 use crate::results::{CellResult, TestStatus};
-use crate::xml::CASE_START;
+use crate::xml::SUITE_END;
 
 /// Test cases per `<testsuite>` element before a suite is split.
 pub const CHUNK: usize = 2000;
@@ -157,14 +157,8 @@ impl JunitWriter {
     /// Adds a test case with a status (or an unusual name) via quick-junit.
     fn add(&mut self, tc: TestCase, kind: Counted, time: Option<f64>) {
         self.open_chunk();
-        let mut suite = TestSuite::new("");
-        suite.add_test_case(tc);
-        match render(suite) {
-            Ok(xml) => {
-                let start = xml.find(CASE_START).unwrap_or(0);
-                let end = xml.rfind(SUITE_END).unwrap_or(xml.len());
-                self.chunk.push_str(&xml[start..end.max(start)]);
-            }
+        match crate::xml::quick_junit_case(tc) {
+            Ok(xml) => self.chunk.push_str(&xml),
             Err(e) => self.error = Some(e),
         }
         self.count(kind, time);
@@ -248,18 +242,12 @@ struct ChunkCounts {
     time: f64,
 }
 
-/// How quick-junit closes a suite.
-const SUITE_END: &str = "\n    </testsuite>";
-
 /// Renders one suite with quick-junit, without the declaration and the
 /// `<testsuites>` wrapper.
 fn render(suite: TestSuite) -> std::io::Result<String> {
     let mut report = Report::new("");
     report.add_test_suite(suite);
-    let xml = report
-        .to_string()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let xml = crate::xml::keep_attribute_whitespace(&xml).into_owned();
+    let xml = crate::xml::quick_junit_text(&report)?;
     let start = xml
         .find("<testsuites")
         .and_then(|i| xml[i..].find('>').map(|j| i + j + 1))
@@ -423,6 +411,7 @@ impl Sink for JunitWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::xml::CASE_START;
 
     #[test]
     fn plain_cases_are_written_as_quick_junit_writes_them() {

@@ -18,10 +18,7 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::{Case, Verdict};
-use crate::xml::{is_plain, push_passing_case, CASE_START};
-
-/// How quick-junit closes a suite.
-const SUITE_END: &str = "\n    </testsuite>";
+use crate::xml::{is_plain, push_passing_case, quick_junit_case, quick_junit_text, SUITE_END};
 
 /// Writes `cases` as a JUnit report named `name` to `path`.
 pub fn write(path: &Path, name: &str, cases: &[Case]) -> std::io::Result<()> {
@@ -48,7 +45,7 @@ fn render(name: &str, cases: &[Case]) -> std::io::Result<String> {
         for case in members {
             counts.add(&case.verdict);
             if !push_plain(&mut text, case) {
-                text.push_str(&quick_junit_case(case)?);
+                text.push_str(&quick_junit_case(test_case(case))?);
             }
         }
         body.push_str(&suite_start(suite, &counts)?);
@@ -58,14 +55,14 @@ fn render(name: &str, cases: &[Case]) -> std::io::Result<String> {
     }
     if suites.is_empty() {
         // quick-junit writes a report without suites as an empty element.
-        return to_xml(Report::new(name));
+        return quick_junit_text(&Report::new(name));
     }
     let mut root = Report::new(name);
     let mut head = TestSuite::new("");
     (head.tests, head.skipped, head.failures, head.errors) =
         (total.tests, total.skipped, total.failures, total.errors);
     root.add_test_suite(head);
-    let shell = to_xml(root)?;
+    let shell = quick_junit_text(&root)?;
     // quick-junit's root element with these totals; the suites go inside.
     let open = shell
         .find("<testsuites")
@@ -121,7 +118,7 @@ fn suite_start(name: &str, counts: &Counts) -> std::io::Result<String> {
         (counts.tests, counts.skipped, counts.failures, counts.errors);
     let mut report = Report::new("");
     report.add_test_suite(suite);
-    let xml = to_xml(report)?;
+    let xml = quick_junit_text(&report)?;
     let start = xml.find("\n    <testsuite").unwrap_or(0);
     let end = xml[start..].find("/>").map_or(xml.len(), |i| start + i);
     Ok(format!("{}>", &xml[start..end]))
@@ -150,26 +147,6 @@ fn push_plain(out: &mut String, case: &Case) -> bool {
     }
     push_passing_case(out, &case.name, &case.suite, case.time, &properties);
     true
-}
-
-/// One case as quick-junit writes it inside a suite.
-fn quick_junit_case(case: &Case) -> std::io::Result<String> {
-    let mut suite = TestSuite::new("");
-    suite.add_test_case(test_case(case));
-    let mut report = Report::new("");
-    report.add_test_suite(suite);
-    let xml = to_xml(report)?;
-    let start = xml.find(CASE_START).unwrap_or(0);
-    let end = xml.rfind(SUITE_END).unwrap_or(xml.len());
-    Ok(xml[start..end.max(start)].to_string())
-}
-
-/// quick-junit's text of `report`, with line breaks in attributes kept.
-fn to_xml(report: Report) -> std::io::Result<String> {
-    let text = report
-        .to_string()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(crate::xml::keep_attribute_whitespace(&text).into_owned())
 }
 
 fn test_case(case: &Case) -> TestCase {
@@ -238,7 +215,7 @@ mod tests {
             suites[at].add_test_case(test_case(case));
         }
         report.add_test_suites(suites);
-        to_xml(report).unwrap()
+        quick_junit_text(&report).unwrap()
     }
 
     fn case(suite: &str, name: &str, verdict: Verdict) -> Case {
