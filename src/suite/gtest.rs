@@ -179,20 +179,6 @@ fn listing_error(bin: &str, problem: String) -> Case {
     }
 }
 
-/// The single shard of an unsharded step.
-fn unsharded(cx: &SuiteContext<'_>) -> Shard {
-    Shard {
-        number: 0,
-        of: 1,
-        env: cx
-            .env
-            .iter()
-            .chain(cx.per_gpu.first().into_iter().flatten())
-            .cloned()
-            .collect(),
-    }
-}
-
 /// Runs one binary whole, in one process by the step's own filter, as the
 /// binary alone would run. A complete report judges every test; when the
 /// process died, the tests are listed then, its progress lines judge what
@@ -204,7 +190,7 @@ async fn run_whole(
     deadline: Instant,
     log: &Log<'_>,
 ) -> Result<BinaryOutcome, SuiteError> {
-    let shard = unsharded(cx);
+    let shard = Shard::new(cx, 0, 1);
     let xml = report_path(cx, &shard, 1);
     let pidfile = format!("{DIR}/{}-s0.pid", cx.slug);
     note(
@@ -325,12 +311,7 @@ fn split_disabled(listed: Vec<Listed>) -> (Vec<Listed>, Vec<Case>) {
 
 /// The outcomes in `listing`'s order (one per listed test that has one).
 fn in_order(listing: &[Listed], cases: Vec<Case>) -> Vec<Case> {
-    let same = cases.len() == listing.len()
-        && listing
-            .iter()
-            .zip(&cases)
-            .all(|(t, c)| t.suite == c.suite && t.name == c.name);
-    if same {
+    if same_tests(listing, &cases) {
         return cases;
     }
     let mut by_name: HashMap<String, Case> = cases
@@ -341,6 +322,15 @@ fn in_order(listing: &[Listed], cases: Vec<Case>) -> Vec<Case> {
         .iter()
         .filter_map(|t| by_name.remove(&t.full()))
         .collect()
+}
+
+/// Whether `cases` are the tests of `listing`, one each, in its order.
+fn same_tests(listing: &[Listed], cases: &[Case]) -> bool {
+    cases.len() == listing.len()
+        && listing
+            .iter()
+            .zip(cases)
+            .all(|(t, c)| t.suite == c.suite && t.name == c.name)
 }
 
 /// Lists one binary's tests, shards them and runs each shard's tests by
@@ -367,16 +357,7 @@ async fn run_listed(
         parts[k % shards].push(t);
     }
     let runs = parts.into_iter().enumerate().map(|(i, tests)| {
-        let shard = Shard {
-            number: if shards > 1 { i + 1 } else { 0 },
-            of: shards,
-            env: cx
-                .env
-                .iter()
-                .chain(cx.per_gpu.get(i).into_iter().flatten())
-                .cloned()
-                .collect(),
-        };
+        let shard = Shard::new(cx, i, shards);
         async move { run_shard(cx, g, bin, (tests, 1), &shard, deadline, log).await }
     });
     let mut timed_out = false;
@@ -396,6 +377,20 @@ struct Shard {
 }
 
 impl Shard {
+    /// Shard `i` (from 0) of `of`, with the step's variables and its GPU's.
+    fn new(cx: &SuiteContext<'_>, i: usize, of: usize) -> Shard {
+        Shard {
+            number: if of > 1 { i + 1 } else { 0 },
+            of,
+            env: cx
+                .env
+                .iter()
+                .chain(cx.per_gpu.get(i).into_iter().flatten())
+                .cloned()
+                .collect(),
+        }
+    }
+
     fn tag(&self) -> String {
         if self.number == 0 {
             String::new()
@@ -634,11 +629,7 @@ impl BatchRun<'_> {
     fn judge_by_xml(&self, batch: &[Listed], xml: Vec<Case>, progress: &Progress) -> Judged {
         // The report lists the batch in its own order: matched pairwise,
         // names are compared, not hashed (by name only when they differ).
-        let in_step = xml.len() == batch.len()
-            && batch
-                .iter()
-                .zip(&xml)
-                .all(|(t, c)| t.suite == c.suite && t.name == c.name);
+        let in_step = same_tests(batch, &xml);
         let mut by_name: HashMap<String, Case> = HashMap::new();
         let mut pairwise = Vec::new();
         if in_step {
