@@ -30,8 +30,7 @@ use std::time::{Duration, Instant};
 use super::gtest_output::{self, LineEnd, Listed, Progress};
 use super::process::{self, Ended};
 use super::{
-    note, read_file, signal_name, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict,
-    MAX_READ,
+    note, signal_name, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict, MAX_READ,
 };
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Gtest;
@@ -595,12 +594,15 @@ impl BatchRun<'_> {
                 _ => None,
             }
         };
-        let ended = process::run_watched(
+        let mut ended = process::run_watched(
             self.cx.engine,
             self.cx.container,
-            &argv,
-            self.shard.env.clone(),
-            self.pidfile,
+            process::Process {
+                argv: &argv,
+                env: self.shard.env.clone(),
+                pidfile: self.pidfile,
+                then_read: Some((self.xml, MAX_READ)),
+            },
             &mut sink,
             &watchdog,
         )
@@ -610,10 +612,13 @@ impl BatchRun<'_> {
             note(log, &format!("{tag}{last}\n"));
         }
         let normal = ended.killed.is_none() && matches!(ended.exit, Some(0 | 1));
-        let report = if normal {
-            read_file(self.cx, self.xml).await?
-        } else {
-            None
+        // The report came back behind the output, in the same exec.
+        let report = match ended.file.take() {
+            Some(bytes) if normal => Some(
+                String::from_utf8(bytes)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+            ),
+            _ => None,
         };
         if !normal {
             note(log, &format!("{tag}rocmatrix: {}\n", describe(&ended)));

@@ -17,6 +17,7 @@ pub mod gtest;
 pub mod gtest_output;
 mod junit_out;
 mod process;
+mod trailer;
 
 use std::path::PathBuf;
 use std::time::Duration;
