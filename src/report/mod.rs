@@ -187,28 +187,62 @@ pub fn build(
         Some(n) => collect(source, Limits::default(), &mut Both(junit.sink(), n)),
         None => collect(source, Limits::default(), junit.sink()),
     };
-    let junit_written = junit.finish(out)?;
-    let junit_bytes = junit_written.bytes;
-    let mut regressions = base.as_ref().map(|b| {
+    // junit.xml is finished (its body copied in behind the totals) on a
+    // thread of its own while the comparison and the other outputs are
+    // made: the readers' core is idle by then.
+    std::thread::scope(|scope| {
+        let junit_done = scope.spawn(|| junit.finish(out));
+        let compared =
+            compare_and_write(&mut results, base.as_ref(), baseline, names.as_ref(), out);
+        let junit_written = junit_done
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+        let regressions = compared?;
+        Ok(summarise(source, &results, regressions, junit_written, out))
+    })
+}
+
+/// Compares `results` with the baseline `base` (read from `baseline`), if
+/// any, and writes results.json, summary.md, index.html and the cell pages.
+fn compare_and_write(
+    results: &mut Results,
+    base: Option<&Results>,
+    baseline: Option<&Path>,
+    names: Option<&NameCatcher>,
+    out: &Path,
+) -> Result<Option<Regressions>, ReportError> {
+    let mut regressions = base.map(|b| {
         let label = baseline
             .map(|p| p.display().to_string())
             .unwrap_or_default();
-        regress::compare(&results, b, &label, names.as_ref())
+        regress::compare(results, b, &label, names)
     });
-    if let (Some(reg), Some(b)) = (regressions.as_mut(), base.as_ref()) {
-        reg.signatures = regress::compare_signatures(&mut results, b);
+    if let (Some(reg), Some(b)) = (regressions.as_mut(), base) {
+        reg.signatures = regress::compare_signatures(results, b);
     }
     // Tests that passed in a baseline run and are gone are known by hash
     // only; when the baseline is a run whose JUnit files are still there,
     // read it once more to name them.
-    if let (Some(reg), Some(b), Some(path)) = (regressions.as_mut(), base.as_ref(), baseline) {
-        let wanted = regress::unnamed_removed(&results, b);
+    if let (Some(reg), Some(b), Some(path)) = (regressions.as_mut(), base, baseline) {
+        let wanted = regress::unnamed_removed(results, b);
         if !wanted.is_empty() && path.join("plan.json").is_file() {
             let mut catcher = regress::RemovedNames::new(wanted);
             collect(&Source::run(path)?, Limits::default(), &mut catcher);
             reg.add_named_removed(catcher.found);
         }
     }
+    write_outputs(results, regressions.as_ref(), out)?;
+    Ok(regressions)
+}
+
+/// What a report run says on the terminal.
+fn summarise(
+    source: &Source,
+    results: &Results,
+    regressions: Option<Regressions>,
+    junit_written: junit_files::Written,
+    out: &Path,
+) -> ReportSummary {
     let mut warnings = Vec::new();
     if junit_written.largest > junit::GITLAB_LIMIT {
         let (file, hint) = match source.report.junit {
@@ -223,11 +257,10 @@ pub fn build(
             results.totals().total(),
         ));
     }
-    write_outputs(&results, regressions.as_ref(), out)?;
     let mut changes: Vec<String> = regressions
         .as_ref()
         .map(|r| {
-            let mut v = changes_view::terminal_lines(&changes_view::environments(&results, r));
+            let mut v = changes_view::terminal_lines(&changes_view::environments(results, r));
             v.extend(r.coverage.iter().map(|c| c.line()));
             v
         })
@@ -235,7 +268,7 @@ pub fn build(
     changes.extend(results.coverage_changes.iter().map(|c| c.line()));
     let coverage_regressions =
         crate::results::coverage_changes::regressions(&results.coverage_changes);
-    Ok(ReportSummary {
+    ReportSummary {
         coverage_regressions,
         changes,
         dir: out.to_path_buf(),
@@ -243,9 +276,9 @@ pub fn build(
         failing_cells: results.failing_cells(),
         totals: results.totals(),
         regressions: regressions.as_ref().map(Regressions::regression_count),
-        junit_bytes,
+        junit_bytes: junit_written.bytes,
         warnings,
-    })
+    }
 }
 
 /// Writes results.json, summary.md and index.html for already collected results.
@@ -254,7 +287,22 @@ pub fn write_outputs(
     reg: Option<&Regressions>,
     out: &Path,
 ) -> Result<(), ReportError> {
-    write_json(results, reg, &out.join("results.json"))?;
+    // results.json (the whole model) is written beside the pages.
+    std::thread::scope(|scope| {
+        let json = scope.spawn(|| write_json(results, reg, &out.join("results.json")));
+        let pages = write_pages(results, reg, out);
+        json.join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+        pages
+    })
+}
+
+/// Writes summary.md, index.html and the cell pages.
+fn write_pages(
+    results: &Results,
+    reg: Option<&Regressions>,
+    out: &Path,
+) -> Result<(), ReportError> {
     write_atomic(
         &out.join("summary.md"),
         render_summary(results, reg)?.as_bytes(),
