@@ -12,8 +12,10 @@
 //!   Chromium answers with index.html's DOM (`--dump-dom`), against an empty
 //!   page opened the same way (the browser's own start), median of 5 each.
 //!
-//! Each runs in its own process under `/usr/bin/time -v` for wall time and
-//! peak memory. Run with `cargo bench --bench ingest`; set
+//! Each runs in its own process under `/usr/bin/time -v` for its peak
+//! memory, timed by this process; the rocmatrix rows run
+//! `ROCMATRIX_BENCH_ROUNDS` times each (default 5), interleaved, and the
+//! median counts. Run with `cargo bench --bench ingest`; set
 //! `ROCMATRIX_BENCH_DIR` to keep the generated files somewhere else, and
 //! `ROCMATRIX_BENCH_SKIP_JUNITPARSER=1` to skip the (slow) Python reference.
 
@@ -238,19 +240,37 @@ fn browser_open(report: &Path) {
     );
 }
 
-/// Seconds of `/usr/bin/time`'s `h:mm:ss` or `m:ss.ss`.
-fn seconds(wall: &str) -> Option<f64> {
-    wall.split(':').try_fold(0.0, |acc, part| {
-        Some(acc * 60.0 + part.parse::<f64>().ok()?)
-    })
-}
-
 struct Measure {
-    wall: String,
+    /// Wall seconds, timed around the child by this process (`/usr/bin/time`
+    /// rounds to 10 ms, a fifth of the floor's spread).
+    wall: f64,
     rss_kib: u64,
 }
 
-fn timed(cmd: &mut Command) -> Option<Measure> {
+/// How many times each rocmatrix row runs (interleaved); the median counts.
+fn rounds() -> usize {
+    std::env::var("ROCMATRIX_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(5)
+}
+
+/// The median wall and the largest peak of `runs`.
+fn median(mut runs: Vec<Measure>) -> Option<Measure> {
+    if runs.is_empty() {
+        return None;
+    }
+    runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+    let rss_kib = runs.iter().map(|m| m.rss_kib).max().unwrap_or(0);
+    Some(Measure {
+        wall: runs[runs.len() / 2].wall,
+        rss_kib,
+    })
+}
+
+fn timed(cmd: &mut Command, quiet: bool) -> Option<Measure> {
+    let t0 = Instant::now();
     let out = match cmd.output() {
         Ok(o) => o,
         Err(e) => {
@@ -262,17 +282,16 @@ fn timed(cmd: &mut Command) -> Option<Measure> {
         eprintln!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         return None;
     }
-    print!("{}", String::from_utf8_lossy(&out.stdout));
-    let mut wall = String::new();
+    let wall = t0.elapsed().as_secs_f64();
+    if !quiet {
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
     let mut rss_kib = 0;
     for line in BufReader::new(&out.stderr[..])
         .lines()
         .map_while(Result::ok)
     {
         let l = line.trim();
-        if let Some(v) = l.strip_prefix("Elapsed (wall clock) time (h:mm:ss or m:ss): ") {
-            wall = v.to_string();
-        }
         if let Some(v) = l.strip_prefix("Maximum resident set size (kbytes): ") {
             rss_kib = v.parse().unwrap_or(0);
         }
@@ -305,16 +324,22 @@ fn main() {
     let me = std::env::current_exe().expect("current exe");
     let out = std::env::temp_dir().join("rocmatrix-bench-out");
     let mut rows: Vec<(String, Measure)> = Vec::new();
-    for mode in ["tokenize", "merge", "signatures", "report"] {
-        let mut cmd = Command::new("/usr/bin/time");
-        cmd.arg("-v")
-            .arg(&me)
-            .args(["--child", mode])
-            .arg(&dir)
-            .arg(out.join(mode));
-        if let Some(m) = timed(&mut cmd) {
-            rows.push((mode.to_string(), m));
+    let modes = ["tokenize", "merge", "signatures", "report"];
+    let mut runs: Vec<Vec<Measure>> = modes.iter().map(|_| Vec::new()).collect();
+    // Interleaved, so that the machine's drift hits every row alike.
+    for round in 0..rounds() {
+        for (mode, runs) in modes.iter().zip(&mut runs) {
+            let mut cmd = Command::new("/usr/bin/time");
+            cmd.arg("-v")
+                .arg(&me)
+                .args(["--child", mode])
+                .arg(&dir)
+                .arg(out.join(mode));
+            runs.extend(timed(&mut cmd, round > 0));
         }
+    }
+    for (mode, runs) in modes.iter().zip(runs) {
+        rows.extend(median(runs).map(|m| (mode.to_string(), m)));
     }
     if std::env::var_os("ROCMATRIX_BENCH_SKIP_JUNITPARSER").is_none() {
         let _ = std::fs::create_dir_all(&out);
@@ -322,7 +347,7 @@ fn main() {
         cmd.args(["-v", "junitparser", "merge", "--glob"])
             .arg(format!("{}/cell*/*.xml", dir.display()))
             .arg(out.join("junitparser.xml"));
-        if let Some(m) = timed(&mut cmd) {
+        if let Some(m) = timed(&mut cmd, false) {
             rows.push(("junitparser merge".to_string(), m));
         }
     }
@@ -332,20 +357,24 @@ fn main() {
     let floor = rows
         .iter()
         .find(|(n, _)| n == "tokenize")
-        .and_then(|(_, m)| seconds(&m.wall));
+        .map(|(_, m)| m.wall);
     let _ = writeln!(
         stdout,
-        "\n{:<20} {:>12} {:>14} {:>12}",
-        "what", "wall", "peak RSS", "× tokenize"
+        "\n{:<20} {:>12} {:>14} {:>12}   (median of {} runs each; junitparser once)",
+        "what",
+        "wall",
+        "peak RSS",
+        "× tokenize",
+        rounds()
     );
     for (name, m) in &rows {
-        let ratio = match (seconds(&m.wall), floor) {
-            (Some(w), Some(f)) if f > 0.0 => format!("{:.1}×", w / f),
+        let ratio = match floor {
+            Some(f) if f > 0.0 => format!("{:.1}×", m.wall / f),
             _ => String::new(),
         };
         let _ = writeln!(
             stdout,
-            "{:<20} {:>12} {:>10.1} MiB {:>12}",
+            "{:<20} {:>11.3}s {:>10.1} MiB {:>12}",
             name,
             m.wall,
             m.rss_kib as f64 / 1024.0,
