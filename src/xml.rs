@@ -8,8 +8,9 @@
 //!
 //! quick-junit also cleans every string of ANSI escapes through a terminal
 //! parser, which costs more than everything else for names that contain
-//! nothing to clean: [`push_passing_case`] writes a passing test case with
-//! printable-ASCII strings byte for byte as quick-junit would.
+//! nothing to clean: [`push_passing_case`] and [`push_failing_case`] write
+//! a passing or plainly failing test case with printable-ASCII strings byte
+//! for byte as quick-junit would.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -45,6 +46,12 @@ pub fn is_plain(s: &str) -> bool {
     s.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
 
+/// Whether quick-junit would write `s` unchanged as text (printable ASCII
+/// and line breaks: nothing to strip, only `&`, `<`, `>` and quotes to escape).
+pub fn is_plain_text(s: &str) -> bool {
+    s.bytes().all(|b| b == b'\n' || (0x20..0x7f).contains(&b))
+}
+
 /// Appends a passing `<testcase>` (its properties as `(name, value)`) the
 /// way quick-junit writes it; every string must be [`is_plain`].
 pub fn push_passing_case(
@@ -54,6 +61,67 @@ pub fn push_passing_case(
     time: Option<f64>,
     properties: &[(&str, &str)],
 ) {
+    push_case_tag(c, name, classname, time);
+    if properties.is_empty() {
+        c.push_str("/>");
+        return;
+    }
+    c.push_str(">\n            <properties>");
+    for (k, v) in properties {
+        c.push_str("\n                <property name=\"");
+        c.push_str(&quick_xml::escape::escape(*k));
+        c.push_str("\" value=\"");
+        c.push_str(&quick_xml::escape::escape(*v));
+        c.push_str("\"/>");
+    }
+    c.push_str("\n            </properties>\n        </testcase>");
+}
+
+/// Appends a `<testcase>` with one `<failure>` or `<error>` (`tag`) and no
+/// reruns, properties or outputs, the way quick-junit writes it (with
+/// [`keep_attribute_whitespace`]); `name`, `classname` and `kind` must be
+/// [`is_plain`], `message` and `description` [`is_plain_text`].
+pub fn push_failing_case(
+    c: &mut String,
+    (name, classname, time): (&str, &str, Option<f64>),
+    tag: &str,
+    message: Option<&str>,
+    kind: Option<&str>,
+    description: Option<&str>,
+) {
+    push_case_tag(c, name, classname, time);
+    c.push_str(">\n            <");
+    c.push_str(tag);
+    for (attribute, value) in [("message", message), ("type", kind)] {
+        if let Some(v) = value {
+            c.push(' ');
+            c.push_str(attribute);
+            c.push_str("=\"");
+            // Line breaks as keep_attribute_whitespace writes them.
+            for (i, line) in quick_xml::escape::escape(v).split('\n').enumerate() {
+                if i > 0 {
+                    c.push_str("&#10;");
+                }
+                c.push_str(line);
+            }
+            c.push('"');
+        }
+    }
+    match description {
+        Some(d) => {
+            c.push('>');
+            c.push_str(&quick_xml::escape::escape(d));
+            c.push_str("</");
+            c.push_str(tag);
+            c.push('>');
+        }
+        None => c.push_str("/>"),
+    }
+    c.push_str("\n        </testcase>");
+}
+
+/// Appends a `<testcase` start tag's name, classname and time, unclosed.
+fn push_case_tag(c: &mut String, name: &str, classname: &str, time: Option<f64>) {
     c.push_str(CASE_START);
     c.push_str("name=\"");
     c.push_str(&quick_xml::escape::escape(name));
@@ -78,19 +146,6 @@ pub fn push_passing_case(
         c.push(char::from(b'0' + (frac % 10) as u8));
         c.push('"');
     }
-    if properties.is_empty() {
-        c.push_str("/>");
-        return;
-    }
-    c.push_str(">\n            <properties>");
-    for (k, v) in properties {
-        c.push_str("\n                <property name=\"");
-        c.push_str(&quick_xml::escape::escape(*k));
-        c.push_str("\" value=\"");
-        c.push_str(&quick_xml::escape::escape(*v));
-        c.push_str("\"/>");
-    }
-    c.push_str("\n            </properties>\n        </testcase>");
 }
 
 /// Appends the decimal digits of `n`.

@@ -171,6 +171,35 @@ impl JunitWriter {
         self.count(Counted::Other, time);
     }
 
+    /// Adds a failed or errored test case without reruns, written the way
+    /// quick-junit writes it (its strings are plain).
+    fn add_failing(
+        &mut self,
+        case: &Case,
+        time: Option<f64>,
+        status: TestStatus,
+        message: &str,
+        description: Option<&str>,
+    ) {
+        let (tag, counted) = if status == TestStatus::Error {
+            self.errors += 1;
+            ("error", Counted::Error)
+        } else {
+            self.failures += 1;
+            ("failure", Counted::Failure)
+        };
+        self.open_chunk();
+        crate::xml::push_failing_case(
+            &mut self.chunk,
+            (&case.name, &case.classname, time),
+            tag,
+            (!message.is_empty()).then_some(message),
+            (!case.kind.is_empty()).then_some(case.kind.as_str()),
+            description,
+        );
+        self.count(counted, time);
+    }
+
     fn count(&mut self, kind: Counted, time: Option<f64>) {
         let c = &mut self.chunk_counts;
         c.tests += 1;
@@ -314,6 +343,17 @@ impl Sink for JunitWriter {
             }
         }
         let description = self.budget_text(&body);
+        if matches!(status, TestStatus::Failed | TestStatus::Error)
+            && case.reruns.is_empty()
+            && [&case.name, &case.classname, &case.kind]
+                .iter()
+                .all(|s| crate::xml::is_plain(s))
+            && crate::xml::is_plain_text(&message)
+            && description.as_deref().is_none_or(crate::xml::is_plain_text)
+        {
+            self.add_failing(case, time, status, &message, description.as_deref());
+            return;
+        }
         let (st, counted) = match status {
             TestStatus::Passed | TestStatus::Xpass => (TestCaseStatus::success(), Counted::Other),
             TestStatus::Flaky => (
@@ -437,6 +477,76 @@ mod tests {
             w.chunk.clear();
             w.add_plain(name, classname, time);
             assert_eq!(w.chunk, want);
+        }
+    }
+
+    #[test]
+    fn plain_failures_are_written_as_quick_junit_writes_them() {
+        let text = "a.cc:12: Failure\nExpected: x == \"y\" & <z>\n  Which is: 'q'\n\nend";
+        for (name, classname, time, error, message, kind, description) in [
+            (
+                "Case001",
+                "Suite",
+                Some(0.001),
+                false,
+                "boom",
+                "",
+                Some(text),
+            ),
+            ("q\"<&>'", "", None, true, "", "SIGSEGV", Some("x")),
+            ("t", "c", Some(12.3456), false, "m & <n>", "assert", None),
+            ("t", "c", Some(0.0), true, "", "", None),
+            (
+                "t",
+                "c",
+                None,
+                false,
+                "m",
+                "k",
+                Some("\n\nleading and trailing\n"),
+            ),
+            (
+                "t",
+                "c",
+                Some(1.5),
+                false,
+                "k.cc:4\nExpected: \"a\"\n  b\n",
+                "",
+                Some(text),
+            ),
+        ] {
+            let mut st = TestCaseStatus::non_success(if error {
+                NonSuccessKind::Error
+            } else {
+                NonSuccessKind::Failure
+            });
+            if !message.is_empty() {
+                st.set_message(message);
+            }
+            if !kind.is_empty() {
+                st.set_type(kind);
+            }
+            if let Some(d) = description {
+                st.set_description(d);
+            }
+            let mut tc = TestCase::new(name, st);
+            if !classname.is_empty() {
+                tc.set_classname(classname);
+            }
+            if let Some(t) = time {
+                tc.set_time(Duration::from_secs_f64(t));
+            }
+            let want = crate::xml::quick_junit_case(tc).unwrap();
+            let mut got = String::new();
+            crate::xml::push_failing_case(
+                &mut got,
+                (name, classname, time),
+                if error { "error" } else { "failure" },
+                (!message.is_empty()).then_some(message),
+                (!kind.is_empty()).then_some(kind),
+                description,
+            );
+            assert_eq!(got, want);
         }
     }
 }
