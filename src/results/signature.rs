@@ -151,7 +151,7 @@ struct Failure {
 
 /// The signatures of `results`, most cells first.
 pub fn find(results: &Results) -> Vec<Signature> {
-    let failures = failures(results);
+    let (failures, skeletons): (Vec<Failure>, Vec<String>) = failures(results).into_iter().unzip();
     if failures.is_empty() {
         return Vec::new();
     }
@@ -161,8 +161,8 @@ pub fn find(results: &Results) -> Vec<Signature> {
         .map(|c| c.tests.iter().map(TestResult::hash).collect())
         .collect();
     let mut groups: BTreeMap<String, Vec<&Failure>> = BTreeMap::new();
-    for f in &failures {
-        groups.entry(skeleton(&f.text)).or_default().push(f);
+    for (f, skeleton) in failures.iter().zip(skeletons) {
+        groups.entry(skeleton).or_default().push(f);
     }
     let mut by_text: BTreeMap<String, Vec<&Failure>> = BTreeMap::new();
     for members in groups.into_values() {
@@ -219,22 +219,51 @@ fn signature(
 }
 
 /// Every failure of every failing cell.
-fn failures(results: &Results) -> Vec<Failure> {
-    let mut out = Vec::new();
-    for (i, c) in results.cells.iter().enumerate() {
-        if !c.is_failure() {
-            continue;
+/// Every failure of `results` with its skeleton, in cell order. The cells
+/// are cut in two halves of about as many tests, worked on side by side.
+fn failures(results: &Results) -> Vec<(Failure, String)> {
+    let cells = &results.cells;
+    let total: usize = cells.iter().map(|c| c.tests.len() + 1).sum();
+    let mut seen = 0;
+    let mid = cells
+        .iter()
+        .position(|c| {
+            seen += c.tests.len() + 1;
+            2 * seen >= total
+        })
+        .map_or(cells.len(), |i| i + 1);
+    let of = |range: std::ops::Range<usize>| {
+        let mut out = Vec::new();
+        for i in range {
+            let c = &cells[i];
+            if !c.is_failure() {
+                continue;
+            }
+            let before = out.len();
+            for t in c.tests.iter().filter(|t| t.status.is_failure()) {
+                out.push(test_failure(i, t));
+            }
+            if out.len() == before {
+                out.push(cell_failure(i, c));
+            }
         }
-        let before = out.len();
-        for t in c.tests.iter().filter(|t| t.status.is_failure()) {
-            out.push(test_failure(i, t));
-        }
-        if out.len() > before {
-            continue;
-        }
-        out.push(cell_failure(i, c));
-    }
-    out
+        out.into_iter()
+            .map(|f| {
+                let skeleton = skeleton(&f.text);
+                (f, skeleton)
+            })
+            .collect::<Vec<_>>()
+    };
+    std::thread::scope(|scope| {
+        let second = scope.spawn(|| of(mid..cells.len()));
+        let mut out = of(0..mid);
+        out.extend(
+            second
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        );
+        out
+    })
 }
 
 fn test_failure(cell: usize, t: &TestResult) -> Failure {
