@@ -287,17 +287,22 @@ pub fn write_outputs(
     reg: Option<&Regressions>,
     out: &Path,
 ) -> Result<(), ReportError> {
-    // results.json (the whole model) is written beside the pages.
+    // Three independent files, side by side: results.json (the whole
+    // model), the cell pages, and summary.md with index.html.
     std::thread::scope(|scope| {
         let json = scope.spawn(|| write_json(results, reg, &out.join("results.json")));
+        let cells = scope.spawn(|| write_cell_pages(results, reg, out));
         let pages = write_pages(results, reg, out);
-        json.join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+        let joined = |r: Result<Result<(), ReportError>, _>| {
+            r.unwrap_or_else(|p| std::panic::resume_unwind(p))
+        };
+        joined(json.join())?;
+        joined(cells.join())?;
         pages
     })
 }
 
-/// Writes summary.md, index.html and the cell pages.
+/// Writes summary.md and index.html.
 fn write_pages(
     results: &Results,
     reg: Option<&Regressions>,
@@ -310,7 +315,15 @@ fn write_pages(
     write_atomic(
         &out.join("index.html"),
         render_html(results, reg)?.as_bytes(),
-    )?;
+    )
+}
+
+/// Writes a page per cell under cells/.
+fn write_cell_pages(
+    results: &Results,
+    reg: Option<&Regressions>,
+    out: &Path,
+) -> Result<(), ReportError> {
     let page_caps = view::Caps {
         tests_per_cell: 2000,
         log_tail: 64 * 1024,
