@@ -209,6 +209,7 @@ impl Engine {
             .docker()
             .build_image(opts, None, Some(body_full(context.into())));
         let mut last_lines: Vec<String> = Vec::new();
+        let tagged = format!("Successfully tagged {tag}");
         while let Some(item) = s.next().await {
             let info = match item {
                 Ok(i) => i,
@@ -218,6 +219,15 @@ impl Engine {
                         action(),
                         tail_message(&error, &last_lines),
                     ));
+                }
+                // The engine said the build is done and the stream's end was
+                // torn (seen on a loaded machine: "bytes remaining on
+                // stream" after the last message): the image decides.
+                Err(e) if last_lines.iter().any(|l| l.trim_end().ends_with(&tagged)) => {
+                    log(&format!(
+                        "warning: the build's stream ended badly after it was tagged: {e}\n"
+                    ));
+                    break;
                 }
                 Err(e) => return Err(e).doing(action),
             };
