@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 use super::gtest_output::{self, LineEnd, Listed, Progress};
 use super::process::{self, Ended};
 use super::{
-    note, signal_name, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict, MAX_READ,
+    note, signal_name, text_of, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict,
+    MAX_READ,
 };
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Gtest;
@@ -614,10 +615,7 @@ impl BatchRun<'_> {
         let normal = ended.killed.is_none() && matches!(ended.exit, Some(0 | 1));
         // The report came back behind the output, in the same exec.
         let report = match ended.file.take() {
-            Some(bytes) if normal => Some(
-                String::from_utf8(bytes)
-                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-            ),
+            Some(bytes) if normal => Some(text_of(bytes)),
             _ => None,
         };
         if !normal {

@@ -178,12 +178,14 @@ async fn read_file(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, 
         )
         .await?;
     Ok(match outcome {
-        crate::engine::ExecOutcome::Exited(0) => Some(
-            String::from_utf8(out)
-                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        ),
+        crate::engine::ExecOutcome::Exited(0) => Some(text_of(out)),
         _ => None,
     })
+}
+
+/// `bytes` as text, without a copy when they are UTF-8.
+fn text_of(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Runs `work` on the host file `path` off the async threads.
