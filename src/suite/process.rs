@@ -72,7 +72,7 @@ pub async fn run_watched<K: Clone>(
     // a message printed before a crash could be lost). The pid file's
     // directory is made here, not by an exec of its own.
     let start = format!("mkdir -p '{dir}' && echo $$ > '{pidfile}'");
-    let (script, trailer) = match then_read {
+    let (script, mut trailer) = match then_read {
         None => (format!("{start} && exec \"$@\" 2>&1"), None),
         Some((file, limit)) => {
             let marker = format!(
@@ -97,7 +97,6 @@ pub async fn run_watched<K: Clone>(
     };
     let mut cmd = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
     cmd.extend(argv.iter().cloned());
-    let mut trailer = trailer;
     let (exit, killed) = {
         let mut split = |bytes: &[u8]| match &mut trailer {
             Some(t) => t.feed(bytes, &mut *output),
