@@ -181,12 +181,10 @@ impl JunitWriter {
         message: &str,
         description: Option<&str>,
     ) {
-        let (tag, counted) = if status == TestStatus::Error {
-            self.errors += 1;
-            ("error", Counted::Error)
-        } else {
-            self.failures += 1;
-            ("failure", Counted::Failure)
+        let (kind, counted) = self.count_non_success(status);
+        let tag = match kind {
+            NonSuccessKind::Error => "error",
+            NonSuccessKind::Failure => "failure",
         };
         self.open_chunk();
         crate::xml::push_failing_case(
@@ -198,6 +196,18 @@ impl JunitWriter {
             description,
         );
         self.count(counted, time);
+    }
+
+    /// Counts an errored (`Error`) or failed (otherwise) test in the
+    /// report's totals; returns its element's kind and how its suite counts it.
+    fn count_non_success(&mut self, status: TestStatus) -> (NonSuccessKind, Counted) {
+        if status == TestStatus::Error {
+            self.errors += 1;
+            (NonSuccessKind::Error, Counted::Error)
+        } else {
+            self.failures += 1;
+            (NonSuccessKind::Failure, Counted::Failure)
+        }
     }
 
     fn count(&mut self, kind: Counted, time: Option<f64>) {
@@ -363,13 +373,7 @@ impl Sink for JunitWriter {
                 Counted::Other,
             ),
             TestStatus::Failed | TestStatus::Error => {
-                let (kind, counted) = if status == TestStatus::Error {
-                    self.errors += 1;
-                    (NonSuccessKind::Error, Counted::Error)
-                } else {
-                    self.failures += 1;
-                    (NonSuccessKind::Failure, Counted::Failure)
-                };
+                let (kind, counted) = self.count_non_success(status);
                 let mut s = TestCaseStatus::non_success(kind);
                 if !message.is_empty() {
                     s.set_message(message.as_str());
