@@ -218,7 +218,6 @@ fn signature(
     }
 }
 
-/// Every failure of every failing cell.
 /// Every failure of `results` with its skeleton, in cell order. The cells
 /// are cut in two halves of about as many tests, worked on side by side.
 fn failures(results: &Results) -> Vec<(Failure, String)> {
