@@ -227,11 +227,10 @@ fn browser_open(report: &Path) {
             }
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
-    };
-    let (e, i) = (median(&mut times[0]), median(&mut times[1]));
+    let (e, i) = (
+        median(&mut times[0]).unwrap_or(f64::NAN),
+        median(&mut times[1]).unwrap_or(f64::NAN),
+    );
     println!(
         "headless Chromium --dump-dom, median of 5: {} {e:.2}s, {} {i:.2}s: index.html answers {:.2}s after the browser's own start",
         pages[0].0,
@@ -256,16 +255,18 @@ fn rounds() -> usize {
         .unwrap_or(5)
 }
 
+/// The median of `v` (the upper one of an even count).
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
 /// The median wall and the largest peak of `runs`.
-fn median(mut runs: Vec<Measure>) -> Option<Measure> {
-    if runs.is_empty() {
-        return None;
-    }
-    runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
-    let rss_kib = runs.iter().map(|m| m.rss_kib).max().unwrap_or(0);
+fn typical(runs: &[Measure]) -> Option<Measure> {
+    let mut walls: Vec<f64> = runs.iter().map(|m| m.wall).collect();
     Some(Measure {
-        wall: runs[runs.len() / 2].wall,
-        rss_kib,
+        wall: median(&mut walls)?,
+        rss_kib: runs.iter().map(|m| m.rss_kib).max().unwrap_or(0),
     })
 }
 
@@ -339,7 +340,7 @@ fn main() {
         }
     }
     for (mode, runs) in modes.iter().zip(runs) {
-        rows.extend(median(runs).map(|m| (mode.to_string(), m)));
+        rows.extend(typical(&runs).map(|m| (mode.to_string(), m)));
     }
     if std::env::var_os("ROCMATRIX_BENCH_SKIP_JUNITPARSER").is_none() {
         let _ = std::fs::create_dir_all(&out);
