@@ -26,6 +26,18 @@ pub enum FileKind {
     Bundle,
 }
 
+impl FileKind {
+    /// The kind in words, for text output: the JSON name without its dash
+    /// (`host-elf` is `host ELF`).
+    pub fn label(self) -> &'static str {
+        match self {
+            FileKind::HostElf => "host ELF",
+            FileKind::CodeObject => "code object",
+            FileKind::Bundle => "bundle",
+        }
+    }
+}
+
 /// How a bundle is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Compression {

@@ -53,33 +53,63 @@ pub fn run(args: BundlesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         s.push('\n');
         s
     } else {
-        let mut s = String::new();
-        for r in &shown {
-            let targets: Vec<String> = r.targets().iter().map(|t| t.to_string()).collect();
-            let compressed = r.bundles.iter().filter(|b| b.compression.is_some()).count();
-            let how = match (r.bundles.len(), compressed) {
-                (0, _) => "code object".to_string(),
-                (n, 0) => format!("{n} bundle(s)"),
-                (n, c) => format!(
-                    "{n} bundle(s), {c} compressed: {}",
-                    r.compression().join(", ")
-                ),
-            };
-            let list = if targets.is_empty() {
-                "no device code".to_string()
-            } else {
-                targets.join(" ")
-            };
-            s.push_str(&format!("{}: {list} [{how}]\n", r.path.display()));
-        }
-        s
+        shown.iter().map(|r| line(r)).collect()
     };
     super::write_out(out, &text)?;
     Ok(code)
 }
 
+/// One file's line of the text output: its targets and, in brackets, its
+/// bundles, or what the file is when it has none (`code object`, or
+/// `host ELF` for a library or executable without `.hip_fatbin`; the JSON's
+/// `kind`).
+fn line(r: &FileReport) -> String {
+    let targets: Vec<String> = r.targets().iter().map(|t| t.to_string()).collect();
+    let compressed = r.bundles.iter().filter(|b| b.compression.is_some()).count();
+    let how = match (r.bundles.len(), compressed) {
+        (0, _) => r.kind.label().to_string(),
+        (n, 0) => format!("{n} bundle(s)"),
+        (n, c) => format!(
+            "{n} bundle(s), {c} compressed: {}",
+            r.compression().join(", ")
+        ),
+    };
+    let list = if targets.is_empty() {
+        "no device code".to_string()
+    } else {
+        targets.join(" ")
+    };
+    format!("{}: {list} [{how}]\n", r.path.display())
+}
+
 impl From<BundleError> for Error {
     fn from(e: BundleError) -> Self {
         Error::Bundle(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundles(all: bool, json: bool) -> String {
+        let args = BundlesArgs {
+            paths: vec![PathBuf::from("/bin/ls")],
+            json,
+            all,
+        };
+        let mut out = Vec::new();
+        assert_eq!(run(args, &mut out).unwrap(), ExitCode::Success);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// `/bin/ls` is a host executable without device code: the text says
+    /// `host ELF`, as the JSON says `host-elf`, not `code object`.
+    #[test]
+    fn a_host_elf_without_device_code_is_labelled_a_host_file() {
+        assert_eq!(bundles(true, false), "/bin/ls: no device code [host ELF]\n");
+        let json: serde_json::Value = serde_json::from_str(&bundles(true, true)).unwrap();
+        assert_eq!(json[0]["kind"], "host-elf");
+        assert_eq!(bundles(false, false), "");
     }
 }
