@@ -5,7 +5,7 @@
 //! API has no way to signal an exec.
 //!
 //! A process may also name a file to send back when it ends normally (exit
-//! 0 or 1): the same exec then prints it behind a marker line
+//! 0 or 1): the same exec then prints it behind a marker
 //! ([`super::trailer`]), so the file costs no exec of its own.
 
 use std::time::Duration;
@@ -86,10 +86,13 @@ pub async fn run_watched<K: Clone>(
             );
             // The shell waits for the process (it leads the process group
             // the kill signals, so a kill still ends both), then prints the
-            // marker and the file when the process ended normally.
+            // marker and the file when the process ended normally. The
+            // marker follows the process's last byte with no line break
+            // before it: one there would have to be held back (it might be
+            // the process's own), and with it a test's `[ RUN ]` line.
             let script = format!(
                 "{start} || exit; \"$@\" 2>&1; rc=$?; \
-                 if [ $rc -le 1 ] && [ -f '{file}' ]; then printf '\\n%s\\n' '{marker}'; cat '{file}' 2>/dev/null; fi; \
+                 if [ $rc -le 1 ] && [ -f '{file}' ]; then printf '%s\\n' '{marker}'; cat '{file}' 2>/dev/null; fi; \
                  exit $rc"
             );
             (script, Some(Trailer::new(&marker, limit)))

@@ -4,17 +4,27 @@
 //! exec, and its bytes arrive while the controller is still waiting.
 //!
 //! [`Trailer`] splits the stream: bytes before the marker are the process's
-//! output and are handed on as they come (holding back only what may be the
-//! marker's beginning), bytes after it are the file.
+//! output and are handed on as they come, bytes after it are the file.
+//!
+//! The marker is looked for as `<marker>\n` anywhere in the stream, not
+//! only at a line's start: it carries the controller's pid, a counter and
+//! the time in nanoseconds, so no test prints it, and the wrapper prints it
+//! straight after the process's last byte. What is held back is therefore
+//! only the end of an unfinished line that could begin the marker, never a
+//! line break: every complete line reaches the progress parser the moment
+//! the process has written it. (Looking for `\n<marker>\n` held back the
+//! newline of a test's `[ RUN ]` line, so a test that then hung in silence
+//! was never seen running and never timed out.)
 
 use memchr::memmem;
 
 /// Splits one process's output stream at its marker.
 #[derive(Debug)]
 pub struct Trailer {
-    /// `\n<marker>\n`, exactly as the wrapper prints it.
+    /// `<marker>\n`, exactly as the wrapper prints it.
     needle: Vec<u8>,
-    /// Output bytes that may be the start of the needle, not yet handed on.
+    /// Output bytes that may be the start of the needle, not yet handed on
+    /// (never a line break: the needle's only one is its last byte).
     held: Vec<u8>,
     /// The file's bytes, once the needle was seen.
     file: Option<Vec<u8>>,
@@ -23,11 +33,11 @@ pub struct Trailer {
 }
 
 impl Trailer {
-    /// A splitter for the line `marker` (which must hold no line break);
+    /// A splitter for `marker` (which must hold no line break);
     /// the file after it is kept up to `limit` bytes.
     pub fn new(marker: &str, limit: usize) -> Trailer {
         Trailer {
-            needle: format!("\n{marker}\n").into_bytes(),
+            needle: format!("{marker}\n").into_bytes(),
             held: Vec::new(),
             file: None,
             limit,
@@ -98,7 +108,9 @@ mod tests {
 
     #[test]
     fn output_and_file_are_split_at_the_marker_however_the_stream_is_cut() {
-        let stream = b"[ RUN      ] A.B\n[       OK ] A.B (0 ms)\nno newline\nMARK-42\n<?xml?>\n<testsuites/>\n";
+        // The wrapper prints the marker straight after the process's last
+        // byte, here an unfinished line.
+        let stream = b"[ RUN      ] A.B\n[       OK ] A.B (0 ms)\nno newlineMARK-42\n<?xml?>\n<testsuites/>\n";
         for size in 1..stream.len() + 1 {
             let (out, file) = split(stream, size, 1 << 20);
             assert_eq!(
@@ -107,6 +119,34 @@ mod tests {
                 "chunks of {size}"
             );
             assert_eq!(file.as_deref(), Some(&b"<?xml?>\n<testsuites/>\n"[..]));
+        }
+    }
+
+    #[test]
+    fn every_complete_line_is_handed_on_as_soon_as_it_is_fed() {
+        // A test that prints its RUN line and then hangs in silence: the
+        // line must reach the progress parser with its newline at once,
+        // however the stream is cut and whatever follows it.
+        let stream = b"[ RUN      ] Gamma.Hangs\nMARK\n\nMARK-4\n\n\npartial MARK-";
+        for size in 1..stream.len() + 1 {
+            let mut t = Trailer::new("MARK-42", 1 << 20);
+            let mut out = Vec::new();
+            let mut fed = 0;
+            for chunk in stream.chunks(size) {
+                t.feed(chunk, &mut |b| out.extend_from_slice(b));
+                fed += chunk.len();
+                let complete = stream[..fed]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                assert!(
+                    out.len() >= complete && out[..complete] == stream[..complete],
+                    "chunks of {size}, after {fed} bytes: {:?}",
+                    String::from_utf8_lossy(&out)
+                );
+            }
+            assert_eq!(t.finish(&mut |b| out.extend_from_slice(b)), None);
+            assert_eq!(out, stream, "chunks of {size}");
         }
     }
 
@@ -122,16 +162,16 @@ mod tests {
     }
 
     #[test]
-    fn the_marker_inside_a_line_is_output_and_the_file_is_bounded() {
-        let stream = b"say MARK-42\nthen\nMARK-42\n0123456789";
+    fn the_file_is_bounded() {
+        let stream = b"then\nMARK-42\n0123456789";
         let (out, file) = split(stream, 3, 4);
-        assert_eq!(out, b"say MARK-42\nthen");
+        assert_eq!(out, b"then\n");
         assert_eq!(file.as_deref(), Some(&b"0123"[..]));
     }
 
     #[test]
     fn a_marker_at_the_very_start_leaves_no_output() {
-        let (out, file) = split(b"\nMARK-42\nx", 2, 10);
+        let (out, file) = split(b"MARK-42\nx", 2, 10);
         assert!(out.is_empty());
         assert_eq!(file.as_deref(), Some(&b"x"[..]));
     }

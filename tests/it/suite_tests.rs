@@ -299,3 +299,83 @@ fn gtest_suite_that_ends_normally_runs_as_one_process_without_a_listing() {
         "{cell:#}"
     );
 }
+
+/// Asserts that `body` is a per-test timeout of `secs` seconds.
+#[track_caller]
+fn assert_per_test_timeout(name: &str, body: &str, secs: u64) {
+    assert!(
+        body.contains("type=\"timeout\"")
+            && body.contains(&format!("timed out after {secs} s (timeout_per_test)")),
+        "{name} must be a per-test timeout: {body}"
+    );
+}
+
+/// A step's time in the cell's record, in seconds.
+fn step_secs(step: &Value) -> f64 {
+    step["duration_secs"].as_f64().expect("a step's duration")
+}
+
+#[test]
+fn gtest_hangs_that_print_nothing_are_timed_out_and_blamed() {
+    // Issue 33: the adapter held back the newline of a test's `[ RUN ]`
+    // line, so a test that then hung in silence was never seen running,
+    // never timed out, and was reported passed when it ended.
+    let test = "gtest_hangs_that_print_nothing_are_timed_out_and_blamed";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    // Each hang sleeps 600 s; the step's own bound is 2 minutes.
+    let m = write(
+        dir.path(),
+        "silent.yaml",
+        &gtest_matrix(
+            "silent.cc",
+            "      timeout_per_test: 3s\n      filter: \"Gamma.*\"\n    timeout: 2m\n",
+            "",
+        ),
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let cell = cell_json(&run, "bookworm");
+    let step = &cell["steps"][1];
+    assert_eq!(step["status"], "failed", "{cell:#}");
+    assert!(
+        step_secs(step) < 120.0,
+        "the step ended by its per-test timeouts, not its own: {cell:#}"
+    );
+    let junit = run
+        .join("cells/bookworm")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    assert_eq!(all.len(), 6, "{all:#?}");
+    // First test of the first process; first of the process after a
+    // crash; after half a line without its newline.
+    for hung in ["Gamma.Hangs", "Gamma.HangsAfterCrash", "Gamma.PartialLineThenHangs"] {
+        assert_per_test_timeout(hung, case(&all, hung), 3);
+    }
+    assert!(
+        case(&all, "Gamma.PartialLineThenHangs").contains("waiting for the queue to drain"),
+        "{all:#?}"
+    );
+    assert!(case(&all, "Gamma.Segfaults").contains("type=\"SIGSEGV\""));
+    for passing in ["Gamma.Pass6", "Gamma.Last"] {
+        let body = case(&all, passing);
+        assert!(
+            !body.contains("<failure") && !body.contains("<error") && !body.contains("<skipped"),
+            "{passing}: {body}"
+        );
+    }
+    let log = std::fs::read_to_string(run.join("cells/bookworm/logs/02-tests.log")).unwrap();
+    assert!(
+        log.contains("Gamma.Hangs ran past its per-test timeout; process killed"),
+        "{log}"
+    );
+    assert!(!log.contains("[       OK ] Gamma.Hangs"), "{log}");
+}
