@@ -16,3 +16,15 @@ pub fn cache_dir() -> PathBuf {
                 .join("rocmatrix")
         })
 }
+
+/// Where rocmatrix keeps what it knows of this machine's runs (the run
+/// roots and the images running runs hold, `crate::store::roots`):
+/// `$ROCMATRIX_STATE`, else the cache directory. The tests give each
+/// invocation its own, so that one test's runs never protect another's
+/// images from its prune.
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("ROCMATRIX_STATE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(cache_dir)
+}

@@ -5,8 +5,12 @@
 //! `--label KEY=VALUE` (the global option that labels what rocmatrix makes)
 //! limits both the list and the pruning to images carrying those labels, so
 //! a CI job or a test run removes only what it made. Pruning never removes
-//! an image that a `lock.json` of a run under `--out` names: those are the
-//! images `repro`, `shell` and `export` of a kept run start from.
+//! an image that a `lock.json` of a run names — a run under `--out` or
+//! under any other run root of this machine (another checkout, another CI
+//! job on the same runner, [`crate::store::roots`]): those are the images
+//! `repro`, `shell` and `export` of a kept run start from; nor one that a
+//! running run holds. It says what it keeps and why, and the list shows
+//! which run roots (or running runs) use each image.
 //! `--prune --downloads` also empties the package download cache.
 //! `--prune` first removes the containers that dead runs and interrupted
 //! image builds of this host left (the sweep a run does when it starts).
@@ -46,7 +50,8 @@ pub struct ImagesArgs {
     pub older_than: Option<String>,
     #[arg(long)]
     pub json: bool,
-    /// Parent of `runs/`: images named by a lock.json of a run there are kept.
+    /// Parent of `runs/`: images named by a lock.json of a run there are
+    /// kept (as are those of every other run root this machine recorded).
     #[arg(long, default_value = crate::store::DEFAULT_OUT, value_name = "DIR")]
     pub out: std::path::PathBuf,
 }
@@ -54,14 +59,14 @@ pub struct ImagesArgs {
 struct Row {
     kind: String,
     tag: String,
-    /// Every name of the image: its own and those it was pushed under.
-    tags: Vec<String>,
     id: String,
     size: i64,
     created: i64,
     last_use: Option<String>,
     /// A cache volume, not an image: `tag` and `id` are its name.
     volume: bool,
+    /// Who still needs it: the first lock naming it, or a running run.
+    user: Option<String>,
 }
 
 pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -69,9 +74,10 @@ pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result
         Some(d) => Some(parse_duration(d).map_err(|e| Error::Usage(format!("--older-than: {e}")))?),
         None => None,
     };
+    let users = users(&args.out);
     cx.runtime.block_on(async {
         let engine = cx.engine().await?;
-        let mut rows = rows(&engine).await?;
+        let mut rows = rows(&engine, &users).await?;
         if args.caches {
             rows.extend(cache_rows(&engine).await?);
         }
@@ -105,7 +111,10 @@ pub fn run(args: ImagesArgs, cx: &super::Context, out: &mut dyn Write) -> Result
 
 /// The images rocmatrix made that carry this invocation's `--label`s, by
 /// kind and tag, with their last use.
-async fn rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
+async fn rows(
+    engine: &crate::engine::Engine,
+    users: &BTreeMap<String, String>,
+) -> Result<Vec<Row>, Error> {
     let uses = crate::store::usage::load();
     let mut rows: Vec<Row> = engine
         .images_with_label(LABEL_KIND)
@@ -135,8 +144,8 @@ async fn rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
             Row {
                 kind: i.labels.get(LABEL_KIND).cloned().unwrap_or_default(),
                 last_use: uses.get(&tag).cloned(),
+                user: tags.iter().find_map(|t| users.get(t)).cloned(),
                 tag,
-                tags,
                 id: i.id,
                 size: i.size,
                 created: i.created,
@@ -163,7 +172,6 @@ async fn cache_rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
         .map(|v| Row {
             kind: "cache".into(),
             tag: v.name.clone(),
-            tags: vec![v.name.clone()],
             id: v.name,
             size: -1,
             created: v
@@ -174,6 +182,7 @@ async fn cache_rows(engine: &crate::engine::Engine) -> Result<Vec<Row>, Error> {
                 .map_or(0, |d| d.as_secs() as i64),
             last_use: None,
             volume: true,
+            user: None,
         })
         .collect();
     rows.sort_by(|a, b| a.tag.cmp(&b.tag));
@@ -189,7 +198,6 @@ async fn prune(
     older_than: Option<std::time::Duration>,
 ) -> String {
     let now = std::time::SystemTime::now();
-    let locked = images_named_by_locks(&args.out.join("runs"));
     // First the containers of dead runs and builds: they hold images.
     let mut removed = match crate::run::sweep::sweep_orphans(engine).await {
         Ok(lines) => lines,
@@ -200,8 +208,8 @@ async fn prune(
     };
     let swept = removed.len();
     for r in rows {
-        if let Some(lock) = r.tags.iter().find_map(|t| locked.get(t)) {
-            eprintln!("kept {} {}: named by {}", r.kind, r.tag, lock.display());
+        if let Some(user) = &r.user {
+            eprintln!("kept {} {}: {user}", r.kind, r.tag);
             continue;
         }
         let wanted = match r.kind.as_str() {
@@ -253,7 +261,7 @@ fn json(rows: &[Row]) -> String {
         .map(|r| {
             serde_json::json!({
                 "kind": r.kind, "tag": r.tag, "id": r.id, "size": r.size,
-                "created": r.created, "last_use": r.last_use,
+                "created": r.created, "last_use": r.last_use, "used_by": r.user,
             })
         })
         .collect();
@@ -262,16 +270,17 @@ fn json(rows: &[Row]) -> String {
 
 fn table(rows: &[Row]) -> String {
     let mut s = format!(
-        "{:<9} {:<62} {:>9}  {}\n",
-        "kind", "image", "size", "last use"
+        "{:<9} {:<62} {:>9}  {:<20}  {}\n",
+        "kind", "image", "size", "last use", "used by"
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<9} {:<62} {:>9}  {}\n",
+            "{:<9} {:<62} {:>9}  {:<20}  {}\n",
             r.kind,
             r.tag,
             mb(r.size),
-            r.last_use.as_deref().unwrap_or("-")
+            r.last_use.as_deref().unwrap_or("-"),
+            r.user.as_deref().unwrap_or("-")
         ));
     }
     s
@@ -282,6 +291,41 @@ fn mb(bytes: i64) -> String {
         return "-".into();
     }
     format!("{:.0} MB", bytes as f64 / 1e6)
+}
+
+/// Who needs each image still: a running run's hold (`running run, pid
+/// N`), else the first lock naming it (`named by PATH`), of a run under
+/// `out` or under any run root this machine recorded.
+fn users(out: &std::path::Path) -> BTreeMap<String, String> {
+    let mut users = BTreeMap::new();
+    for hold in crate::store::roots::live_holds() {
+        let root = hold
+            .out
+            .as_deref()
+            .map(|o| format!(" writing to {}", o.display()))
+            .unwrap_or_default();
+        for tag in hold.images {
+            users
+                .entry(tag)
+                .or_insert_with(|| format!("held by a running run (pid {}){root}", hold.pid));
+        }
+    }
+    let here = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
+    let here = here.canonicalize().unwrap_or(here);
+    let mut roots = vec![here.clone()];
+    roots.extend(
+        crate::store::roots::roots()
+            .into_iter()
+            .filter(|r| *r != here),
+    );
+    for root in roots {
+        for (tag, lock) in images_named_by_locks(&root.join("runs")) {
+            users
+                .entry(tag)
+                .or_insert_with(|| format!("named by {}", lock.display()));
+        }
+    }
+    users
 }
 
 /// Image tags (environments and bases) that a `lock.json` of a run under

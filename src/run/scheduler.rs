@@ -397,6 +397,11 @@ async fn environment(
     slot: OwnedSemaphorePermit,
 ) -> RunOutcome {
     let mut out = RunOutcome::default();
+    // What this run uses is held from now on, so that a concurrent
+    // `images --prune` keeps it (the lock naming it comes at the end).
+    if let Some(e) = &env {
+        crate::store::roots::hold(&s.store.root(), [e.base.clone()]);
+    }
     let image = tokio::select! {
         r = prepare_image(&s, &hash, env.as_ref(), group.len(), &mut out) => r,
         _ = s.interrupt.fired() => Err(ImageFailure::Interrupted),
@@ -410,6 +415,7 @@ async fn environment(
         }
     };
     let (tag, id) = (img.tag.clone(), img.id.clone());
+    crate::store::roots::hold(&s.store.root(), [tag.clone()]);
     out.images.insert(hash.clone(), img);
     let (direct, staged) = by_build(group);
     for cell in direct {
@@ -583,7 +589,10 @@ async fn toolchain_then_builds(
     };
     dispatch_built(&built, cells, &ready);
     let snapshot = match (built.snapshot(), &built.record.snapshot_id) {
-        (Some(tag), Some(id)) => (tag.to_string(), id.clone()),
+        (Some(tag), Some(id)) => {
+            crate::store::roots::hold(&s.store.root(), [tag.to_string()]);
+            (tag.to_string(), id.clone())
+        }
         _ => {
             for (_, cells) in dependents {
                 dispatch_built(&built, cells, &ready);

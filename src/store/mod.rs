@@ -3,7 +3,8 @@
 //! written into it — `plan.json` ([`record::RunManifest`]), `cells/*/cell.json`
 //! ([`record::CellRecord`]), `lock.json` ([`lock::Lock`]), `journal.jsonl`
 //! ([`journal::Event`]), `images/*.coverage.json` ([`coverage`]) — plus the
-//! image-use file of the cache ([`usage`]) and atomic writes.
+//! image-use file of the cache ([`usage`]), the machine's run roots and the
+//! images running runs hold ([`roots`]), and atomic writes.
 //!
 //! `run/` writes these files; `results/`, `report/` and `cli/` read them.
 //! Every file is written to a temporary name and renamed into place, so a
@@ -14,6 +15,7 @@ pub mod coverage;
 pub mod journal;
 pub mod lock;
 pub mod record;
+pub mod roots;
 pub mod usage;
 
 use std::collections::BTreeSet;
@@ -57,10 +59,21 @@ pub struct RunStore {
 
 impl RunStore {
     /// Creates `<out>/runs/<run_id>/`.
+    /// The root `out` is recorded as one of this machine's run roots, whose
+    /// locked images `images --prune` keeps.
     pub fn create(out: &Path, run_id: &str) -> Result<RunStore, StoreError> {
         let dir = out.join("runs").join(run_id);
         std::fs::create_dir_all(dir.join("cells")).map_err(|e| StoreError::io(&dir, e))?;
+        roots::register(out);
         Ok(RunStore { dir })
+    }
+
+    /// The run root this run is under (the parent of `runs/`).
+    pub fn root(&self) -> PathBuf {
+        self.dir
+            .parent()
+            .and_then(Path::parent)
+            .map_or_else(|| self.dir.clone(), Path::to_path_buf)
     }
 
     /// Opens an existing run: a run directory, or a run id under `out`.

@@ -23,6 +23,7 @@ mod harness_tests;
 mod hostile_tests;
 mod package_cache_tests;
 mod podman_tests;
+mod prune_tests;
 mod registry_tests;
 mod report_html;
 mod report_tests;

@@ -39,6 +39,10 @@ impl Rocmatrix {
             _ => label::label(),
         };
         cmd.env("ROCMATRIX_LABEL", labels);
+        // Each invocation its own record of run roots and held images:
+        // other tests' runs must not keep this test's prune from removing
+        // its images (`.env("ROCMATRIX_STATE", …)` shares one on purpose).
+        cmd.env("ROCMATRIX_STATE", fresh_state_dir());
         Rocmatrix {
             cmd,
             shown: vec!["rocmatrix".into()],
@@ -209,4 +213,13 @@ impl Ran {
             .unwrap_or_else(|| panic!("`{}` has no --out", self.shown));
         super::run_dir(out)
     }
+}
+
+/// A directory no other invocation uses, under this test process's own.
+fn fresh_state_dir() -> PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    std::env::temp_dir()
+        .join(format!("rocmatrix-test-state-{}", std::process::id()))
+        .join(n.to_string())
 }
