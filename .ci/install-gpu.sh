@@ -10,13 +10,14 @@
 # deb.debian.org from containers. This script checks that
 # and says what is missing; it changes nothing that is already in place.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 export DEBIAN_FRONTEND=noninteractive
 
 if ! command -v docker >/dev/null 2>&1; then
     echo "install-gpu: installing the docker CLI" >&2
-    apt-get update -qq </dev/null
-    apt-get install -y -qq --no-install-recommends docker-cli </dev/null \
-        || apt-get install -y -qq --no-install-recommends docker.io </dev/null
+    apt_get update -qq </dev/null
+    apt_get install -y -qq --no-install-recommends docker-cli </dev/null \
+        || apt_get install -y -qq --no-install-recommends docker.io </dev/null
 fi
 if ! docker info >/dev/null 2>&1; then
     echo "install-gpu: warning: the Docker engine is not reachable; the real-data" \

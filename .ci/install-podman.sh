@@ -19,6 +19,7 @@
 # open.
 # Idempotent; runs as root without standard input.
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 need=()
 command -v podman >/dev/null || need+=(podman)
 # Rootful Podman with fuse-overlayfs storage (the Docker engine here uses
@@ -30,8 +31,8 @@ command -v runc >/dev/null || need+=(runc)
 command -v crun >/dev/null || need+=(crun)
 command -v slirp4netns >/dev/null || need+=(slirp4netns)
 if [ ${#need[@]} -gt 0 ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # udev makes /dev/net/tun 0666 on an ordinary host; these machines have no
 # udev and create it 0600, so slirp4netns fails for any user but root

@@ -10,6 +10,7 @@
 #   PyPI: pytest (real pytest JUnit), junitparser (benchmark reference)
 #   crates.io: cargo-nextest (real nextest JUnit)
 set -euo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
 export DEBIAN_FRONTEND=noninteractive
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -24,8 +25,8 @@ for p in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
-    apt-get update -qq </dev/null
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
+    apt_get update -qq </dev/null
+    apt_get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 fi
 
 # pytest and junitparser from PyPI. Debian's python3 is "externally managed"
