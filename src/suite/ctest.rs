@@ -1,11 +1,15 @@
 //! The CTest adapter: `ctest` in the step's build directory with the step's
 //! label and regex filters and per-test timeout, writing CTest's own JUnit
-//! (`--output-junit`, CTest ≥ 3.21), which is copied out as the step's
-//! report. CTest runs each test in its own process and enforces its own
-//! timeouts, so crash isolation is CTest's.
+//! (`--output-junit`, CTest ≥ 3.21). CTest runs each test in its own
+//! process and enforces its own timeouts, so crash isolation is CTest's;
+//! but its JUnit calls a timeout and a crash a plain failure, so the step's
+//! report is written from CTest's cases with the verdicts its console lines
+//! give ([`super::ctest_output`]): a timeout blamed on its test, a crash
+//! named by its signal, as the gtest adapter reports them.
 
 use super::{
-    gtest_output, junit_out, note, on_disk, read_file, Case, SuiteContext, SuiteError, SuiteOutcome,
+    ctest_output, gtest_output, note, read_file, write_junit, Case, SuiteContext, SuiteError,
+    SuiteOutcome,
 };
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Ctest;
@@ -53,7 +57,9 @@ pub async fn run(
     let mut cmd = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
     cmd.extend(argv);
     note(log, &format!("rocmatrix: ctest in {}\n", c.dir));
+    let mut console = ctest_output::Results::default();
     let mut sink = |b: &[u8]| {
+        console.feed(b);
         let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
         (*l)(b);
     };
@@ -77,7 +83,7 @@ pub async fn run(
     }
     let text = read_file(cx, &junit).await?;
     let cases: Option<Vec<Case>> = text.as_deref().and_then(gtest_output::parse_xml);
-    let (Some(cases), Some(text)) = (cases, text) else {
+    let Some(mut cases) = cases else {
         let code = match outcome {
             ExecOutcome::Exited(c) => c,
             ExecOutcome::TimedOut => -1,
@@ -92,8 +98,9 @@ pub async fn run(
             )),
         });
     };
+    console.refine(&mut cases, c.timeout_per_test);
     let path = cx.junit_dir.join("ctest.xml");
-    on_disk(path.clone(), move |p| junit_out::save(p, text.as_bytes())).await?;
+    let cases = write_junit(path.clone(), "ctest", cases).await?;
     Ok(SuiteOutcome {
         cases,
         junit: Some(path),

@@ -204,6 +204,7 @@ pub fn parse_xml(xml: &str) -> Option<Vec<Case>> {
     let mut cases = Vec::new();
     let mut current: Option<XmlCase> = None;
     let mut in_text = false;
+    let mut in_out = false;
     let mut depth = 0usize;
     let mut closed_root = false;
     loop {
@@ -218,12 +219,25 @@ pub fn parse_xml(xml: &str) -> Option<Vec<Case>> {
             Event::Start(e) => {
                 depth += 1;
                 if let Some(c) = current.as_mut() {
+                    in_out = matches!(e.local_name().as_ref(), b"system-out" | b"system-err");
                     in_text = c.child(&e);
                 }
             }
             Event::Empty(e) => {
                 if let Some(c) = current.as_mut() {
                     c.child(&e);
+                }
+            }
+            // What the test printed (CTest's reports carry it; gtest's
+            // do not), its tail kept.
+            Event::CData(t) if in_out => {
+                if let Some(c) = current.as_mut() {
+                    c.printed(&String::from_utf8_lossy(t.as_ref()));
+                }
+            }
+            Event::Text(t) if in_out => {
+                if let Some(c) = current.as_mut() {
+                    c.printed(&unescaped(t.as_ref()));
                 }
             }
             Event::CData(t) if in_text => {
@@ -248,6 +262,7 @@ pub fn parse_xml(xml: &str) -> Option<Vec<Case>> {
                         }
                     }
                     b"failure" | b"error" => in_text = false,
+                    b"system-out" | b"system-err" => in_out = false,
                     _ => {}
                 }
             }
@@ -312,6 +327,7 @@ struct XmlCase {
     text: String,
     skip_message: Option<String>,
     param: Option<String>,
+    output: String,
 }
 
 impl XmlCase {
@@ -326,6 +342,7 @@ impl XmlCase {
             text: String::new(),
             skip_message: None,
             param: None,
+            output: String::new(),
         };
         // Only the attributes read here are decoded: a report of 30,000
         // tests carries ten attributes on each (file, line, timestamp …).
@@ -352,6 +369,15 @@ impl XmlCase {
             }
         }
         c
+    }
+
+    /// Text the test printed, its tail kept within [`CAPTURE_BYTES`].
+    fn printed(&mut self, text: &str) {
+        self.output.push_str(text);
+        if self.output.len() > CAPTURE_BYTES {
+            let cut = super::tail_start(&self.output, CAPTURE_BYTES);
+            self.output.drain(..cut);
+        }
     }
 
     /// A child of `<testcase>`; true when its text is the failure's body.
@@ -398,7 +424,7 @@ impl XmlCase {
             param: self.param,
             verdict,
             time: self.time,
-            output: String::new(),
+            output: self.output,
             shard: 0,
         }
     }

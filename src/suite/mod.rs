@@ -6,13 +6,15 @@
 //! - [`gtest`]: lists the tests, runs them in batches of one process each,
 //!   survives crashes and hangs (the test that was running gets the blame,
 //!   the rest run in a new process), shards over the cell's GPUs.
-//! - [`ctest`]: CTest's own JUnit and timeouts, with the step's filters.
+//! - [`ctest`]: CTest's own timeouts and JUnit, with the step's filters;
+//!   timeouts and crashes named as its console lines name them.
 //!
 //! The adapters talk to the container through [`crate::engine`] only; the
 //! cell runner (`src/run/cell.rs`) calls [`run`] and records what it returns.
 
 pub mod backtrace;
 pub mod ctest;
+mod ctest_output;
 pub mod gtest;
 pub mod gtest_output;
 mod junit_out;

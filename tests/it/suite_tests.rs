@@ -357,7 +357,11 @@ fn gtest_hangs_that_print_nothing_are_timed_out_and_blamed() {
     assert_eq!(all.len(), 6, "{all:#?}");
     // First test of the first process; first of the process after a
     // crash; after half a line without its newline.
-    for hung in ["Gamma.Hangs", "Gamma.HangsAfterCrash", "Gamma.PartialLineThenHangs"] {
+    for hung in [
+        "Gamma.Hangs",
+        "Gamma.HangsAfterCrash",
+        "Gamma.PartialLineThenHangs",
+    ] {
         assert_per_test_timeout(hung, case(&all, hung), 3);
     }
     assert!(
@@ -378,4 +382,64 @@ fn gtest_hangs_that_print_nothing_are_timed_out_and_blamed() {
         "{log}"
     );
     assert!(!log.contains("[       OK ] Gamma.Hangs"), "{log}");
+}
+
+#[test]
+fn ctest_timeouts_and_crashes_are_named_as_the_gtest_adapter_names_them() {
+    // CTest's JUnit calls a timeout and a crash a plain failure with an
+    // empty message; the adapter reads its console lines to tell them.
+    let test = "ctest_timeouts_and_crashes_are_named_as_the_gtest_adapter_names_them";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "ctest.yaml",
+        "name: ctest\nmatrix:\n  os: [bookworm]\nenvironment:\n  base: debian:bookworm\n  packages: [cmake, make]\n\
+         timeout: 5m\nsteps:\n  - name: configure\n    gpu: none\n    run: |\n      mkdir -p /work/p && cd /work/p\n      \
+         cat > CMakeLists.txt <<'CMAKE'\n      cmake_minimum_required(VERSION 3.16)\n      project(hangs NONE)\n      \
+         enable_testing()\n      add_test(NAME hangs_silently COMMAND sleep 600)\n      add_test(NAME passes COMMAND true)\n      \
+         add_test(NAME crashes COMMAND sh -c \"echo about to crash; kill -SEGV $$\")\n      \
+         add_test(NAME hangs_after_crash COMMAND sleep 600)\n      \
+         add_test(NAME partial_line_then_hangs COMMAND sh -c \"printf 'half a line'; exec sleep 600\")\n      \
+         add_test(NAME fails COMMAND false)\n      add_test(NAME last COMMAND true)\n      CMAKE\n      \
+         cmake -S . -B build\n  - name: tests\n    timeout: 2m\n    ctest:\n      dir: /work/p/build\n      timeout_per_test: 3s\n",
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let cell = cell_json(&run, "bookworm");
+    let step = &cell["steps"][1];
+    assert_eq!(step["status"], "failed", "{cell:#}");
+    assert!(step_secs(step) < 120.0, "{cell:#}");
+    let junit = run
+        .join("cells/bookworm")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    assert_eq!(all.len(), 7, "{all:#?}");
+    for hung in [
+        "hangs_silently.hangs_silently",
+        "hangs_after_crash.hangs_after_crash",
+        "partial_line_then_hangs.partial_line_then_hangs",
+    ] {
+        assert_per_test_timeout(hung, case(&all, hung), 3);
+    }
+    let crash = case(&all, "crashes.crashes");
+    assert!(
+        crash.contains("type=\"SIGSEGV\"") && crash.contains("about to crash"),
+        "{crash}"
+    );
+    assert!(case(&all, "fails.fails").contains("<failure"));
+    for passing in ["passes.passes", "last.last"] {
+        let body = case(&all, passing);
+        assert!(
+            !body.contains("<failure") && !body.contains("<error"),
+            "{passing}: {body}"
+        );
+    }
 }
