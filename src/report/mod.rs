@@ -37,13 +37,17 @@ use crate::results::{
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
 
 /// The templates, by the names they include each other by.
-const TEMPLATES: [(&str, &str); 5] = [
+const TEMPLATES: [(&str, &str); 6] = [
     ("summary.md", include_str!("../../reports/summary.md.j2")),
     ("index.html", include_str!("../../reports/index.html.j2")),
     ("cell.html", include_str!("../../reports/cell.html.j2")),
     (
         "cell_details.html",
         include_str!("../../reports/cell_details.html.j2"),
+    ),
+    (
+        "skipped_steps.html",
+        include_str!("../../reports/skipped_steps.html.j2"),
     ),
     ("report.css", include_str!("../../reports/report.css")),
 ];

@@ -67,6 +67,19 @@ pub struct View {
     /// Whether index.html lists each cell's tests and log tails itself, or
     /// only links to the cell's page ([`super::cell_pages`]).
     pub inline_tests: bool,
+    /// Steps that did not run, by step and reason: counted apart from
+    /// tests, which they hold none of.
+    pub skipped_steps: Vec<SkippedSteps>,
+}
+
+/// One step skipped in some cells for one reason.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct SkippedSteps {
+    pub step: String,
+    pub reason: String,
+    pub cells: Vec<String>,
+    /// `skipped in 8 cells` / `skipped in 1 cell`.
+    pub line: String,
 }
 
 #[derive(Serialize)]
@@ -274,7 +287,36 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         environments: super::envs::views(&results.environments),
         cells,
         inline_tests: true,
+        skipped_steps: skipped_steps(results),
     }
+}
+
+/// The steps skipped in any cell (a step that needs a GPU, on a host
+/// without one), grouped by step and reason, in the order first met.
+fn skipped_steps(results: &Results) -> Vec<SkippedSteps> {
+    let mut out: Vec<SkippedSteps> = Vec::new();
+    for c in &results.cells {
+        for st in c.steps.iter().filter(|st| st.status == CellStatus::Skipped) {
+            let reason = st.reason.clone().unwrap_or_default();
+            match out
+                .iter_mut()
+                .find(|g| g.step == st.name && g.reason == reason)
+            {
+                Some(g) => g.cells.push(c.id.clone()),
+                None => out.push(SkippedSteps {
+                    step: st.name.clone(),
+                    reason,
+                    cells: vec![c.id.clone()],
+                    line: String::new(),
+                }),
+            }
+        }
+    }
+    for g in &mut out {
+        let n = g.cells.len();
+        g.line = format!("skipped in {n} cell{}", if n == 1 { "" } else { "s" });
+    }
+    out
 }
 
 /// Every cell's details, as index.html and the cell pages show them.
@@ -594,5 +636,48 @@ mod tests {
         assert_eq!(cell_outcomes(&results), "2 passed, 1 expected failure");
         assert!(!results.cells.iter().all(|c| c.status == CellStatus::Passed));
         assert_eq!(results.failing_cells(), 0);
+    }
+
+    #[test]
+    fn skipped_steps_are_counted_by_step_and_reason_and_shown() {
+        let gpu = r#", "steps": [{"name": "compile", "status": "passed", "duration_secs": 1.0}, {"name": "run-on-gpu", "status": "skipped", "duration_secs": 0.0, "reason": "needs a GPU: no GPU inventory"}]"#;
+        let cells = [
+            cell("a", "passed", gpu),
+            cell("b", "passed", gpu),
+            cell("c", "passed", ""),
+        ];
+        let json = format!(
+            r#"{{"version": 1, "name": "m", "runs": [], "keys": [], "report": {{"rows": [], "columns": []}}, "cells": [{}]}}"#,
+            cells.join(",")
+        );
+        let results: Results = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            skipped_steps(&results),
+            [SkippedSteps {
+                step: "run-on-gpu".into(),
+                reason: "needs a GPU: no GPU inventory".into(),
+                cells: vec!["a".into(), "b".into()],
+                line: "skipped in 2 cells".into(),
+            }]
+        );
+        let md = crate::report::render_summary(&results, None).unwrap();
+        assert!(
+            md.contains("⏭️ step **run-on-gpu** skipped in 2 cells: needs a GPU: no GPU inventory"),
+            "{md}"
+        );
+        let html = crate::report::render_html(&results, None).unwrap();
+        assert!(
+            html.contains("step <b>run-on-gpu</b> skipped in 2 cells: needs a GPU"),
+            "{html}"
+        );
+        // Each card says which of its steps were skipped, and why.
+        assert_eq!(
+            html.matches(
+                "<span class=\"badge skipped\">skipped</span> step <b>run-on-gpu</b> — needs a GPU"
+            )
+            .count(),
+            2,
+            "{html}"
+        );
     }
 }
