@@ -93,11 +93,12 @@ pub fn bounded<S: AsRef<OsStr>>(dir: &Path, args: &[S]) -> Bounded {
         });
     }
     let start = Instant::now();
+    // Reaped by `reap` (wait4) rather than by `Child`, for this one child's
+    // resource usage (getrusage's RUSAGE_CHILDREN sums every child of the
+    // test process, and tests run in parallel).
+    #[allow(clippy::zombie_processes, reason = "reaped by wait4 in `reap`")]
     let mut child = cmd.spawn().expect("spawning rocmatrix");
     let pid = child.id() as libc::pid_t;
-    // Reaped here rather than by `Child`, for this one child's resource
-    // usage (getrusage's RUSAGE_CHILDREN sums every child of the test
-    // process, and tests run in parallel).
     let (status, usage, hung) = loop {
         if let Some((status, usage)) = reap(pid, false) {
             break (status, usage, false);
