@@ -37,8 +37,9 @@ pub fn register(out: &Path) {
     };
     let abs = abs.canonicalize().unwrap_or(abs);
     let text = abs.to_string_lossy().into_owned();
-    let file = roots_dir()
-        .join(crate::digest::short(&crate::digest::sha256_hex(text.as_bytes())).to_string());
+    let file = roots_dir().join(crate::digest::short(&crate::digest::sha256_hex(
+        text.as_bytes(),
+    )));
     if std::fs::read_to_string(&file).is_ok_and(|t| t == text) {
         return;
     }
