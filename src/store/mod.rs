@@ -49,6 +49,17 @@ impl StoreError {
     }
 }
 
+/// The part of `run.json` its readers use.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct RunInfo {
+    pub run_id: String,
+    /// RFC 3339, to the millisecond.
+    pub started: String,
+    pub finished: String,
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
 /// Default parent of run directories.
 pub const DEFAULT_OUT: &str = ".rocmatrix";
 
@@ -94,6 +105,18 @@ impl RunStore {
     pub fn manifest(&self) -> Result<RunManifest, StoreError> {
         let path = self.dir.join("plan.json");
         let text = std::fs::read_to_string(&path).map_err(|e| StoreError::io(&path, e))?;
+        serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+            path,
+            message: e.to_string(),
+        })
+    }
+
+    /// What `run.json` says of the run as a whole (written when the run
+    /// finished).
+    pub fn run_info(&self) -> Result<RunInfo, StoreError> {
+        let path = self.dir.join("run.json");
+        let text = crate::safe_read::read_bounded_string(&path, 64 << 20, "run.json files", "")
+            .map_err(|e| StoreError::io(&path, e))?;
         serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
             path,
             message: e.to_string(),

@@ -1,0 +1,67 @@
+//! What the history asks of a database, and the rows it reads back. Two
+//! backends answer it: [`super::sqlite`] and [`super::postgres`]; they share
+//! the schema ([`super::schema`]) and differ only in their drivers.
+
+use std::collections::BTreeMap;
+
+use super::record::{EnvRecord, RunRecord};
+
+/// A recorded run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRow {
+    pub run: String,
+    pub started_ms: i64,
+    pub name: String,
+    pub sources: BTreeMap<String, String>,
+    pub environments: Vec<EnvRecord>,
+}
+
+/// A recorded cell of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCell {
+    pub run: String,
+    pub cell: String,
+    pub axes: BTreeMap<String, String>,
+    pub outcome: String,
+    pub inputs: String,
+    pub passed: String,
+}
+
+/// A recorded test that did not simply pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTest {
+    pub run: String,
+    pub cell: String,
+    pub test: String,
+    pub hash: u64,
+    pub outcome: String,
+    pub reruns: u32,
+    pub signature: String,
+    pub message: String,
+}
+
+/// One database. Errors are the driver's words (the caller adds where).
+pub trait Backend {
+    /// Writes `r` in one transaction; false when the run was recorded
+    /// already (nothing is written then).
+    fn record(&mut self, r: &RunRecord) -> Result<bool, String>;
+    /// Every run, by start time.
+    fn runs(&mut self) -> Result<Vec<RunRow>, String>;
+    /// Every cell of every run.
+    fn cells(&mut self) -> Result<Vec<StoredCell>, String>;
+    /// The non-passing rows of `test` (every test when `None`).
+    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, String>;
+    /// The identity hashes of a set of passing tests.
+    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, String>;
+}
+
+/// A JSON column's text.
+pub fn to_json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".into())
+}
+
+/// A JSON column read back; a value this rocmatrix cannot read is the
+/// type's default (the row still counts).
+pub fn from_json<T: serde::de::DeserializeOwned + Default>(text: &str) -> T {
+    serde_json::from_str(text).unwrap_or_default()
+}

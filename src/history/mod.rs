@@ -1,0 +1,528 @@
+//! The history of runs: every finished `run`, `report` and `report merge`
+//! records into it, so that a failing test can be told new, failing since
+//! a run, known, or flaky, and where. By default an SQLite file beside the
+//! run stores (`<out>/history.sqlite`); for a fleet of CI runners, a
+//! PostgreSQL server (`--history postgres://…`, `ROCMATRIX_HISTORY`).
+//!
+//! - [`location`]: where the history is, and a URL's password kept out of
+//!   every message;
+//! - [`record`]: what a run leaves in it;
+//! - [`schema`], [`backend`], [`sqlite`], [`postgres`]: the tables and the
+//!   two databases;
+//! - [`verdict`]: flaky, regression, known, fixed — the rules;
+//! - this module: opening, recording, and following tests across runs.
+//!
+//! A history that cannot be opened or written never costs a run its
+//! results: the caller says so in one line and goes on (docs/history.md).
+
+pub mod backend;
+pub mod location;
+mod postgres;
+pub mod record;
+pub mod schema;
+mod sqlite;
+pub mod verdict;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use backend::{Backend, RunRow, StoredCell, StoredTest};
+pub use location::Location;
+use record::RunRecord;
+use verdict::{Obs, Point, Verdict};
+
+/// A history that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error("the history is off (--history off)")]
+    Off,
+    #[error("history {location}: {message}")]
+    Database { location: String, message: String },
+}
+
+/// An open history.
+pub struct History {
+    backend: Box<dyn Backend>,
+    location: Location,
+}
+
+/// One test in one cell of one matrix, followed across the recorded runs.
+#[derive(Debug, Clone)]
+pub struct TestHistory {
+    /// The matrix's name.
+    pub matrix: String,
+    pub cell: String,
+    pub axes: BTreeMap<String, String>,
+    pub test: String,
+    /// Its outcome in each run its cell ran in, in run order.
+    pub points: Vec<Point>,
+    pub verdict: Verdict,
+    /// The latest failure's signature id and first line.
+    pub signature: String,
+    pub message: String,
+}
+
+impl History {
+    /// Opens (creating or migrating) the history at `location`.
+    pub fn open(location: &Location) -> Result<History, HistoryError> {
+        let opened: Result<Box<dyn Backend>, String> = match location {
+            Location::Off => return Err(HistoryError::Off),
+            Location::Sqlite(path) => sqlite::Sqlite::open(path).map(|b| Box::new(b) as _),
+            Location::Postgres(url) => postgres::Postgres::open(url).map(|b| Box::new(b) as _),
+        };
+        match opened {
+            Ok(backend) => Ok(History {
+                backend,
+                location: location.clone(),
+            }),
+            Err(message) => Err(error(location, &message)),
+        }
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.location
+    }
+
+    /// Records `r`; false when it was recorded already.
+    pub fn record(&mut self, r: &RunRecord) -> Result<bool, HistoryError> {
+        let location = self.location.clone();
+        self.backend.record(r).map_err(|m| error(&location, &m))
+    }
+
+    /// Every recorded run, by start time.
+    pub fn runs(&mut self) -> Result<Vec<RunRow>, HistoryError> {
+        let location = self.location.clone();
+        self.backend.runs().map_err(|m| error(&location, &m))
+    }
+
+    /// Every test that failed at least once (or only `test`), in every
+    /// cell of its matrix that ran it, followed through every run its cell
+    /// ran in.
+    pub fn follow(&mut self, test: Option<&str>) -> Result<Vec<TestHistory>, HistoryError> {
+        let location = self.location.clone();
+        let e = |m: String| error(&location, &m);
+        let runs = self.backend.runs().map_err(e)?;
+        let order: HashMap<&str, (usize, &str)> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.run.as_str(), (i, r.name.as_str())))
+            .collect();
+        // (matrix, cell) → its runs, in order.
+        let mut cells: BTreeMap<(String, String), Vec<(usize, StoredCell)>> = BTreeMap::new();
+        for c in self.backend.cells().map_err(e)? {
+            if let Some(&(i, name)) = order.get(c.run.as_str()) {
+                cells
+                    .entry((name.to_string(), c.cell.clone()))
+                    .or_default()
+                    .push((i, c));
+            }
+        }
+        for v in cells.values_mut() {
+            v.sort_by_key(|(i, _)| *i);
+        }
+        // (matrix, cell, test) → run index → row.
+        let mut rows: BTreeMap<(String, String, String), BTreeMap<usize, StoredTest>> =
+            BTreeMap::new();
+        for t in self.backend.tests(test).map_err(e)? {
+            if let Some(&(i, name)) = order.get(t.run.as_str()) {
+                rows.entry((name.to_string(), t.cell.clone(), t.test.clone()))
+                    .or_default()
+                    .insert(i, t);
+            }
+        }
+        // A test that failed somewhere is followed in every cell of its
+        // matrix, so that where it never failed counts too.
+        let hash_of: BTreeMap<(String, String), u64> = rows
+            .iter()
+            .filter_map(|((m, _, t), by_run)| {
+                by_run
+                    .values()
+                    .next()
+                    .map(|r| ((m.clone(), t.clone()), r.hash))
+            })
+            .collect();
+        for (matrix, test) in hash_of.keys() {
+            for (m, cell) in cells.keys().filter(|(m, _)| m == matrix) {
+                rows.entry((m.clone(), cell.clone(), test.clone()))
+                    .or_default();
+            }
+        }
+        let mut sets: HashMap<String, Vec<u64>> = HashMap::new();
+        let mut out = Vec::new();
+        for ((matrix, cell, test), by_run) in rows {
+            let Some(ran) = cells.get(&(matrix.clone(), cell.clone())) else {
+                continue;
+            };
+            let hash = hash_of
+                .get(&(matrix.clone(), test.clone()))
+                .copied()
+                .unwrap_or(0);
+            let mut points = Vec::with_capacity(ran.len());
+            for (i, c) in ran {
+                let obs = match by_run.get(i) {
+                    Some(t) => Obs::of(&t.outcome),
+                    None => {
+                        if !sets.contains_key(&c.passed) {
+                            let set = self.backend.passset(&c.passed).map_err(e)?;
+                            sets.insert(c.passed.clone(), set);
+                        }
+                        if sets[&c.passed].binary_search(&hash).is_ok() {
+                            Obs::Pass
+                        } else {
+                            Obs::Absent
+                        }
+                    }
+                };
+                points.push(Point {
+                    run: *i,
+                    inputs: c.inputs.clone(),
+                    obs,
+                });
+            }
+            if points.iter().all(|p| p.obs == Obs::Absent) {
+                continue;
+            }
+            let last = by_run.values().next_back();
+            out.push(TestHistory {
+                verdict: verdict::judge(&points),
+                axes: ran.last().map(|(_, c)| c.axes.clone()).unwrap_or_default(),
+                signature: last.map(|t| t.signature.clone()).unwrap_or_default(),
+                message: last.map(|t| t.message.clone()).unwrap_or_default(),
+                matrix,
+                cell,
+                test,
+                points,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn error(location: &Location, message: &str) -> HistoryError {
+    HistoryError::Database {
+        location: location.to_string(),
+        message: location.scrub(message),
+    }
+}
+
+/// Where each flaky test is flaky: per (matrix, test), the axis values that
+/// single out its flaky cells among the cells that ran it.
+pub fn flaky_places(all: &[TestHistory]) -> BTreeMap<(String, String), Vec<String>> {
+    /// A test's cells: where it is flaky, where it is not.
+    type Split<'a> = (Vec<&'a TestHistory>, Vec<&'a TestHistory>);
+    let mut by_test: BTreeMap<(String, String), Split> = BTreeMap::new();
+    for t in all {
+        let e = by_test
+            .entry((t.matrix.clone(), t.test.clone()))
+            .or_default();
+        if t.verdict.is_flaky() {
+            e.0.push(t);
+        } else {
+            e.1.push(t);
+        }
+    }
+    by_test
+        .into_iter()
+        .filter(|(_, (flaky, _))| !flaky.is_empty())
+        .map(|(k, (flaky, steady))| {
+            let f: Vec<_> = flaky.iter().map(|t| &t.axes).collect();
+            let s: Vec<_> = steady.iter().map(|t| &t.axes).collect();
+            (k, verdict::where_flaky(&f, &s))
+        })
+        .collect()
+}
+
+/// How a failing test of the latest run reads against its history, in
+/// words: `new`, `failing since RUN (DATE)`, `known since RUN (DATE)`,
+/// `flaky (K of N)`.
+pub fn describe(t: &TestHistory, runs: &[RunRow], latest: usize) -> String {
+    let at = |i: usize| {
+        runs.get(i)
+            .map(|r| format!("{} ({})", r.run, record::time_of(r.started_ms)))
+            .unwrap_or_default()
+    };
+    match &t.verdict {
+        Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
+            "new".to_string()
+        }
+        Verdict::Regression { since } => format!("failing since {}", at(*since)),
+        Verdict::KnownSince { since } => format!("known since {}", at(*since)),
+        Verdict::Flaky { failures, runs, .. } => format!("flaky ({failures} of {runs} runs)"),
+        Verdict::Fixed { since } => format!("fixed since {}", at(*since)),
+        Verdict::Passing => "passing".to_string(),
+    }
+}
+
+/// What changed underneath between run `before` and run `at`: versions
+/// of the packages that matter, per environment identity, and source
+/// commits.
+pub fn changes(before: &RunRow, at: &RunRow) -> Vec<String> {
+    let mut out = Vec::new();
+    for env in &at.environments {
+        let Some(old) = before
+            .environments
+            .iter()
+            .find(|e| e.identity == env.identity && !env.identity.is_empty())
+        else {
+            continue;
+        };
+        for (pkg, new) in &env.packages {
+            match old.packages.get(pkg) {
+                Some(was) if was != new => out.push(format!("{pkg} {was} → {new}")),
+                None => out.push(format!("{pkg} added ({new})")),
+                _ => {}
+            }
+        }
+        if out.is_empty() && old.installed_digest != env.installed_digest {
+            out.push(format!("{}: other installed packages moved", env.base));
+        }
+    }
+    for (name, commit) in &at.sources {
+        if let Some(was) = before.sources.get(name).filter(|w| *w != commit) {
+            out.push(format!(
+                "source {name} {} → {}",
+                crate::digest::short(was),
+                crate::digest::short(commit)
+            ));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Records the run whose stores are `runs` and whose report read
+/// `results` into `location`, and says in a few lines how its failing
+/// tests read against the history. Never fails: a history that cannot be
+/// used is one line saying so and how to record the run later.
+pub fn record_and_describe(
+    location: &Location,
+    runs: &[&Path],
+    results: &crate::results::model::Results,
+) -> String {
+    if *location == Location::Off {
+        return String::new();
+    }
+    let later = format!(
+        "record it later with `rocmatrix history import {}`",
+        runs.iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let rec = match record::of_run(runs, results) {
+        Ok(r) => r,
+        Err(e) => return format!("history: not recorded: {e}\n"),
+    };
+    let mut history = match History::open(location) {
+        Ok(h) => h,
+        Err(e) => return format!("history: not recorded ({e}); {later}\n"),
+    };
+    let added = match history.record(&rec) {
+        Ok(added) => added,
+        Err(e) => return format!("history: not recorded ({e}); {later}\n"),
+    };
+    match summary_of(&mut history, &rec, added) {
+        Ok(text) => text,
+        Err(e) => format!("history: recorded in {location}, but not read back: {e}\n"),
+    }
+}
+
+/// `history: recorded run R in PATH; 3 failing tests: 1 new, …` and a line
+/// per failing test (at most 20).
+fn summary_of(history: &mut History, rec: &RunRecord, added: bool) -> Result<String, HistoryError> {
+    let location = history.location().to_string();
+    let runs = history.runs()?;
+    let Some(latest) = runs.iter().position(|r| r.run == rec.run) else {
+        return Ok(format!("history: recorded run {} in {location}\n", rec.run));
+    };
+    let failing: Vec<&record::TestRow> = rec
+        .tests
+        .iter()
+        .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
+        .collect();
+    let mut text = format!(
+        "history: {} run {} in {location} ({} runs of {})",
+        if added {
+            "recorded"
+        } else {
+            "had already recorded"
+        },
+        rec.run,
+        runs.iter().filter(|r| r.name == rec.name).count(),
+        rec.name
+    );
+    if failing.is_empty() {
+        text.push('\n');
+        return Ok(text);
+    }
+    let all = history.follow(None)?;
+    let mine: Vec<&TestHistory> = all
+        .iter()
+        .filter(|t| t.matrix == rec.name)
+        .filter(|t| failing.iter().any(|f| f.cell == t.cell && f.test == t.test))
+        .collect();
+    let places = flaky_places(&all);
+    let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let mut lines = Vec::new();
+    for t in &mine {
+        let kind = match &t.verdict {
+            Verdict::Flaky { .. } => "flaky",
+            Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
+                "new"
+            }
+            Verdict::Regression { .. } => "failing since an earlier run",
+            _ => "known",
+        };
+        *tally.entry(kind).or_default() += 1;
+        let mut line = format!("  {} in {}: {}", t.test, t.cell, describe(t, &runs, latest));
+        if let Some(p) = places
+            .get(&(t.matrix.clone(), t.test.clone()))
+            .filter(|p| !p.is_empty())
+        {
+            line.push_str(&format!(", only where {}", p.join(", ")));
+        }
+        if let Verdict::Regression { since } = t.verdict {
+            if let Some(before) = t.points.iter().rev().find(|p| p.run < since) {
+                let changed = changes(&runs[before.run], &runs[since]);
+                if !changed.is_empty() {
+                    line.push_str(&format!(
+                        "; changed since the run before: {}",
+                        changed.join(", ")
+                    ));
+                }
+            }
+        }
+        lines.push(line);
+    }
+    let parts: Vec<String> = tally.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    text.push_str(&format!(
+        "; {} failing test{}: {}\n",
+        mine.len(),
+        if mine.len() == 1 { "" } else { "s" },
+        parts.join(", ")
+    ));
+    for l in lines.iter().take(20) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    if lines.len() > 20 {
+        text.push_str(&format!(
+            "  …and {} more (`rocmatrix history flaky`, `history show TEST`)\n",
+            lines.len() - 20
+        ));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::record::{CellRow, TestRow};
+    use super::*;
+
+    /// Run `k` of matrix `m`: cell `gfx` with test `T.A` failing when `fail`.
+    fn run(k: i64, cells: &[(&str, bool, &str)]) -> RunRecord {
+        let hash = crate::results::model::test_hash("s", "T", "A");
+        let mut r = RunRecord {
+            run: format!("run-{k}"),
+            started_ms: 1_000 + k,
+            name: "m".into(),
+            matrix_hash: String::new(),
+            sources: BTreeMap::new(),
+            environments: Vec::new(),
+            cells: Vec::new(),
+            tests: Vec::new(),
+            passsets: BTreeMap::new(),
+        };
+        for (gfx, fail, inputs) in cells {
+            let passed: Vec<u64> = if *fail { vec![] } else { vec![hash] };
+            let digest = record::passset_digest(&passed);
+            r.passsets.insert(digest.clone(), passed);
+            r.cells.push(CellRow {
+                cell: gfx.to_string(),
+                axes: BTreeMap::from([("gfx".to_string(), gfx.to_string())]),
+                outcome: if *fail { "failed" } else { "passed" }.into(),
+                inputs: inputs.to_string(),
+                passed: digest,
+                signatures: Vec::new(),
+            });
+            if *fail {
+                r.tests.push(TestRow {
+                    cell: gfx.to_string(),
+                    test: "T.A".into(),
+                    hash,
+                    outcome: "failed".into(),
+                    time: None,
+                    reruns: 0,
+                    signature: String::new(),
+                    message: "boom".into(),
+                });
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn recorded_runs_are_followed_and_judged() {
+        let dir = tempfile::tempdir().unwrap();
+        let loc = Location::Sqlite(dir.path().join("h.sqlite"));
+        let mut h = History::open(&loc).unwrap();
+        // gfx1151 fails now and then with the same inputs; gfx1030 breaks
+        // at run 4 when its inputs change.
+        let plan = [
+            [("gfx1030", false, "a"), ("gfx1151", false, "x")],
+            [("gfx1030", false, "a"), ("gfx1151", true, "x")],
+            [("gfx1030", false, "a"), ("gfx1151", false, "x")],
+            [("gfx1030", true, "b"), ("gfx1151", false, "x")],
+            [("gfx1030", true, "b"), ("gfx1151", false, "x")],
+        ];
+        for (k, cells) in plan.iter().enumerate() {
+            assert!(h.record(&run(k as i64, cells)).unwrap());
+        }
+        assert!(!h.record(&run(0, &plan[0])).unwrap(), "idempotent");
+        let all = h.follow(None).unwrap();
+        let of = |cell: &str| all.iter().find(|t| t.cell == cell).unwrap();
+        assert_eq!(of("gfx1030").verdict, Verdict::Regression { since: 3 });
+        assert!(of("gfx1151").verdict.is_flaky());
+        let strip: String = of("gfx1030").points.iter().map(|p| p.obs.mark()).collect();
+        assert_eq!(strip, "✓✓✓✗✗");
+        // gfx1030 is not flaky: only gfx1151 is, and it says so.
+        let places = flaky_places(&all);
+        assert_eq!(
+            places[&("m".to_string(), "T.A".to_string())],
+            ["gfx=gfx1151"]
+        );
+        let runs = h.runs().unwrap();
+        assert_eq!(
+            describe(of("gfx1030"), &runs, 4),
+            format!("failing since run-3 ({})", record::time_of(1_003))
+        );
+        // Reopening a database of this version migrates nothing.
+        drop(h);
+        assert_eq!(History::open(&loc).unwrap().runs().unwrap().len(), 5);
+    }
+
+    #[test]
+    fn a_history_that_cannot_be_opened_says_where_without_the_password() {
+        let loc = Location::resolve(
+            Some("postgres://ci:hunter2-pw@127.0.0.1:1/rocm?connect_timeout=2"),
+            Path::new("."),
+        );
+        let e = History::open(&loc)
+            .err()
+            .expect("nothing listens on port 1");
+        let text = e.to_string();
+        assert!(
+            text.contains("postgres://ci:***@127.0.0.1:1/rocm"),
+            "{text}"
+        );
+        assert!(!text.contains("hunter2"), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("h.sqlite");
+        std::fs::write(&bad, b"not a database, not at all, really not").unwrap();
+        let e = History::open(&Location::Sqlite(bad))
+            .err()
+            .expect("corrupt");
+        assert!(e.to_string().contains("h.sqlite"), "{e}");
+    }
+}

@@ -1,0 +1,223 @@
+//! A history shared by a fleet of CI runners: a PostgreSQL server given by
+//! URL (`--history postgres://…`). Each run records in one transaction;
+//! creating or migrating the schema holds an advisory lock, so runners that
+//! start together do not race to create the same tables.
+//!
+//! The `postgres` client runs its own small runtime: it is used outside
+//! rocmatrix's tokio runtime (after a run, from the command line).
+
+use postgres::{Client, NoTls};
+
+use super::backend::{from_json, to_json, Backend, RunRow, StoredCell, StoredTest};
+use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
+use super::schema;
+
+/// The advisory lock key held while the schema is made or migrated.
+const SCHEMA_LOCK: i64 = 0x726f_636d_6174;
+
+pub struct Postgres {
+    client: Client,
+}
+
+impl Postgres {
+    /// Connects to `url` and creates or migrates the schema.
+    pub fn open(url: &str) -> Result<Postgres, String> {
+        let mut config: postgres::Config =
+            url.parse().map_err(|e: postgres::Error| e.to_string())?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        let mut client = config.connect(NoTls).map_err(|e| e.to_string())?;
+        migrate(&mut client)?;
+        Ok(Postgres { client })
+    }
+}
+
+fn migrate(client: &mut Client) -> Result<(), String> {
+    let e = |e: postgres::Error| e.to_string();
+    let mut tx = client.transaction().map_err(e)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+        .map_err(e)?;
+    let has_meta: bool = tx
+        .query_one("SELECT to_regclass('meta') IS NOT NULL", &[])
+        .map_err(e)?
+        .get(0);
+    let found: i64 = if has_meta {
+        tx.query_opt("SELECT value FROM meta WHERE key = 'schema_version'", &[])
+            .map_err(e)?
+            .and_then(|r| r.get::<_, String>(0).parse().ok())
+            .unwrap_or(0)
+    } else {
+        0
+    };
+    if let Some(why) = schema::refuse_newer(found) {
+        return Err(why);
+    }
+    if found == schema::VERSION {
+        return tx.commit().map_err(e);
+    }
+    for stmt in schema::migrations(found, "BYTEA") {
+        tx.batch_execute(&stmt).map_err(e)?;
+    }
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', $1)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        &[&schema::VERSION.to_string()],
+    )
+    .map_err(e)?;
+    tx.commit().map_err(e)
+}
+
+impl Backend for Postgres {
+    fn record(&mut self, r: &RunRecord) -> Result<bool, String> {
+        let e = |e: postgres::Error| e.to_string();
+        let mut tx = self.client.transaction().map_err(e)?;
+        let added = tx
+            .execute(
+                "INSERT INTO runs (run, started_ms, name, matrix_hash, sources, environments, recorded_ms)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run) DO NOTHING",
+                &[
+                    &r.run,
+                    &r.started_ms,
+                    &r.name,
+                    &r.matrix_hash,
+                    &to_json(&r.sources),
+                    &to_json(&r.environments),
+                    &super::record::now_ms(),
+                ],
+            )
+            .map_err(e)?;
+        if added == 0 {
+            tx.rollback().map_err(e)?;
+            return Ok(false);
+        }
+        let put = tx
+            .prepare(
+                "INSERT INTO passsets (digest, hashes) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
+            )
+            .map_err(e)?;
+        for (digest, hashes) in &r.passsets {
+            tx.execute(&put, &[digest, &hashes_to_bytes(hashes)])
+                .map_err(e)?;
+        }
+        let put = tx
+            .prepare(
+                "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .map_err(e)?;
+        for c in &r.cells {
+            tx.execute(
+                &put,
+                &[
+                    &r.run,
+                    &c.cell,
+                    &to_json(&c.axes),
+                    &c.outcome,
+                    &c.inputs,
+                    &c.passed,
+                    &to_json(&c.signatures),
+                ],
+            )
+            .map_err(e)?;
+        }
+        let put = tx
+            .prepare(
+                "INSERT INTO tests (run, cell, test, hash, outcome, time_s, reruns, signature, message)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            )
+            .map_err(e)?;
+        for t in &r.tests {
+            tx.execute(
+                &put,
+                &[
+                    &r.run,
+                    &t.cell,
+                    &t.test,
+                    &(t.hash as i64),
+                    &t.outcome,
+                    &t.time,
+                    &(t.reruns as i32),
+                    &t.signature,
+                    &t.message,
+                ],
+            )
+            .map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(true)
+    }
+
+    fn runs(&mut self) -> Result<Vec<RunRow>, String> {
+        let rows = self
+            .client
+            .query(
+                "SELECT run, started_ms, name, sources, environments FROM runs ORDER BY started_ms, run",
+                &[],
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(rows
+            .iter()
+            .map(|r| RunRow {
+                run: r.get(0),
+                started_ms: r.get(1),
+                name: r.get(2),
+                sources: from_json(r.get(3)),
+                environments: from_json(r.get(4)),
+            })
+            .collect())
+    }
+
+    fn cells(&mut self) -> Result<Vec<StoredCell>, String> {
+        let rows = self
+            .client
+            .query(
+                "SELECT run, cell, axes, outcome, inputs, passed FROM cells",
+                &[],
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(rows
+            .iter()
+            .map(|r| StoredCell {
+                run: r.get(0),
+                cell: r.get(1),
+                axes: from_json(r.get(2)),
+                outcome: r.get(3),
+                inputs: r.get(4),
+                passed: r.get(5),
+            })
+            .collect())
+    }
+
+    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, String> {
+        let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
+        let rows = match test {
+            Some(t) => self.client.query(&format!("{sql} WHERE test = $1"), &[&t]),
+            None => self.client.query(sql, &[]),
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(rows
+            .iter()
+            .map(|r| StoredTest {
+                run: r.get(0),
+                cell: r.get(1),
+                test: r.get(2),
+                hash: r.get::<_, i64>(3) as u64,
+                outcome: r.get(4),
+                reruns: r.get::<_, i32>(5) as u32,
+                signature: r.get(6),
+                message: r.get(7),
+            })
+            .collect())
+    }
+
+    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, String> {
+        let row = self
+            .client
+            .query_opt("SELECT hashes FROM passsets WHERE digest = $1", &[&digest])
+            .map_err(|e| e.to_string())?;
+        Ok(row
+            .map(|r| hashes_from_bytes(r.get::<_, &[u8]>(0)))
+            .unwrap_or_default())
+    }
+}

@@ -1,0 +1,295 @@
+//! What one run leaves in the history, made from its run stores (the
+//! shards of one plan are one run) and the results its report read:
+//!
+//! - the run: its id (shard ids joined by `+`), when it started (to the
+//!   millisecond, the earliest shard), the matrix's name and hash, the
+//!   source commits its cells checked out, and each environment's identity
+//!   with the versions that matter and a digest of every installed package;
+//! - each cell: axis values, outcome (`passed`, `failed`, `expected
+//!   failure`, …), a digest of its inputs (the cell's definition, its
+//!   environment's installed packages, its source commits: two runs of a
+//!   cell with the same digest ran the same thing), its signatures, and
+//!   its passing tests as a set of identity hashes (stored once per
+//!   distinct set: a suite that passes the same way every night costs one
+//!   row for all nights);
+//! - each test that did not simply pass: outcome, time, reruns, signature.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::model::{display_name, test_hash, CellResult, Results, TestStatus};
+use crate::store::RunStore;
+
+/// One run, ready to be written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunRecord {
+    pub run: String,
+    pub started_ms: i64,
+    pub name: String,
+    pub matrix_hash: String,
+    /// Source name → commit.
+    pub sources: BTreeMap<String, String>,
+    pub environments: Vec<EnvRecord>,
+    pub cells: Vec<CellRow>,
+    pub tests: Vec<TestRow>,
+    /// Digest → sorted identity hashes of passing tests.
+    pub passsets: BTreeMap<String, Vec<u64>>,
+}
+
+/// An environment as the history keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnvRecord {
+    pub environment: String,
+    pub identity: String,
+    pub base: String,
+    /// The versions that matter (the report's selection).
+    pub packages: BTreeMap<String, String>,
+    /// SHA-256 of every installed package and version.
+    pub installed_digest: String,
+    pub cells: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellRow {
+    pub cell: String,
+    pub axes: BTreeMap<String, String>,
+    pub outcome: String,
+    pub inputs: String,
+    /// The digest of its passing tests' set (a key of `passsets`).
+    pub passed: String,
+    pub signatures: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TestRow {
+    pub cell: String,
+    /// `classname.name`, as people write test ids.
+    pub test: String,
+    pub hash: u64,
+    pub outcome: String,
+    pub time: Option<f64>,
+    pub reruns: u32,
+    pub signature: String,
+    pub message: String,
+}
+
+/// Why a run could not be made into a record.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RecordError(pub String);
+
+/// The record of `results`, read from the run stores `runs` (one, or the
+/// shards of one plan).
+pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordError> {
+    let mut started: Option<i64> = None;
+    let mut ids = Vec::new();
+    let mut cell_inputs: BTreeMap<String, (String, Vec<crate::store::lock::LockedSource>)> =
+        BTreeMap::new();
+    for dir in runs {
+        let store = RunStore {
+            dir: dir.to_path_buf(),
+        };
+        let info = store
+            .run_info()
+            .map_err(|e| RecordError(format!("{}: {e}", dir.display())))?;
+        ids.push(info.run_id.clone());
+        let ms = millis(&info.started).ok_or_else(|| {
+            RecordError(format!(
+                "{}: run.json's start `{}` is not an RFC 3339 time",
+                dir.display(),
+                info.started
+            ))
+        })?;
+        started = Some(started.map_or(ms, |s: i64| s.min(ms)));
+        for cell in store.finished_cells() {
+            if let Ok(rec) = store.cell_record(&cell) {
+                cell_inputs.insert(cell, (rec.hash, rec.sources));
+            }
+        }
+    }
+    ids.sort();
+    let started_ms = started.ok_or_else(|| RecordError("no run store given".into()))?;
+    let environments: Vec<EnvRecord> = results
+        .environments
+        .iter()
+        .map(|e| EnvRecord {
+            environment: e.environment.clone(),
+            identity: e.identity.clone(),
+            base: e.base.clone(),
+            packages: e.packages.clone(),
+            installed_digest: crate::digest::sha256_hex(
+                serde_json::to_string(&e.installed)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            ),
+            cells: e.cells.clone(),
+        })
+        .collect();
+    let env_of: BTreeMap<&str, &str> = environments
+        .iter()
+        .flat_map(|e| {
+            e.cells
+                .iter()
+                .map(|c| (c.as_str(), e.installed_digest.as_str()))
+        })
+        .collect();
+    let mut sources = BTreeMap::new();
+    let mut record = RunRecord {
+        run: ids.join("+"),
+        started_ms,
+        name: results.name.clone(),
+        matrix_hash: results.matrix_hash.clone(),
+        sources: BTreeMap::new(),
+        environments: Vec::new(),
+        cells: Vec::new(),
+        tests: Vec::new(),
+        passsets: BTreeMap::new(),
+    };
+    let signature_of = signatures_by_place(results);
+    for c in &results.cells {
+        let (hash, srcs) = cell_inputs.get(&c.id).cloned().unwrap_or_default();
+        for s in &srcs {
+            sources.insert(s.name.clone(), s.commit.clone());
+        }
+        let inputs = crate::digest::sha256_hex(
+            format!(
+                "{hash}\u{1f}{}\u{1f}{}",
+                env_of.get(c.id.as_str()).copied().unwrap_or(""),
+                srcs.iter()
+                    .map(|s| format!("{}={}", s.name, s.commit))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+            .as_bytes(),
+        );
+        let passed = passset_digest(&c.passed_hashes);
+        record
+            .passsets
+            .entry(passed.clone())
+            .or_insert_with(|| c.passed_hashes.clone());
+        record.cells.push(CellRow {
+            cell: c.id.clone(),
+            axes: c.values.clone(),
+            outcome: cell_outcome(c).to_string(),
+            inputs,
+            passed,
+            signatures: results
+                .signatures
+                .iter()
+                .filter(|s| s.cells.contains(&c.id))
+                .map(|s| s.id.clone())
+                .collect(),
+        });
+        for t in &c.tests {
+            if t.status == TestStatus::Passed {
+                continue;
+            }
+            let test = display_name(&t.classname, &t.name);
+            record.tests.push(TestRow {
+                cell: c.id.clone(),
+                signature: signature_of
+                    .get(&(c.id.as_str(), test.as_str()))
+                    .cloned()
+                    .unwrap_or_default(),
+                hash: test_hash(&t.suite, &t.classname, &t.name),
+                test,
+                outcome: t.status.as_str().to_string(),
+                time: t.time,
+                reruns: t.reruns,
+                message: first_line(&t.message),
+            });
+        }
+    }
+    // One row per test and cell: a name reported twice keeps its worst.
+    let mut seen = BTreeSet::new();
+    record
+        .tests
+        .retain(|t| seen.insert((t.cell.clone(), t.test.clone())));
+    record.sources = sources;
+    record.environments = environments;
+    Ok(record)
+}
+
+/// A cell's outcome in the report's words.
+pub fn cell_outcome(c: &CellResult) -> &'static str {
+    if c.is_failure() {
+        return "failed";
+    }
+    if c.expected_failure.is_some() || (c.status.is_failure() && c.counts.xfail > 0) {
+        return "expected failure";
+    }
+    c.status.as_str()
+}
+
+/// (cell, test) → the id of the signature its failure has.
+fn signatures_by_place(results: &Results) -> BTreeMap<(&str, &str), String> {
+    let mut out = BTreeMap::new();
+    for s in &results.signatures {
+        for cell in &s.cells {
+            for place in &s.places {
+                out.entry((cell.as_str(), place.as_str()))
+                    .or_insert_with(|| s.id.clone());
+            }
+        }
+    }
+    out
+}
+
+/// The digest that names a set of passing tests.
+pub fn passset_digest(hashes: &[u64]) -> String {
+    crate::digest::sha256_hex(&hashes_to_bytes(hashes))
+}
+
+/// Sorted hashes as little-endian bytes, as the history stores them.
+pub fn hashes_to_bytes(hashes: &[u64]) -> Vec<u8> {
+    hashes.iter().flat_map(|h| h.to_le_bytes()).collect()
+}
+
+pub fn hashes_from_bytes(bytes: &[u8]) -> Vec<u64> {
+    bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect()
+}
+
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    line.chars().take(300).collect()
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time (`…T09:38:47.468Z`).
+pub fn millis(rfc3339: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339_weak(rfc3339.trim_end_matches('Z')).ok()?;
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(d.as_millis()).ok()
+}
+
+/// Now, in milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// An RFC 3339 time (UTC, to the second) of milliseconds since the epoch.
+pub fn time_of(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_and_hash_sets_round_trip() {
+        let ms = millis("2026-11-26T09:38:47.468Z").unwrap();
+        assert_eq!(ms % 1000, 468);
+        assert_eq!(time_of(ms), "2026-11-26T09:38:47Z");
+        let set = vec![1u64, 7, u64::MAX];
+        assert_eq!(hashes_from_bytes(&hashes_to_bytes(&set)), set);
+        assert_ne!(passset_digest(&set), passset_digest(&[1, 7]));
+    }
+}

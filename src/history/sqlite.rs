@@ -1,0 +1,246 @@
+//! The default history: one SQLite file beside the run stores. WAL mode
+//! and a busy timeout let two runs record at once (one waits for the
+//! other's transaction); a run records in one transaction, so a crash
+//! leaves it recorded whole or not at all.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+
+use super::backend::{from_json, to_json, Backend, RunRow, StoredCell, StoredTest};
+use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
+use super::schema;
+
+/// How long a writer waits for another's transaction.
+const BUSY: Duration = Duration::from_secs(60);
+
+pub struct Sqlite {
+    conn: Connection,
+}
+
+impl Sqlite {
+    /// Opens (creating, or migrating) the database at `path`.
+    pub fn open(path: &Path) -> Result<Sqlite, String> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        let mut conn = Connection::open(path).map_err(|e| e.to_string())?;
+        conn.busy_timeout(BUSY).map_err(|e| e.to_string())?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| e.to_string())?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(|e| e.to_string())?;
+        migrate(&mut conn)?;
+        Ok(Sqlite { conn })
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    let has_meta: bool = tx
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .map_err(|e| e.to_string())?
+        > 0;
+    let found: i64 = if has_meta {
+        tx.query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()
+        .map_err(|e| e.to_string())?
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+    } else {
+        0
+    };
+    if let Some(why) = schema::refuse_newer(found) {
+        return Err(why);
+    }
+    if found == schema::VERSION {
+        return Ok(());
+    }
+    for stmt in schema::migrations(found, "BLOB") {
+        tx.execute(&stmt, []).map_err(|e| e.to_string())?;
+    }
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        params![schema::VERSION.to_string()],
+    )
+    .map_err(|e| e.to_string())?;
+    tx.commit().map_err(|e| e.to_string())
+}
+
+impl Backend for Sqlite {
+    fn record(&mut self, r: &RunRecord) -> Result<bool, String> {
+        let e = |e: rusqlite::Error| e.to_string();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e)?;
+        let now = super::record::now_ms();
+        let added = tx
+            .execute(
+                "INSERT INTO runs (run, started_ms, name, matrix_hash, sources, environments, recorded_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (run) DO NOTHING",
+                params![
+                    r.run,
+                    r.started_ms,
+                    r.name,
+                    r.matrix_hash,
+                    to_json(&r.sources),
+                    to_json(&r.environments),
+                    now
+                ],
+            )
+            .map_err(e)?;
+        if added == 0 {
+            return Ok(false);
+        }
+        {
+            let mut put = tx
+                .prepare(
+                    "INSERT INTO passsets (digest, hashes) VALUES (?1, ?2) ON CONFLICT (digest) DO NOTHING",
+                )
+                .map_err(e)?;
+            for (digest, hashes) in &r.passsets {
+                put.execute(params![digest, hashes_to_bytes(hashes)])
+                    .map_err(e)?;
+            }
+            let mut put = tx
+                .prepare(
+                    "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(e)?;
+            for c in &r.cells {
+                put.execute(params![
+                    r.run,
+                    c.cell,
+                    to_json(&c.axes),
+                    c.outcome,
+                    c.inputs,
+                    c.passed,
+                    to_json(&c.signatures)
+                ])
+                .map_err(e)?;
+            }
+            let mut put = tx
+                .prepare(
+                    "INSERT INTO tests (run, cell, test, hash, outcome, time_s, reruns, signature, message)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .map_err(e)?;
+            for t in &r.tests {
+                put.execute(params![
+                    r.run,
+                    t.cell,
+                    t.test,
+                    t.hash as i64,
+                    t.outcome,
+                    t.time,
+                    t.reruns,
+                    t.signature,
+                    t.message
+                ])
+                .map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)?;
+        Ok(true)
+    }
+
+    fn runs(&mut self) -> Result<Vec<RunRow>, String> {
+        let mut q = self
+            .conn
+            .prepare(
+                "SELECT run, started_ms, name, sources, environments FROM runs ORDER BY started_ms, run",
+            )
+            .map_err(|e| e.to_string())?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(RunRow {
+                    run: r.get(0)?,
+                    started_ms: r.get(1)?,
+                    name: r.get(2)?,
+                    sources: from_json(&r.get::<_, String>(3)?),
+                    environments: from_json(&r.get::<_, String>(4)?),
+                })
+            })
+            .map_err(|e| e.to_string())?;
+        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+    }
+
+    fn cells(&mut self) -> Result<Vec<StoredCell>, String> {
+        let mut q = self
+            .conn
+            .prepare("SELECT run, cell, axes, outcome, inputs, passed FROM cells")
+            .map_err(|e| e.to_string())?;
+        let rows = q
+            .query_map([], |r| {
+                Ok(StoredCell {
+                    run: r.get(0)?,
+                    cell: r.get(1)?,
+                    axes: from_json(&r.get::<_, String>(2)?),
+                    outcome: r.get(3)?,
+                    inputs: r.get(4)?,
+                    passed: r.get(5)?,
+                })
+            })
+            .map_err(|e| e.to_string())?;
+        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+    }
+
+    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, String> {
+        let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
+        let map = |r: &rusqlite::Row<'_>| {
+            Ok(StoredTest {
+                run: r.get(0)?,
+                cell: r.get(1)?,
+                test: r.get(2)?,
+                hash: r.get::<_, i64>(3)? as u64,
+                outcome: r.get(4)?,
+                reruns: r.get(5)?,
+                signature: r.get(6)?,
+                message: r.get(7)?,
+            })
+        };
+        let rows: Result<Vec<StoredTest>, rusqlite::Error> = match test {
+            Some(t) => {
+                let mut q = self
+                    .conn
+                    .prepare(&format!("{sql} WHERE test = ?1"))
+                    .map_err(|e| e.to_string())?;
+                let v = q.query_map(params![t], map).map_err(|e| e.to_string())?;
+                v.collect()
+            }
+            None => {
+                let mut q = self.conn.prepare(sql).map_err(|e| e.to_string())?;
+                let v = q.query_map([], map).map_err(|e| e.to_string())?;
+                v.collect()
+            }
+        };
+        rows.map_err(|e| e.to_string())
+    }
+
+    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, String> {
+        let bytes: Option<Vec<u8>> = self
+            .conn
+            .query_row(
+                "SELECT hashes FROM passsets WHERE digest = ?1",
+                params![digest],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())?;
+        Ok(bytes.map(|b| hashes_from_bytes(&b)).unwrap_or_default())
+    }
+}

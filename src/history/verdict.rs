@@ -1,0 +1,256 @@
+//! Flaky told from broken: what one test's outcomes in one cell, run after
+//! run, say about it. Pure functions over a sequence, so the rules are
+//! tested without a database (docs/history.md gives them with examples):
+//!
+//! - **flaky**: it both passed and failed with the same inputs (the same
+//!   cell definition, installed packages and source commits), or it failed
+//!   and then passed on a rerun inside one run, or it failed in two or more
+//!   separate stretches (fail, pass, fail): an intermittent failure;
+//! - **regression since R**: it passed, then failed in every run since R,
+//!   and the inputs changed between the last pass and R;
+//! - **known since R**: it failed in every run it was recorded in, the
+//!   first being R;
+//! - **new**: a regression or known failure whose R is the latest run;
+//! - **fixed since R**: it failed, then passed in every run since R.
+
+use std::collections::BTreeMap;
+
+/// One run's outcome of a test in a cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Obs {
+    Pass,
+    Fail,
+    /// Failed, then passed on a rerun inside the run.
+    Rerun,
+    /// Skipped, or not run in that run.
+    Absent,
+}
+
+impl Obs {
+    /// A recorded outcome (`results.json`'s words); a test missing from the
+    /// non-passing rows is [`Obs::Pass`] when its cell's passing set has it.
+    pub fn of(outcome: &str) -> Obs {
+        match outcome {
+            "failed" | "error" | "xfail" => Obs::Fail,
+            "flaky" => Obs::Rerun,
+            "passed" | "xpass" => Obs::Pass,
+            _ => Obs::Absent,
+        }
+    }
+
+    /// One character for a strip of runs.
+    pub fn mark(self) -> char {
+        match self {
+            Obs::Pass => '✓',
+            Obs::Fail => '✗',
+            Obs::Rerun => '~',
+            Obs::Absent => '·',
+        }
+    }
+}
+
+/// A test's outcome in one run, with what went into that run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Point {
+    /// The run's place in the history (by start time).
+    pub run: usize,
+    pub inputs: String,
+    pub obs: Obs,
+}
+
+/// What the sequence says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Passing,
+    /// Failing since run `since` after passing before it.
+    Regression {
+        since: usize,
+    },
+    /// Failing in every recorded run, the first being `since`.
+    KnownSince {
+        since: usize,
+    },
+    /// Failing intermittently: `failures` of the `runs` it ran in.
+    Flaky {
+        failures: usize,
+        runs: usize,
+        why: &'static str,
+    },
+    /// Passing since `since`, after failing.
+    Fixed {
+        since: usize,
+    },
+}
+
+impl Verdict {
+    pub fn is_flaky(&self) -> bool {
+        matches!(self, Verdict::Flaky { .. })
+    }
+}
+
+/// Judges `points` (in run order).
+pub fn judge(points: &[Point]) -> Verdict {
+    let ran: Vec<&Point> = points.iter().filter(|p| p.obs != Obs::Absent).collect();
+    let failures = ran.iter().filter(|p| p.obs != Obs::Pass).count();
+    let flaky = |why| Verdict::Flaky {
+        failures,
+        runs: ran.len(),
+        why,
+    };
+    if failures == 0 {
+        return Verdict::Passing;
+    }
+    if ran.iter().any(|p| p.obs == Obs::Rerun) {
+        return flaky("passed on a rerun within a run");
+    }
+    let mut by_inputs: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
+    for p in &ran {
+        let e = by_inputs.entry(p.inputs.as_str()).or_default();
+        match p.obs {
+            Obs::Pass => e.0 = true,
+            _ => e.1 = true,
+        }
+    }
+    if by_inputs.values().any(|(pass, fail)| *pass && *fail) {
+        return flaky("passed and failed with the same inputs");
+    }
+    // Stretches of failures, in order.
+    let mut stretches: Vec<(usize, usize)> = Vec::new();
+    for (i, p) in ran.iter().enumerate() {
+        if p.obs == Obs::Pass {
+            continue;
+        }
+        match stretches.last_mut() {
+            Some((_, end)) if *end + 1 == i => *end = i,
+            _ => stretches.push((i, i)),
+        }
+    }
+    if stretches.len() > 1 {
+        return flaky("failed in separate stretches of runs");
+    }
+    let (start, end) = stretches[0];
+    if end + 1 < ran.len() {
+        return Verdict::Fixed {
+            since: ran[end + 1].run,
+        };
+    }
+    if start == 0 {
+        Verdict::KnownSince { since: ran[0].run }
+    } else {
+        Verdict::Regression {
+            since: ran[start].run,
+        }
+    }
+}
+
+/// The axis values that single out the cells in `flaky` among all cells
+/// that ran the test (`flaky` and `steady`): `gfx=gfx1151` when every flaky
+/// cell has it and no steady one does. Empty when no one value does.
+pub fn where_flaky(
+    flaky: &[&BTreeMap<String, String>],
+    steady: &[&BTreeMap<String, String>],
+) -> Vec<String> {
+    let Some(first) = flaky.first() else {
+        return Vec::new();
+    };
+    if steady.is_empty() {
+        return Vec::new();
+    }
+    first
+        .iter()
+        .filter(|(k, v)| {
+            flaky.iter().all(|c| c.get(*k) == Some(v))
+                && steady.iter().all(|c| c.get(*k) != Some(v))
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Points from a strip: `✓✓✗✗` with inputs `aabb` (one letter a run).
+    fn points(strip: &str, inputs: &str) -> Vec<Point> {
+        strip
+            .chars()
+            .zip(inputs.chars())
+            .enumerate()
+            .map(|(run, (m, i))| Point {
+                run,
+                inputs: i.to_string(),
+                obs: match m {
+                    '✓' => Obs::Pass,
+                    '✗' => Obs::Fail,
+                    '~' => Obs::Rerun,
+                    _ => Obs::Absent,
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_step_change_with_new_inputs_is_a_regression_since_its_first_run() {
+        assert_eq!(
+            judge(&points("✓✓✓✗✗", "aaabb")),
+            Verdict::Regression { since: 3 }
+        );
+        // Skipped runs do not break the stretch.
+        assert_eq!(
+            judge(&points("✓✓·✗·✗", "aaabbb")),
+            Verdict::Regression { since: 3 }
+        );
+    }
+
+    #[test]
+    fn failing_from_the_first_record_is_known_and_new_is_the_latest() {
+        assert_eq!(
+            judge(&points("✗✗✗", "abc")),
+            Verdict::KnownSince { since: 0 }
+        );
+        assert_eq!(
+            judge(&points("✓✓✗", "aab")),
+            Verdict::Regression { since: 2 }
+        );
+    }
+
+    #[test]
+    fn intermittent_failures_and_same_inputs_are_flaky() {
+        let v = judge(&points("✓✗✓✓✗✓✓✓", "abcdefgh"));
+        assert_eq!(
+            v,
+            Verdict::Flaky {
+                failures: 2,
+                runs: 8,
+                why: "failed in separate stretches of runs"
+            }
+        );
+        // One step change, but the inputs did not change: not a regression.
+        assert!(judge(&points("✓✓✗✗", "aaaa")).is_flaky());
+        assert!(judge(&points("✓~✓", "abc")).is_flaky());
+    }
+
+    #[test]
+    fn passing_again_is_fixed() {
+        assert_eq!(judge(&points("✗✗✓✓", "aabb")), Verdict::Fixed { since: 2 });
+        assert_eq!(judge(&points("✓✓✓", "aaa")), Verdict::Passing);
+    }
+
+    #[test]
+    fn flakiness_is_placed_by_the_axis_value_only_flaky_cells_share() {
+        let cell = |s: &str, g: &str| {
+            BTreeMap::from([
+                ("suite".to_string(), s.to_string()),
+                ("gfx".to_string(), g.to_string()),
+            ])
+        };
+        let (a, b, c, d) = (
+            cell("sid", "gfx1151"),
+            cell("trixie", "gfx1151"),
+            cell("sid", "gfx1030"),
+            cell("trixie", "gfx1030"),
+        );
+        assert_eq!(where_flaky(&[&a, &b], &[&c, &d]), ["gfx=gfx1151"]);
+        assert!(where_flaky(&[&a, &d], &[&b, &c]).is_empty());
+    }
+}
