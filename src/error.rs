@@ -166,6 +166,9 @@ pub enum Error {
     /// A bisection could not be carried out.
     #[error(transparent)]
     Bisect(#[from] BisectError),
+    /// The history database could not be opened, read or written.
+    #[error(transparent)]
+    History(#[from] crate::history::HistoryError),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -192,6 +195,7 @@ impl Error {
             Error::Report(_) => ExitCode::Infrastructure,
             Error::Bisect(e) if e.is_usage() => ExitCode::Usage,
             Error::Bisect(_) => ExitCode::Infrastructure,
+            Error::History(_) => ExitCode::Infrastructure,
         }
     }
 

@@ -15,6 +15,7 @@ pub mod dirs;
 pub mod engine;
 pub mod error;
 pub mod gpu;
+pub mod history;
 pub mod image;
 pub mod plan;
 pub mod report;

@@ -10,6 +10,7 @@ mod diff;
 mod explain;
 mod export;
 mod gpus;
+mod history;
 mod images;
 mod plan;
 pub mod report;
@@ -83,6 +84,8 @@ pub enum Command {
     Bundles(bundles::BundlesArgs),
     /// Library x gfx table: exact, compatible (how) or missing code.
     Coverage(coverage::CoverageArgs),
+    /// Runs across time: recorded runs, one test's history, flaky tests, import.
+    History(history::HistoryArgs),
 }
 
 /// What every command gets from `main`: the process's one tokio runtime and
@@ -125,6 +128,7 @@ impl Cli {
             Command::Report(a) => report::run(a, out),
             Command::Explain(a) => explain::run(a, out),
             Command::Diff(a) => diff::run(a, out),
+            Command::History(a) => history::run(a, out),
         }
     }
 }

@@ -23,6 +23,8 @@ pub struct Judge {
     /// matrix file's `report.junit`, else merged).
     #[arg(long, value_enum, value_name = "FILES")]
     pub junit: Option<JunitFiles>,
+    #[command(flatten)]
+    pub history: super::history::HistoryOption,
 }
 
 #[derive(Debug, Args)]
@@ -79,12 +81,18 @@ fn out_dir(out: &std::path::Path) -> Result<(), Error> {
 }
 
 pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    // The run stores a report is of, recorded into the history after it.
+    let mut recorded: Vec<PathBuf> = Vec::new();
+    let mut results_at: Option<PathBuf> = None;
     let (summary, judge) = match args.command {
         Some(ReportCommand::Merge { runs, out, judge }) => {
             out_dir(&out)?;
             let mut src = Source::runs(&runs)?;
             src.report.junit = judge.junit.unwrap_or(src.report.junit);
-            (report::build(&src, &out, judge.baseline.as_deref())?, judge)
+            let built = report::build(&src, &out, judge.baseline.as_deref())?;
+            recorded = runs;
+            results_at = Some(out);
+            (built, judge)
         }
         Some(ReportCommand::Junit {
             dirs,
@@ -107,15 +115,40 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             let Some(run) = args.run else {
                 return Err(Error::Usage("report needs a run directory".into()));
             };
-            (
-                report::write_reports(&run, args.judge.baseline.as_deref(), args.judge.junit)?,
-                args.judge,
-            )
+            let built =
+                report::write_reports(&run, args.judge.baseline.as_deref(), args.judge.junit)?;
+            results_at = Some(run.clone());
+            recorded = vec![run];
+            (built, args.judge)
         }
     };
     for w in &summary.warnings {
         tracing::warn!("{w}");
     }
     super::write_out(out, &summary.lines())?;
+    if let (Some(at), Some(first)) = (results_at, recorded.first()) {
+        let root = crate::store::RunStore { dir: first.clone() }.root();
+        let text = record_history(&judge.history.location(&root), &recorded, &at);
+        super::write_out(out, &text)?;
+    }
     Ok(ExitCode::of_report(&summary, judge.fail_on))
+}
+
+/// Records the run stores `runs` (whose report's results.json is under
+/// `results_at`) into the history; one line when it cannot.
+pub fn record_history(
+    location: &crate::history::Location,
+    runs: &[PathBuf],
+    results_at: &std::path::Path,
+) -> String {
+    if *location == crate::history::Location::Off {
+        return String::new();
+    }
+    match crate::results::regress::load_baseline(results_at) {
+        Ok(results) => {
+            let dirs: Vec<&std::path::Path> = runs.iter().map(PathBuf::as_path).collect();
+            crate::history::record_and_describe(location, &dirs, &results)
+        }
+        Err(e) => format!("history: not recorded: the report's results could not be read: {e}\n"),
+    }
 }

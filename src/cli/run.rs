@@ -112,6 +112,13 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
     })?;
     let (text, code) = judge(&report, &args.judge);
     super::write_out(out, &text)?;
+    // The run's results are complete whatever happens here.
+    let history = super::report::record_history(
+        &args.judge.history.location(&args.out),
+        std::slice::from_ref(&report.store.dir),
+        &report.store.dir,
+    );
+    super::write_out(out, &history)?;
     Ok(code)
 }
 

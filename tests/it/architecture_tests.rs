@@ -40,6 +40,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("results", 6),
     ("report", 7),
     ("bisect", 7),
+    ("history", 7),
     ("cli", 8),
     ("error", 8),
 ];
