@@ -20,6 +20,7 @@ mod gpu_run_tests;
 mod gpu_tests;
 mod harness;
 mod harness_tests;
+mod history_tests;
 mod hostile_tests;
 mod package_cache_tests;
 mod podman_tests;

@@ -12,6 +12,7 @@
 //! * [`podman`]: a Podman API service of the test's own, beside Docker.
 //! * [`private_engine`]: a Docker engine of the test's own (data root, exec
 //!   root, socket, pidfile, bridge), to freeze and kill.
+//! * [`postgres`]: a PostgreSQL server of the test's own (the shared history).
 //! * [`store`]: run stores (reading real ones, crafting fake ones) and JUnit helpers.
 
 #![allow(dead_code)]
@@ -22,6 +23,7 @@ pub mod docker;
 mod gate;
 pub mod label;
 pub mod podman;
+pub mod postgres;
 pub mod private_engine;
 pub mod registry;
 mod store;
