@@ -42,7 +42,7 @@ pub fn run(args: ExplainArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         s.push('\n');
         s
     } else {
-        why::text(&results.signatures)
+        why::explain(&results)
     };
     super::write_out(out, &text)?;
     Ok(ExitCode::Success)

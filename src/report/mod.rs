@@ -37,7 +37,7 @@ use crate::results::{
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
 
 /// The templates, by the names they include each other by.
-const TEMPLATES: [(&str, &str); 6] = [
+const TEMPLATES: [(&str, &str); 7] = [
     ("summary.md", include_str!("../../reports/summary.md.j2")),
     ("index.html", include_str!("../../reports/index.html.j2")),
     ("cell.html", include_str!("../../reports/cell.html.j2")),
@@ -48,6 +48,10 @@ const TEMPLATES: [(&str, &str); 6] = [
     (
         "skipped_steps.html",
         include_str!("../../reports/skipped_steps.html.j2"),
+    ),
+    (
+        "expected.html",
+        include_str!("../../reports/expected.html.j2"),
     ),
     ("report.css", include_str!("../../reports/report.css")),
 ];
@@ -85,6 +89,8 @@ pub struct ReportSummary {
     pub dir: PathBuf,
     pub cells: usize,
     pub failing_cells: usize,
+    /// Cells that failed as the matrix's `expect:` said they would.
+    pub expected_cells: usize,
     pub totals: Counts,
     /// New failures and broken cells against the baseline, when there is one.
     pub regressions: Option<u64>,
@@ -102,8 +108,15 @@ impl ReportSummary {
     /// One line for the terminal.
     pub fn line(&self) -> String {
         let t = &self.totals;
+        let expected = match self.expected_cells {
+            0 => String::new(),
+            n => format!(
+                ", {}",
+                crate::results::CellVerdict::ExpectedFailure.count(n)
+            ),
+        };
         let mut s = format!(
-            "{} cells ({} failing), {} tests: {} passed, {} failed, {} errors, {} skipped, {} flaky, {} xfail, {} xpass",
+            "{} cells ({} failing{expected}), {} tests: {} passed, {} failed, {} errors, {} skipped, {} flaky, {} xfail, {} xpass",
             self.cells,
             self.failing_cells,
             t.total(),
@@ -278,6 +291,11 @@ fn summarise(
         dir: out.to_path_buf(),
         cells: results.cells.len(),
         failing_cells: results.failing_cells(),
+        expected_cells: results
+            .cells
+            .iter()
+            .filter(|c| c.verdict() == crate::results::CellVerdict::ExpectedFailure)
+            .count(),
         totals: results.totals(),
         regressions: regressions.as_ref().map(Regressions::regression_count),
         junit_bytes: junit_written.bytes,

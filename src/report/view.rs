@@ -9,7 +9,9 @@ use serde::Serialize;
 use crate::results::junit::clip;
 use crate::results::model::StepResult;
 use crate::results::regress::{CellClass, Class};
-use crate::results::{CellResult, Counts, Regressions, Results, TestResult, TestStatus};
+use crate::results::{
+    CellResult, CellVerdict, Counts, Regressions, Results, TestResult, TestStatus,
+};
 use crate::store::record::Status as CellStatus;
 
 /// How much of each list the view shows.
@@ -43,9 +45,17 @@ pub struct View {
     pub cells_failing: usize,
     /// Cells by outcome, in words: `8 passed, 1 expected failure`.
     pub cell_outcomes: String,
+    /// The same, one pill each: `("expected failure", "1 expected failure")`.
+    pub cell_counts: Vec<(&'static str, String)>,
     /// Whether every cell simply passed.
     pub all_passed: bool,
+    /// Cells by outcome word (`failed`, `timeout`, `expected failure` …),
+    /// shown beside [`View::cell_outcomes`] only when it tells more:
+    /// when some cell is failing or classified.
     pub cell_statuses: Vec<(String, u64)>,
+    pub show_cell_statuses: bool,
+    /// The cells that failed as the matrix expected, and why they were.
+    pub expected_failures: Vec<ExpectedView>,
     pub messages: Vec<String>,
     pub regressions: Option<RegView>,
     pub row_axes: Vec<String>,
@@ -70,6 +80,19 @@ pub struct View {
     /// Steps that did not run, by step and reason: counted apart from
     /// tests, which they hold none of.
     pub skipped_steps: Vec<SkippedSteps>,
+}
+
+/// A cell that failed as the matrix's `expect:` said it would.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct ExpectedView {
+    pub id: String,
+    /// Its status, as it ran: `failed`, `timeout` ….
+    pub status: &'static str,
+    /// Why it ended so (`step \`compile\`: exit code 1`), if known.
+    pub reason: String,
+    /// Why the matrix expects it to fail; empty when only tests were
+    /// expected to fail.
+    pub expected: String,
 }
 
 /// One step skipped in some cells for one reason.
@@ -136,8 +159,13 @@ pub struct Chip {
     /// The values of the axes that are neither rows nor columns.
     pub label: String,
     pub status: &'static str,
+    /// Its verdict in words ([`CellResult::outcome`]): the status, or
+    /// `expected failure`.
+    pub outcome: &'static str,
     pub css: &'static str,
     pub counts: Counts,
+    /// Tests it counted, of any status.
+    pub tests: u64,
     pub regressed: bool,
 }
 
@@ -146,8 +174,15 @@ pub struct CellView {
     pub id: String,
     pub values: Vec<(String, String)>,
     pub status: &'static str,
+    /// Its verdict in words ([`CellResult::outcome`]): the status, or
+    /// `expected failure`; what its badge, page title and banner say.
+    pub outcome: &'static str,
+    /// The badge's class: the status's, `xfail` for an expected failure.
+    pub badge: &'static str,
     pub css: &'static str,
     pub failing: bool,
+    /// It failed as the matrix expected.
+    pub expected: bool,
     pub regressed: bool,
     pub reason: String,
     pub expected_failure: String,
@@ -193,23 +228,30 @@ pub struct StepView {
     pub backtrace_file: String,
 }
 
-/// CSS class (and Markdown emoji key) of a cell.
+/// CSS class (and Markdown emoji key) of a cell, from its verdict.
 fn css(c: &CellResult) -> &'static str {
     use crate::store::record::Status as S;
-    if c.is_failure() {
-        return match c.status {
+    match c.verdict() {
+        CellVerdict::Failing => match c.status {
             S::Timeout | S::Oom | S::Error => "error",
             _ => "fail",
-        };
-    }
-    match c.status {
-        S::Skipped => "skip",
-        _ if c.counts.xfail > 0 || c.expected_failure.is_some() => "xfail",
-        _ if c.counts.flaky > 0 || c.counts.xpass > 0 => "flaky",
+        },
+        CellVerdict::ExpectedFailure => "xfail",
         // Failed only in tests a rule classified (needs a GPU, on a host
         // without one): it did not pass, it could not be judged here.
-        S::Failed if c.counts.classified > 0 => "skip",
-        _ => "pass",
+        CellVerdict::Skipped | CellVerdict::Classified => "skip",
+        CellVerdict::Passed if c.counts.xfail > 0 => "xfail",
+        CellVerdict::Passed if c.counts.flaky > 0 || c.counts.xpass > 0 => "flaky",
+        CellVerdict::Passed => "pass",
+    }
+}
+
+/// The class of a cell's badge: its status's, or `xfail` when it failed as
+/// expected.
+fn badge(c: &CellResult) -> &'static str {
+    match c.verdict() {
+        CellVerdict::ExpectedFailure => "xfail",
+        _ => c.status.as_str(),
     }
 }
 
@@ -264,15 +306,21 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         cells_total: results.cells.len(),
         cells_failing,
         cell_outcomes: cell_outcomes(results),
+        cell_counts: results
+            .verdicts()
+            .into_iter()
+            .map(|(v, n)| (verdict_css(v), v.count(n)))
+            .collect(),
         all_passed: results
             .cells
             .iter()
             .all(|c| c.status == CellStatus::Passed && !c.is_failure()),
-        cell_statuses: results
-            .cell_counts()
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+        cell_statuses: cell_statuses(results),
+        show_cell_statuses: results
+            .cells
+            .iter()
+            .any(|c| matches!(c.verdict(), CellVerdict::Failing | CellVerdict::Classified)),
+        expected_failures: expected_failures(results),
         messages: results.messages.clone(),
         regressions,
         columns: grid.columns,
@@ -288,6 +336,40 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         cells,
         inline_tests: true,
         skipped_steps: skipped_steps(results),
+    }
+}
+
+/// Cells by outcome word, as [`CellResult::outcome`] names them.
+fn cell_statuses(results: &Results) -> Vec<(String, u64)> {
+    let mut m: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for c in &results.cells {
+        *m.entry(c.outcome()).or_insert(0) += 1;
+    }
+    m.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// The cells whose verdict is an expected failure, in the plan's order.
+pub fn expected_failures(results: &Results) -> Vec<ExpectedView> {
+    results
+        .cells
+        .iter()
+        .filter(|c| c.verdict() == CellVerdict::ExpectedFailure)
+        .map(|c| ExpectedView {
+            id: c.id.clone(),
+            status: c.status.as_str(),
+            reason: c.reason.clone().unwrap_or_default(),
+            expected: c.expected_failure.clone().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The badge class of a count of cells with verdict `v`.
+fn verdict_css(v: CellVerdict) -> &'static str {
+    match v {
+        CellVerdict::Failing => "fail",
+        CellVerdict::Passed => "pass",
+        CellVerdict::ExpectedFailure => "xfail",
+        CellVerdict::Classified | CellVerdict::Skipped => "skip",
     }
 }
 
@@ -403,8 +485,10 @@ impl Grid {
                     id: c.id.clone(),
                     label: values_label(c, &rest),
                     status: c.status.as_str(),
+                    outcome: c.outcome(),
                     css: css(c),
                     counts: c.counts,
+                    tests: c.counts.total(),
                     regressed: regressed.contains(c.id.as_str()),
                 });
             }
@@ -451,8 +535,11 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
             .filter_map(|k| c.value(k).map(|v| (k.clone(), v.to_string())))
             .collect(),
         status: c.status.as_str(),
+        outcome: c.outcome(),
+        badge: badge(c),
         css: css(c),
         failing: c.is_failure(),
+        expected: c.verdict() == CellVerdict::ExpectedFailure,
         regressed: regressed.contains(c.id.as_str()),
         reason: c.reason.clone().unwrap_or_default(),
         expected_failure: c.expected_failure.clone().unwrap_or_default(),
@@ -468,44 +555,13 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
     }
 }
 
-/// Cells counted by what happened to them, most serious first:
+/// Cells counted by their verdicts, most serious first:
 /// `1 failing, 8 passed, 1 expected failure`.
 fn cell_outcomes(results: &Results) -> String {
-    let mut by: Vec<(&str, usize)> = Vec::new();
-    let mut add = |what: &'static str| match by.iter_mut().find(|(w, _)| *w == what) {
-        Some((_, n)) => *n += 1,
-        None => by.push((what, 1)),
-    };
-    for c in &results.cells {
-        add(if c.is_failure() {
-            "failing"
-        } else if c.expected_failure.is_some() || c.counts.xfail > 0 && c.status.is_failure() {
-            "expected failure"
-        } else if c.status.is_failure() && c.counts.classified > 0 {
-            "failed only in classified tests"
-        } else {
-            match c.status {
-                CellStatus::Passed => "passed",
-                CellStatus::Skipped => "skipped",
-                _ => "other",
-            }
-        });
-    }
-    let order = [
-        "failing",
-        "passed",
-        "expected failure",
-        "failed only in classified tests",
-        "skipped",
-        "other",
-    ];
-    by.sort_by_key(|(w, _)| order.iter().position(|o| o == w));
-    let plural = |w: &str, n: usize| match (w, n) {
-        ("expected failure", n) if n > 1 => "expected failures".to_string(),
-        (w, _) => w.to_string(),
-    };
-    by.iter()
-        .map(|(w, n)| format!("{n} {}", plural(w, *n)))
+    results
+        .verdicts()
+        .into_iter()
+        .map(|(v, n)| v.count(n))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -636,6 +692,104 @@ mod tests {
         assert_eq!(cell_outcomes(&results), "2 passed, 1 expected failure");
         assert!(!results.cells.iter().all(|c| c.status == CellStatus::Passed));
         assert_eq!(results.failing_cells(), 0);
+    }
+
+    /// The smoke's bookworm.gfx1100: its compile step failed, as the
+    /// matrix's `expect:` says, and it has no tests.
+    fn with_an_expected_failure() -> Results {
+        let xfail = r#"{"id": "bookworm.gfx1100", "values": {"suite": "bookworm", "gfx": "gfx1100"}, "status": "failed", "reason": "step `compile`: exit code 1", "counts": {"passed": 0, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}, "expected_failure": "no gfx1100 device libraries"}"#;
+        let pass = r#"{"id": "bookworm.gfx900", "values": {"suite": "bookworm", "gfx": "gfx900"}, "status": "passed", "counts": {"passed": 3, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}}"#;
+        let json = format!(
+            r#"{{"version": 1, "name": "smoke", "runs": [], "keys": ["suite", "gfx"], "report": {{"rows": ["suite"], "columns": ["gfx"]}}, "cells": [{pass}, {xfail}]}}"#
+        );
+        serde_json::from_str(&json).unwrap()
+    }
+
+    #[test]
+    fn an_expected_failure_reads_as_one_everywhere() {
+        let results = with_an_expected_failure();
+        let cell = &results.cells[1];
+        assert_eq!(cell.verdict(), CellVerdict::ExpectedFailure);
+        assert_eq!(cell.outcome(), "expected failure");
+        assert_eq!(css(cell), "xfail");
+
+        // summary.md: the grid mark, the cells line, and the cell named.
+        let md = crate::report::render_summary(&results, None).unwrap();
+        assert!(
+            md.contains("| **bookworm** | ✅ 3/0/0 | ☑️ expected failure |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("2 cells: 1 passed, 1 expected failure.\n"),
+            "{md}"
+        );
+        assert!(!md.contains("cell statuses"), "{md}");
+        assert!(
+            md.contains("☑️ **bookworm.gfx1100**: expected failure — it failed (step \\`compile\\`: exit code 1), as the matrix's `expect:` says: no gfx1100 device libraries."),
+            "{md}"
+        );
+        assert!(
+            md.contains("<summary>☑️ bookworm.gfx1100: expected failure ("),
+            "{md}"
+        );
+
+        // index.html: the card's badge, the grid entry, the counts labelled.
+        let html = crate::report::render_html(&results, None).unwrap();
+        assert!(
+            html.contains(
+                "<h3>bookworm.gfx1100 <span class=\"badge xfail\">expected failure</span>"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("badge failed"), "{html}");
+        assert!(
+            html.contains("title=\"bookworm.gfx1100: expected failure\">☑ expected failure</a>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span>cells:</span><span class=\"pass\">1 passed</span><span class=\"xfail\">1 expected failure</span>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<span>tests:</span><span>3 passed</span>"),
+            "{html}"
+        );
+
+        // Its page: title, banner and badge.
+        let dir = tempfile::tempdir().unwrap();
+        let caps = Caps {
+            tests_per_cell: 10,
+            per_class: 10,
+            output: 100,
+            log_tail: 100,
+            libraries: 10,
+            signatures: 10,
+            example: 100,
+        };
+        crate::report::cell_pages::write("smoke", &cell_views(&results, None, caps), dir.path())
+            .unwrap();
+        let page = std::fs::read_to_string(dir.path().join("cells/bookworm.gfx1100.html")).unwrap();
+        assert!(
+            page.contains("<title>bookworm.gfx1100: expected failure — smoke"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<header class=\"xfail\">\n<h1>bookworm.gfx1100: expected failure</h1>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<span class=\"badge xfail\">expected failure</span>"),
+            "{page}"
+        );
+        assert!(!page.contains("badge failed"), "{page}");
+
+        // explain names it.
+        let text = crate::report::why::explain(&results);
+        assert!(text.starts_with("No cell fails unexpectedly.\n"), "{text}");
+        assert!(
+            text.contains("  bookworm.gfx1100: failed (step `compile`: exit code 1)\n    expected: no gfx1100 device libraries\n"),
+            "{text}"
+        );
     }
 
     #[test]

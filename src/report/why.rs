@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::results::junit::clip;
 use crate::results::signature::{Seen, Signature};
+use crate::results::{CellVerdict, Results};
 
 /// Cell ids and places listed per signature before "and N more".
 const LISTED: usize = 24;
@@ -120,6 +121,43 @@ pub fn text(signatures: &[Signature]) -> String {
                 indent_by(&v.frames.join("\n"), "     ")
             ));
         }
+    }
+    out
+}
+
+/// What `rocmatrix explain` prints: the signatures ([`text`]), then the
+/// cells that failed as the matrix expected, named with their reasons —
+/// they fail nothing, and no signature stands for them.
+pub fn explain(results: &Results) -> String {
+    let expected = super::view::expected_failures(results);
+    let mut out = if results.signatures.is_empty() && !expected.is_empty() {
+        "No cell fails unexpectedly.\n".to_string()
+    } else {
+        text(&results.signatures)
+    };
+    if expected.is_empty() {
+        return out;
+    }
+    let n = expected.len();
+    out.push_str(&format!(
+        "\n{} ({} that failed where the matrix's `expect:` said {}):\n",
+        CellVerdict::ExpectedFailure.count(n),
+        if n == 1 { "a cell" } else { "cells" },
+        if n == 1 { "it would" } else { "they would" },
+    ));
+    for e in &expected {
+        let reason = if e.reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", e.reason)
+        };
+        out.push_str(&format!("  {}: {}{reason}\n", e.id, e.status));
+        let why = if e.expected.is_empty() {
+            "only tests expected to fail failed"
+        } else {
+            e.expected.as_str()
+        };
+        out.push_str(&format!("    expected: {}\n", indent_by(why, "      ")));
     }
     out
 }

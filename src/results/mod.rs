@@ -22,7 +22,7 @@ pub mod source;
 use std::path::{Path, PathBuf};
 
 pub use collect::{collect, NoSink, Sink};
-pub use model::{CellResult, Counts, Results, TestResult, TestStatus};
+pub use model::{CellResult, CellVerdict, Counts, Results, TestResult, TestStatus};
 pub use regress::{compare, load_baseline, Class, Regressions};
 pub use source::Source;
 

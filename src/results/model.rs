@@ -246,7 +246,85 @@ pub struct CellResult {
     pub junit: Vec<String>,
 }
 
+/// How a cell ended, all things considered: the one verdict that the
+/// reports (badge, banner, grid mark, counts), `explain` and the run's
+/// summary give a cell, decided by [`CellResult::verdict`] alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellVerdict {
+    /// Fails the run: an unexpected test failure, or a failing status that
+    /// nothing expected explains.
+    Failing,
+    Passed,
+    /// Failed where the matrix's `expect:` said it would (the whole cell,
+    /// or only tests expected to fail).
+    ExpectedFailure,
+    /// Failed only in tests a `classify:` rule moved (needs a GPU, on a
+    /// host without one): it could not be judged here.
+    Classified,
+    Skipped,
+}
+
+impl CellVerdict {
+    /// In the order the reports count them, most serious first.
+    pub const ALL: [CellVerdict; 5] = [
+        CellVerdict::Failing,
+        CellVerdict::Passed,
+        CellVerdict::ExpectedFailure,
+        CellVerdict::Classified,
+        CellVerdict::Skipped,
+    ];
+
+    /// `expected failure`: the words every report uses for a cell.
+    pub fn label(self) -> &'static str {
+        match self {
+            CellVerdict::Failing => "failing",
+            CellVerdict::Passed => "passed",
+            CellVerdict::ExpectedFailure => "expected failure",
+            CellVerdict::Classified => "failed only in classified tests",
+            CellVerdict::Skipped => "skipped",
+        }
+    }
+
+    /// `1 expected failure`, `2 expected failures`.
+    pub fn count(self, n: usize) -> String {
+        match (self, n) {
+            (CellVerdict::ExpectedFailure, n) if n != 1 => format!("{n} expected failures"),
+            (v, n) => format!("{n} {}", v.label()),
+        }
+    }
+}
+
 impl CellResult {
+    /// The cell's verdict: the one place that decides whether a cell
+    /// failed, failed as expected, or passed.
+    pub fn verdict(&self) -> CellVerdict {
+        if self.is_failure() {
+            CellVerdict::Failing
+        } else if self.expected_failure.is_some()
+            || self.counts.xfail > 0 && self.status.is_failure()
+        {
+            CellVerdict::ExpectedFailure
+        } else if self.status.is_failure() {
+            // Not a failure, not expected: only classified tests failed.
+            CellVerdict::Classified
+        } else if self.status == CellStatus::Skipped {
+            CellVerdict::Skipped
+        } else {
+            CellVerdict::Passed
+        }
+    }
+
+    /// How the reports name the cell's outcome in a word or two: its
+    /// status (`passed`, `failed`, `timeout` …), except that a cell that
+    /// failed as the matrix expected is an `expected failure`.
+    pub fn outcome(&self) -> &'static str {
+        match self.verdict() {
+            CellVerdict::ExpectedFailure => CellVerdict::ExpectedFailure.label(),
+            _ => self.status.as_str(),
+        }
+    }
+
     /// Whether this cell fails the run: an unexpected test failure, or a
     /// failing cell status that expected test failures do not explain.
     pub fn is_failure(&self) -> bool {
@@ -346,6 +424,18 @@ impl Results {
             *m.entry(c.status.as_str()).or_insert(0) += 1;
         }
         m
+    }
+
+    /// Cells by verdict, in [`CellVerdict::ALL`]'s order, those with none left out.
+    pub fn verdicts(&self) -> Vec<(CellVerdict, usize)> {
+        let mut n: BTreeMap<CellVerdict, usize> = BTreeMap::new();
+        for c in &self.cells {
+            *n.entry(c.verdict()).or_insert(0) += 1;
+        }
+        CellVerdict::ALL
+            .iter()
+            .filter_map(|v| n.get(v).map(|n| (*v, *n)))
+            .collect()
     }
 
     pub fn failing_cells(&self) -> usize {

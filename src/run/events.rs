@@ -2,6 +2,7 @@
 //! events; listeners (the journal, the progress display) consume them and
 //! never reach back into the scheduler.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::image::registry::Fetched;
@@ -10,6 +11,46 @@ pub use crate::store::journal::Event;
 /// Consumes events. Implementations must be cheap: they run inline.
 pub trait Listener: Send + Sync {
     fn on_event(&self, event: &Event);
+
+    /// What the run is about, once, before its first cell or image event;
+    /// listeners that show events to people keep it to say more than the
+    /// events carry.
+    fn on_context(&self, _context: &Arc<RunContext>) {}
+}
+
+/// What the events of a run refer to and do not carry themselves: which
+/// cells the matrix expects to fail.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunContext {
+    /// Cell id → the reason of the whole-cell `expect:` that covers it.
+    pub expected: HashMap<String, String>,
+}
+
+impl RunContext {
+    /// The context of a run of `cells` under the matrix's `expect:` rules.
+    pub fn new(cells: &[crate::plan::Cell], expect: &[crate::spec::Expectation]) -> RunContext {
+        let expected = cells
+            .iter()
+            .filter_map(|c| {
+                let value = |k: &str| {
+                    c.values
+                        .iter()
+                        .find(|(key, _)| key == k)
+                        .map(|(_, v)| v.as_str())
+                };
+                expect
+                    .iter()
+                    .find(|e| e.is_whole_cell() && e.matches_cell(value))
+                    .map(|e| (c.id.clone(), e.reason.clone()))
+            })
+            .collect();
+        RunContext { expected }
+    }
+
+    /// Why the matrix expects `cell` to fail, if it does.
+    pub fn expected(&self, cell: &str) -> Option<&str> {
+        self.expected.get(cell).map(String::as_str)
+    }
 }
 
 /// Fans events out to listeners.
@@ -21,6 +62,14 @@ pub struct Events {
 impl Events {
     pub fn new(listeners: Vec<Arc<dyn Listener>>) -> Self {
         Events { listeners }
+    }
+
+    /// Tells every listener what the run is about ([`Listener::on_context`]).
+    pub fn context(&self, context: RunContext) {
+        let context = Arc::new(context);
+        for l in &self.listeners {
+            l.on_context(&context);
+        }
     }
 
     pub fn emit(&self, event: Event) {

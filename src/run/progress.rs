@@ -4,12 +4,13 @@
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use super::events::{Event, Listener};
+use super::events::{Event, Listener, RunContext};
+use crate::store::record::Status;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,7 +33,7 @@ pub fn listener(mode: ProgressMode, total: usize) -> Box<dyn Listener> {
     match mode {
         ProgressMode::Bar => Box::new(Bars::new(total)),
         ProgressMode::Quiet => Box::new(Quiet),
-        _ => Box::new(Plain),
+        _ => Box::new(Plain::default()),
     }
 }
 
@@ -47,18 +48,31 @@ impl Listener for Quiet {
 }
 
 /// One line per event on stderr.
-pub struct Plain;
+#[derive(Default)]
+pub struct Plain {
+    context: OnceLock<Arc<RunContext>>,
+}
 
 impl Listener for Plain {
     fn on_event(&self, event: &Event) {
-        if let Some(l) = line(event) {
+        if let Some(l) = line_in(event, self.context.get().map(|c| &**c)) {
             eprintln!("{}", plain(&l));
         }
+    }
+
+    fn on_context(&self, context: &Arc<RunContext>) {
+        let _ = self.context.set(context.clone());
     }
 }
 
 /// The plain-text line for an event, if it is worth one.
 pub fn line(event: &Event) -> Option<String> {
+    line_in(event, None)
+}
+
+/// The plain-text line for an event in a run of `context`: a cell that
+/// failed where the matrix expected it to says so.
+pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
     Some(match event {
         Event::RunStarted { run_id, name, cells, to_run, environments, jobs } => format!(
             "run {run_id}: {name}, {to_run} of {cells} cells to run in {environments} environments, {jobs} at a time"
@@ -97,7 +111,7 @@ pub fn line(event: &Event) -> Option<String> {
         Event::BuildFinished { build, snapshot, reused: true, .. } => {
             format!("build {build}: reusing {snapshot}")
         }
-        Event::BuildFinished { build, snapshot, status: crate::store::record::Status::Passed, secs, .. } => {
+        Event::BuildFinished { build, snapshot, status: Status::Passed, secs, .. } => {
             format!("build {build}: built {snapshot} in {secs:.0} s")
         }
         Event::BuildFinished { build, status, reason, secs, .. } => format!(
@@ -117,8 +131,15 @@ pub fn line(event: &Event) -> Option<String> {
             format!("{cell}: infrastructure error on attempt {attempt}, retrying: {error}")
         }
         Event::CellFinished { cell, status, reason, secs } => format!(
-            "{cell}: {}{} ({secs:.1} s)",
+            "{cell}: {}{}{} ({secs:.1} s)",
             status.as_str().to_uppercase(),
+            // As the run's summary counts it (RunReport::unexpected_failure).
+            match context.and_then(|c| c.expected(cell)) {
+                Some(_) if matches!(status, Status::Failed | Status::Timeout | Status::Oom) => {
+                    " (expected)"
+                }
+                _ => "",
+            },
             reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
         ),
         Event::CellNotRun { cell, reason } => format!("{cell}: not run: {reason}"),
@@ -188,6 +209,7 @@ struct Bars {
     multi: MultiProgress,
     overall: ProgressBar,
     cells: Mutex<HashMap<String, ProgressBar>>,
+    context: OnceLock<Arc<RunContext>>,
 }
 
 impl Bars {
@@ -204,6 +226,7 @@ impl Bars {
             multi,
             overall,
             cells: Mutex::new(HashMap::new()),
+            context: OnceLock::new(),
         }
     }
 
@@ -234,7 +257,13 @@ impl Bars {
 }
 
 impl Listener for Bars {
+    fn on_context(&self, context: &Arc<RunContext>) {
+        let _ = self.context.set(context.clone());
+    }
+
     fn on_event(&self, event: &Event) {
+        let context = self.context.get().map(|c| &**c);
+        let line = |e: &Event| line_in(e, context);
         match event {
             Event::StepStarted {
                 cell,
@@ -286,6 +315,48 @@ mod tests {
             "abcdé"
         );
         assert_eq!(plain("trailing \u{1b}["), "trailing ");
+    }
+
+    /// The smoke matrix's shape: each suite its own environment,
+    /// and bookworm.gfx1100 expected to fail.
+    fn smoke_context() -> RunContext {
+        let text = "matrix:\n  suite: [bookworm, trixie]\n  gfx: [gfx900, gfx1100]\n\
+            environment:\n  family: debian\n  base: \"debian:{{ matrix.suite }}\"\n  packages: [hipcc]\n\
+            steps:\n  - name: compile\n    run: hipcc --offload-arch={{ matrix.gfx }}\n\
+            expect:\n  - cells: {suite: bookworm, gfx: gfx1100}\n    reason: no gfx1100 device libraries\n";
+        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), text)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let plan = crate::plan::Plan::build(&spec, 100).unwrap_or_else(|e| panic!("{e}"));
+        RunContext::new(&plan.cells, &spec.expect)
+    }
+
+    #[test]
+    fn a_cell_that_fails_as_expected_says_so_in_the_live_log() {
+        let ctx = smoke_context();
+        assert_eq!(
+            ctx.expected("bookworm.gfx1100"),
+            Some("no gfx1100 device libraries")
+        );
+        let finished = |cell: &str, status| Event::CellFinished {
+            cell: cell.into(),
+            status,
+            reason: Some("step `compile`: exit code 1".into()),
+            secs: 1.2,
+        };
+        assert_eq!(
+            line_in(&finished("bookworm.gfx1100", Status::Failed), Some(&ctx)).unwrap(),
+            "bookworm.gfx1100: FAILED (expected): step `compile`: exit code 1 (1.2 s)"
+        );
+        // Only the expected cell, and only when it failed.
+        assert_eq!(
+            line_in(&finished("trixie.gfx1100", Status::Failed), Some(&ctx)).unwrap(),
+            "trixie.gfx1100: FAILED: step `compile`: exit code 1 (1.2 s)"
+        );
+        assert!(
+            !line_in(&finished("bookworm.gfx1100", Status::Error), Some(&ctx))
+                .unwrap()
+                .contains("expected")
+        );
     }
 
     #[test]

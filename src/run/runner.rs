@@ -135,6 +135,10 @@ pub async fn run(
         .filter(|c| !done.contains(&c.id))
         .cloned()
         .collect();
+    events.context(super::events::RunContext::new(
+        &manifest.cells,
+        &manifest.expect,
+    ));
     events.emit(Event::RunStarted {
         run_id: manifest.run_id.clone(),
         name: manifest.name.clone(),
