@@ -1,5 +1,7 @@
 //! `rocmatrix repro RUN CELL`: run one cell again from the run's lock and say
-//! whether the outcome matches.
+//! whether the outcome matches. The run's own environment image is reused
+//! when the engine still has it with the lock's package set
+//! (`src/run/repro.rs`); `--rebuild` makes it again from the lock.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -11,9 +13,11 @@ use crate::error::{Error, ExitCode, ReproOutcome};
 use crate::image::network::NetworkChoice;
 use crate::run::export::load_cell;
 use crate::run::progress::{self, ProgressMode};
+use crate::run::repro::{confirm, own_image};
 use crate::run::runner::{self, RunRequest, RunSource};
 use crate::run::signals::Interrupt;
 use crate::run::{RunOptions, RunStore};
+use crate::store::record::RunManifest;
 use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]
@@ -26,13 +30,17 @@ pub struct ReproArgs {
     pub out: PathBuf,
     #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
     pub progress: ProgressMode,
+    /// Rebuild the environment from the lock's package versions even when
+    /// the run's own image is still in the engine (proves the lock rebuilds).
+    #[arg(long)]
+    pub rebuild: bool,
     #[command(flatten)]
     pub gpus: super::GpuSource,
 }
 
 pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let store = RunStore::open(&args.run, &args.out)?;
-    let (mut manifest, cell, before, lock) = load_cell(&store, &args.cell)?;
+    let (manifest, cell, before, lock) = load_cell(&store, &args.cell)?;
     let before = before.ok_or_else(|| {
         Error::Usage(format!(
             "cell {} has no result in {} to compare with",
@@ -40,29 +48,52 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
             store.dir.display()
         ))
     })?;
-    manifest.cells = vec![cell];
-    let request = RunRequest {
-        source: RunSource::Replan(Box::new(manifest)),
-        out: args.out.clone(),
-        options: RunOptions {
-            jobs: 1,
-            build_jobs: crate::run::default_build_jobs(),
-            fail_fast: false,
-            retries: 1,
-            network: NetworkChoice::Auto,
-            work_dir: crate::dirs::cache_dir().join("bootstrap"),
-            locked: lock.map(Arc::new),
-            coverage: false,
-            registry: None,
-        },
-        listeners: vec![Arc::from(progress::listener(args.progress, 1))],
-        gpus: args.gpus.gate()?,
-    };
-    let report = cx.runtime.block_on(async {
+    let owner = format!("{}-repro", manifest.run_id);
+    let gpus = args.gpus.gate()?;
+    let (own, report) = cx.runtime.block_on(async {
         let engine = cx.engine().await?;
-        runner::run(&engine, request, Interrupt::install())
+        // The run's own image, when it is provably the lock's: then a run
+        // without the lock lands on it (its recipe makes the same tag).
+        let own = match (&lock, args.rebuild) {
+            (Some(l), false) => match own_image(&engine, &cell, l, &owner).await {
+                Ok(own) => Some(own),
+                Err(why) => {
+                    eprintln!(
+                        "environment {}: not reusing the run's own image: {why}; rebuilding it from the lock",
+                        crate::digest::short(&cell.environment_hash)
+                    );
+                    None
+                }
+            },
+            _ => None,
+        };
+        let request = RunRequest {
+            source: RunSource::Replan(Box::new(RunManifest {
+                cells: vec![cell.clone()],
+                ..manifest
+            })),
+            out: args.out.clone(),
+            options: RunOptions {
+                jobs: 1,
+                build_jobs: crate::run::default_build_jobs(),
+                fail_fast: false,
+                retries: 1,
+                network: NetworkChoice::Auto,
+                work_dir: crate::dirs::cache_dir().join("bootstrap"),
+                locked: match own {
+                    Some(_) => None,
+                    None => lock.clone().map(Arc::new),
+                },
+                coverage: false,
+                registry: None,
+            },
+            listeners: vec![Arc::from(progress::listener(args.progress, 1))],
+            gpus,
+        };
+        let report = runner::run(&engine, request, Interrupt::install())
             .await
-            .map_err(Error::from)
+            .map_err(Error::from)?;
+        Ok::<_, Error>((own, report))
     })?;
     if report.outcome.interrupted {
         return Ok(ExitCode::of_repro(ReproOutcome::Interrupted));
@@ -88,6 +119,11 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
         )
     };
     let mut text = String::new();
+    if let (Some(own), Some(lock)) = (&own, &lock) {
+        let used = report.outcome.locked_envs.get(&own.environment);
+        text.push_str(&confirm(own, used, lock));
+        text.push('\n');
+    }
     for c in &report.outcome.lock_checks {
         text.push_str(c);
         text.push('\n');

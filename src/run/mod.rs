@@ -11,6 +11,7 @@ pub mod gpu_gate;
 pub mod journal;
 pub mod main_process;
 pub mod progress;
+pub mod repro;
 pub mod runner;
 pub mod scheduler;
 pub mod shell;

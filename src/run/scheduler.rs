@@ -924,12 +924,11 @@ async fn finish_image(
     if let Some(message) = note {
         s.events.emit(Event::Warning { message });
     }
+    // Said once, in the command's result (`run`, `repro`), not also as a
+    // warning of the live log.
     if let Some((locked, how)) = check {
-        let line = lock_check(short, how, &locked.packages, &installed);
-        s.events.emit(Event::Warning {
-            message: line.clone(),
-        });
-        out.lock_checks.push(line);
+        out.lock_checks
+            .push(lock_check(short, how, &locked.packages, &installed));
     }
     out.locked_envs.insert(
         hash.to_string(),

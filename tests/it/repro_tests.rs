@@ -271,6 +271,94 @@ fn repro_runs_a_cell_again_from_the_lock_and_compares() {
         "{out}"
     );
     assert!(out.contains("package set is identical"), "{out}");
+
+    // The run's own image is still in the engine with the lock's packages:
+    // reused, nothing built, each fact said once.
+    let (hash, env) = {
+        let l = lock(&run);
+        let (h, e) = l["environments"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        (h.clone(), e.clone())
+    };
+    assert!(
+        out.contains(&format!(
+            "environment {}: reused the run's own image {} (sha256:{}), still in the engine; the package set is identical (",
+            &hash[..12],
+            env["image"]["tag"].as_str().unwrap(),
+            &env["image"]["id"].as_str().unwrap()["sha256:".len()..][..12]
+        )),
+        "{out}"
+    );
+    assert_eq!(out.matches("package set is identical").count(), 1, "{out}");
+    assert!(!o.stderr().contains("package set"), "{}", o.stderr());
+    let again = o.run_store();
+    assert_eq!(
+        lock(&again)["environments"][&hash]["image"]["id"],
+        env["image"]["id"]
+    );
+    assert!(
+        !again
+            .join("images")
+            .join(format!("{}.log", &hash[..12]))
+            .exists(),
+        "nothing was built"
+    );
+
+    // --rebuild proves the lock rebuilds: every package pinned, said once.
+    let o = Rocmatrix::new()
+        .arg("repro")
+        .arg(&run)
+        .arg("bad")
+        .arg("--rebuild")
+        .progress_plain()
+        .out(dir.path().join("repro-rebuild"))
+        .run();
+    let out = o.stdout();
+    o.assert_success();
+    assert_eq!(
+        out.matches("rebuilt from the lock; the package set is identical")
+            .count(),
+        1,
+        "{out}"
+    );
+    assert!(!out.contains("reused"), "{out}");
+    assert!(!o.stderr().contains("package set"), "{}", o.stderr());
+    let built = std::fs::read_to_string(
+        o.run_store()
+            .join("images")
+            .join(format!("{}.log", &hash[..12])),
+    )
+    .unwrap_or_default();
+    assert!(
+        built.contains("file="),
+        "the rebuild pins versions: {built}"
+    );
+
+    // Checked, not assumed: a lock whose package set is not the image's
+    // does not reuse it, and says why.
+    let mut tampered = lock(&run);
+    tampered["environments"][&hash]["packages"]["zz-not-in-the-image"] = "1.0".into();
+    std::fs::write(run.join("lock.json"), tampered.to_string()).unwrap();
+    let o = Rocmatrix::new()
+        .arg("repro")
+        .arg(&run)
+        .arg("bad")
+        .progress_plain()
+        .out(dir.path().join("repro-tampered"))
+        .run();
+    assert!(
+        o.stderr().contains(&format!(
+            "environment {}: not reusing the run's own image: its package set differs from the lock's in 1 packages (- zz-not-in-the-image 1.0); rebuilding it from the lock",
+            &hash[..12]
+        )),
+        "{}",
+        o.stderr()
+    );
+    assert!(!o.stdout().contains("reused"), "{}", o.stdout());
 }
 
 #[test]
