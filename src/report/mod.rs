@@ -116,20 +116,20 @@ impl ReportSummary {
             ),
         };
         let mut s = format!(
-            "{} cells ({} failing{expected}), {} tests: {} passed, {} failed, {} errors, {} skipped, {} flaky, {} xfail, {} xpass",
-            self.cells,
+            "{} ({} failing{expected}), {}: {} passed, {} failed, {}, {} skipped, {} flaky, {} xfail, {} xpass",
+            count(self.cells as u64, "cell", None),
             self.failing_cells,
-            t.total(),
+            count(t.total(), "test", None),
             t.passed,
             t.failed,
-            t.error,
+            count(t.error, "error", None),
             t.skipped,
             t.flaky,
             t.xfail,
             t.xpass
         );
         if let Some(r) = self.regressions {
-            s.push_str(&format!("; {r} regressions"));
+            s.push_str(&format!("; {}", count(r, "regression", None)));
         }
         s.push_str(&format!("; reports in {}", self.dir.display()));
         s
@@ -420,6 +420,16 @@ fn md_escape(s: &str) -> String {
     out
 }
 
+/// `1 cell`, `9 cells`, `1 unexpected pass`, `2 unexpected passes`
+/// (`many` when the plural is not `one` + s). The templates' `count` filter.
+fn count(n: u64, one: &str, many: Option<&str>) -> String {
+    match (n, many) {
+        (1, _) => format!("1 {one}"),
+        (n, Some(many)) => format!("{n} {many}"),
+        (n, None) => format!("{n} {one}s"),
+    }
+}
+
 /// A fenced code block around `s` whose fence no backtick run inside can close.
 fn fence(s: &str) -> String {
     let mut longest = 0;
@@ -441,6 +451,9 @@ pub(crate) fn env() -> Environment<'static> {
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.add_filter("md", |s: String| md_escape(&s));
     env.add_filter("fence", |s: String| fence(&s));
+    env.add_filter("count", |n: u64, one: String, many: Option<String>| {
+        count(n, &one, many.as_deref())
+    });
     env
 }
 
@@ -521,6 +534,17 @@ pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_say_one_without_an_s() {
+        assert_eq!(count(1, "environment", None), "1 environment");
+        assert_eq!(count(3, "cell", None), "3 cells");
+        assert_eq!(count(0, "error", None), "0 errors");
+        assert_eq!(
+            count(2, "unexpected pass", Some("unexpected passes")),
+            "2 unexpected passes"
+        );
+    }
 
     #[test]
     fn markdown_escape() {

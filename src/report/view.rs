@@ -194,7 +194,14 @@ pub struct CellView {
     pub oddities: Vec<(String, u64)>,
     pub steps: Vec<StepView>,
     /// Its environment's base and versions that matter; empty when unknown.
+    /// Its own page shows them; its card in index.html refers to the
+    /// environment's row by [`CellView::environment_id`] instead.
     pub environment: String,
+    /// Its environment's short hash (the row's anchor: `env-<hash>`);
+    /// empty when unknown.
+    pub environment_id: String,
+    /// Its environment's base image (`debian:sid`).
+    pub environment_base: String,
     /// Its own page, relative to index.html: `cells/<file>.html`; only
     /// characters that need no escaping (the templates write it as it is).
     pub page: String,
@@ -332,7 +339,7 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         coverage_changes: results.coverage_changes.iter().map(|c| c.line()).collect(),
         signatures: super::why::views(&results.signatures, caps.signatures, caps.example),
         signature_count: results.signatures.len(),
-        environments: super::envs::views(&results.environments),
+        environments: super::envs::views(results),
         cells,
         inline_tests: true,
         skipped_steps: skipped_steps(results),
@@ -410,7 +417,11 @@ pub fn cell_views(results: &Results, reg: Option<&Regressions>, caps: Caps) -> V
         .iter()
         .map(|c| {
             let mut v = cell_view(c, &results.keys, &regressed, caps);
-            v.environment = envs.get(c.id.as_str()).cloned().unwrap_or_default();
+            if let Some(e) = envs.get(c.id.as_str()) {
+                v.environment = e.line.clone();
+                v.environment_id = e.environment.clone();
+                v.environment_base = e.base.clone();
+            }
             v
         })
         .collect()
@@ -551,6 +562,8 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         oddities: c.oddities.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         steps: c.steps.iter().map(|s| step_view(s, caps)).collect(),
         environment: String::new(),
+        environment_id: String::new(),
+        environment_base: String::new(),
         page: format!("cells/{}", super::cell_pages::file_name(&c.id)),
     }
 }
@@ -790,6 +803,69 @@ mod tests {
             text.contains("  bookworm.gfx1100: failed (step `compile`: exit code 1)\n    expected: no gfx1100 device libraries\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn environments_once_in_the_matrix_order_and_cards_refer_to_them() {
+        let cell = |id: &str, suite: &str, gfx: &str| {
+            format!(
+                r#"{{"id": "{id}", "values": {{"suite": "{suite}", "gfx": "{gfx}"}}, "status": "passed", "counts": {{"passed": 1, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}}}}"#
+            )
+        };
+        let cells = [
+            cell("bookworm.gfx900", "bookworm", "gfx900"),
+            cell("bookworm.gfx1100", "bookworm", "gfx1100"),
+            cell("sid.gfx900", "sid", "gfx900"),
+        ];
+        // As a lock keeps them: by hash, and cell ids sorted as strings.
+        let envs = r#"[
+            {"environment": "0aaaaaaaaaaa", "base": "debian:sid", "cells": ["sid.gfx900"], "packages": {"hipcc": "7.0.2"}},
+            {"environment": "1bbbbbbbbbbb", "base": "debian:bookworm", "cells": ["bookworm.gfx1100", "bookworm.gfx900"], "packages": {"hipcc": "5.2.3-8", "rocminfo": "5.2.3-2"}}
+        ]"#;
+        let json = format!(
+            r#"{{"version": 1, "name": "smoke", "runs": [], "keys": ["suite", "gfx"], "report": {{"rows": ["suite"], "columns": ["gfx"]}}, "cells": [{}], "environments": {envs}}}"#,
+            cells.join(",")
+        );
+        let results: Results = serde_json::from_str(&json).unwrap();
+
+        let md = crate::report::render_summary(&results, None).unwrap();
+        let bookworm = md
+            .find("| debian:bookworm 1bbbbbbbbbbb (suite=bookworm) | bookworm.gfx900, bookworm.gfx1100 | hipcc 5.2.3-8, rocminfo 5.2.3-2 |")
+            .unwrap_or_else(|| panic!("{md}"));
+        let sid = md
+            .find("| debian:sid 0aaaaaaaaaaa | sid.gfx900 |")
+            .unwrap_or_else(|| panic!("{md}"));
+        assert!(
+            bookworm < sid,
+            "bookworm first, as the matrix has it:\n{md}"
+        );
+        assert!(md.contains("# smoke: ✅ all 3 cells passed"), "{md}");
+
+        let html = crate::report::render_html(&results, None).unwrap();
+        // The package line once, in the environment's row; cards link to it.
+        assert_eq!(
+            html.matches("hipcc 5.2.3-8, rocminfo 5.2.3-2").count(),
+            1,
+            "{html}"
+        );
+        assert!(
+            html.contains("<tr id=\"env-1bbbbbbbbbbb\"><td>debian:bookworm"),
+            "{html}"
+        );
+        assert_eq!(
+            html.matches(
+                "environment <a href=\"#env-1bbbbbbbbbbb\">debian:bookworm 1bbbbbbbbbbb</a>"
+            )
+            .count(),
+            2,
+            "{html}"
+        );
+        assert!(
+            html.find("<tr id=\"env-1bbbbbbbbbbb\">").unwrap()
+                < html.find("<tr id=\"env-0aaaaaaaaaaa\">").unwrap()
+        );
+        assert!(html.contains("3 tests in 3 cells"), "{html}");
+        assert!(html.contains("<span>0 errors</span>"), "{html}");
     }
 
     #[test]

@@ -104,8 +104,28 @@ impl EnvironmentFacts {
 }
 
 /// The facts of every environment in `lock`, packages selected by `globs`;
-/// `cells` (the plan's) give each environment its identity.
+/// `cells` (the plan's) give each environment its identity, and the
+/// matrix's order: environments by their first cell, each one's cells as the
+/// plan has them (bookworm before sid, gfx900 before gfx1100), not sorted
+/// by hash or name as the lock keeps them.
 pub fn from_lock(lock: &Lock, globs: &[&str], cells: &[Cell]) -> Vec<EnvironmentFacts> {
+    let position = |id: &str| cells.iter().position(|c| c.id == id).unwrap_or(usize::MAX);
+    let mut facts = unordered(lock, globs, cells);
+    for f in &mut facts {
+        f.cells.sort_by_key(|c| position(c));
+    }
+    facts.sort_by_key(|f| {
+        f.cells
+            .iter()
+            .map(|c| position(c))
+            .min()
+            .unwrap_or(usize::MAX)
+    });
+    facts
+}
+
+/// [`from_lock`]'s facts in the lock's order.
+fn unordered(lock: &Lock, globs: &[&str], cells: &[Cell]) -> Vec<EnvironmentFacts> {
     lock.environments
         .iter()
         .map(|(hash, env)| {
@@ -192,6 +212,46 @@ pub fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environments_and_their_cells_come_in_the_matrix_order() {
+        let text = "matrix:\n  suite: [bookworm, trixie, sid]\n  gfx: [gfx900, gfx1030, gfx1100]\n\
+            environment:\n  family: debian\n  base: \"debian:{{ matrix.suite }}\"\n  packages: [hipcc]\n\
+            steps:\n  - name: compile\n    run: hipcc --offload-arch={{ matrix.gfx }}\n";
+        let spec =
+            crate::spec::Spec::parse(Path::new("m.yaml"), text).unwrap_or_else(|e| panic!("{e}"));
+        let plan = crate::plan::Plan::build(&spec, 100).unwrap_or_else(|e| panic!("{e}"));
+        let mut environments = serde_json::Map::new();
+        let mut cells = serde_json::Map::new();
+        for c in &plan.cells {
+            let base = format!("debian:{}", c.values[0].1);
+            environments.insert(
+                c.environment_hash.clone(),
+                serde_json::json!({
+                    "family": "debian",
+                    "base": {"reference": base, "id": "sha256:x", "origin": {"how": "pulled"}},
+                    "image": {"tag": "t", "id": "i", "reused": false},
+                    "packages": {"hipcc": "1"}
+                }),
+            );
+            cells.insert(
+                c.id.clone(),
+                serde_json::json!({"environment": c.environment_hash}),
+            );
+        }
+        let lock: Lock = serde_json::from_value(serde_json::json!({
+            "lock_version": 1, "rocmatrix_version": "0", "matrix_file": "m.yaml", "matrix_hash": "h",
+            "environments": environments, "cells": cells
+        }))
+        .unwrap();
+        let f = from_lock(&lock, DEFAULT_PACKAGES, &plan.cells);
+        let bases: Vec<&str> = f.iter().map(|e| e.base.as_str()).collect();
+        assert_eq!(bases, ["debian:bookworm", "debian:trixie", "debian:sid"]);
+        assert_eq!(
+            f[0].cells,
+            ["bookworm.gfx900", "bookworm.gfx1030", "bookworm.gfx1100"]
+        );
+    }
 
     #[test]
     fn the_versions_that_matter_are_picked_from_the_lock() {

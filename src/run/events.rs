@@ -19,11 +19,15 @@ pub trait Listener: Send + Sync {
 }
 
 /// What the events of a run refer to and do not carry themselves: which
-/// cells the matrix expects to fail.
+/// cells the matrix expects to fail, and which axis values each
+/// environment is for.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunContext {
     /// Cell id → the reason of the whole-cell `expect:` that covers it.
     pub expected: HashMap<String, String>,
+    /// Short environment hash → the axis values its cells share
+    /// (`suite=bookworm`); absent when they share none.
+    pub environments: HashMap<String, String>,
 }
 
 impl RunContext {
@@ -44,12 +48,41 @@ impl RunContext {
                     .map(|e| (c.id.clone(), e.reason.clone()))
             })
             .collect();
-        RunContext { expected }
+        let mut by_env: Vec<(&str, Vec<&crate::plan::Cell>)> = Vec::new();
+        for c in cells {
+            match by_env.iter_mut().find(|(h, _)| *h == c.environment_hash) {
+                Some((_, v)) => v.push(c),
+                None => by_env.push((&c.environment_hash, vec![c])),
+            }
+        }
+        let environments = by_env
+            .into_iter()
+            .filter_map(|(hash, cells)| {
+                let first = cells.first()?;
+                let shared: Vec<String> = first
+                    .values
+                    .iter()
+                    .filter(|kv| cells.iter().all(|c| c.values.contains(kv)))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                (!shared.is_empty())
+                    .then(|| (crate::digest::short(hash).to_string(), shared.join(" · ")))
+            })
+            .collect();
+        RunContext {
+            expected,
+            environments,
+        }
     }
 
     /// Why the matrix expects `cell` to fail, if it does.
     pub fn expected(&self, cell: &str) -> Option<&str> {
         self.expected.get(cell).map(String::as_str)
+    }
+
+    /// The axis values environment `short` is for, if its cells share any.
+    pub fn environment(&self, short: &str) -> Option<&str> {
+        self.environments.get(short).map(String::as_str)
     }
 }
 

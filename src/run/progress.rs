@@ -65,24 +65,45 @@ impl Listener for Plain {
     }
 }
 
+/// `1 cell`, `3 cells`.
+pub fn count(n: usize, one: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {one}s")
+    }
+}
+
+/// `image 317e88931530 (suite=bookworm)`: an environment with the axis
+/// values its cells share, when the context knows them.
+fn image(environment: &str, context: Option<&RunContext>) -> String {
+    match context.and_then(|c| c.environment(environment)) {
+        Some(values) => format!("image {environment} ({values})"),
+        None => format!("image {environment}"),
+    }
+}
+
 /// The plain-text line for an event, if it is worth one.
 pub fn line(event: &Event) -> Option<String> {
     line_in(event, None)
 }
 
 /// The plain-text line for an event in a run of `context`: a cell that
-/// failed where the matrix expected it to says so.
+/// failed where the matrix expected it to says so, an environment names the
+/// axis values it is for.
 pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
     Some(match event {
         Event::RunStarted { run_id, name, cells, to_run, environments, jobs } => format!(
-            "run {run_id}: {name}, {to_run} of {cells} cells to run in {environments} environments, {jobs} at a time"
+            "run {run_id}: {name}, {to_run} of {} to run in {}, {jobs} at a time",
+            count(*cells, "cell"),
+            count(*environments, "environment")
         ),
         Event::BaseImage { message, .. } => message.clone(),
         Event::ImageStarted { environment, cells } => {
-            format!("image {environment}: preparing for {cells} cells")
+            format!("{}: preparing for {}", image(environment, context), count(*cells, "cell"))
         }
         Event::ImageFinished { environment, tag, pulled: true, secs, .. } => {
-            format!("image {environment}: pulled {tag} in {secs:.0} s")
+            format!("{}: pulled {tag} in {secs:.0} s", image(environment, context))
         }
         Event::RegistryUnavailable { registry, reason } => {
             format!("warning: registry {registry} unavailable, building locally: {reason}")
@@ -92,13 +113,17 @@ pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
         }
         Event::ImageFinished { environment, tag, reused, secs, .. } => {
             if *reused {
-                format!("image {environment}: reusing {tag}")
+                format!("{}: reusing {tag}", image(environment, context))
             } else {
-                format!("image {environment}: built {tag} in {secs:.0} s")
+                format!("{}: built {tag} in {secs:.0} s", image(environment, context))
             }
         }
-        Event::ImageFailed { environment, error } => format!("image {environment}: FAILED: {error}"),
-        Event::BuildStarted { build, cells } => format!("build {build}: starting for {cells} cells"),
+        Event::ImageFailed { environment, error } => {
+            format!("{}: FAILED: {error}", image(environment, context))
+        }
+        Event::BuildStarted { build, cells } => {
+            format!("build {build}: starting for {}", count(*cells, "cell"))
+        }
         Event::BuildStepFinished { build, step, status, exit_code, secs } => format!(
             "build {build}: step {step} {}{} ({secs:.1} s)",
             status.as_str(),
@@ -148,8 +173,10 @@ pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
         ),
         Event::Warning { message } => message.clone(),
         Event::RunFinished { passed, failed, expected, errors, skipped, not_run, interrupted, secs } => format!(
-            "{}: {passed} passed, {failed} failed, {expected} expected failures, {skipped} skipped, {errors} errors, {not_run} not run in {secs:.0} s",
-            if *interrupted { "interrupted" } else { "finished" }
+            "{}: {passed} passed, {failed} failed, {}, {skipped} skipped, {}, {not_run} not run in {secs:.0} s",
+            if *interrupted { "interrupted" } else { "finished" },
+            count(*expected, "expected failure"),
+            count(*errors, "error")
         ),
     })
 }
@@ -280,9 +307,14 @@ impl Listener for Bars {
                 let _ = self.multi.println(plain(&line(event).unwrap_or_default()));
             }
             // One spinner per environment being prepared: several at once.
-            Event::ImageStarted { environment, cells } => self
-                .cell_bar(&format!("image {environment}"))
-                .set_message(format!("preparing for {cells} cells")),
+            Event::ImageStarted { environment, cells } => {
+                let values = context
+                    .and_then(|c| c.environment(environment))
+                    .map(|v| format!(" ({v})"))
+                    .unwrap_or_default();
+                self.cell_bar(&format!("image {environment}"))
+                    .set_message(format!("preparing for {}{values}", count(*cells, "cell")))
+            }
             Event::ImageFinished { environment, .. } | Event::ImageFailed { environment, .. } => {
                 self.finish_cell(&format!("image {environment}"));
                 let _ = self.multi.println(line(event).unwrap_or_default());
@@ -356,6 +388,77 @@ mod tests {
             !line_in(&finished("bookworm.gfx1100", Status::Error), Some(&ctx))
                 .unwrap()
                 .contains("expected")
+        );
+    }
+
+    #[test]
+    fn environments_name_their_axis_values_and_counts_their_plurals() {
+        let ctx = smoke_context();
+        let bookworm = ctx
+            .environments
+            .iter()
+            .find(|(_, v)| v.as_str() == "suite=bookworm")
+            .map(|(k, _)| k.clone())
+            .expect("an environment for suite=bookworm");
+        assert_eq!(bookworm.len(), 12, "the short hash: {bookworm}");
+        assert_eq!(ctx.environments.len(), 2, "{:?}", ctx.environments);
+        let started = Event::ImageStarted {
+            environment: bookworm.clone(),
+            cells: 2,
+        };
+        assert_eq!(
+            line_in(&started, Some(&ctx)).unwrap(),
+            format!("image {bookworm} (suite=bookworm): preparing for 2 cells")
+        );
+        let built = Event::ImageFinished {
+            environment: bookworm.clone(),
+            tag: "rocmatrix/env:x".into(),
+            reused: true,
+            pulled: false,
+            secs: 0.0,
+        };
+        assert_eq!(
+            line_in(&built, Some(&ctx)).unwrap(),
+            format!("image {bookworm} (suite=bookworm): reusing rocmatrix/env:x")
+        );
+        // Without a context, or for an environment it does not know: the hash alone.
+        assert_eq!(
+            line(&started).unwrap(),
+            format!("image {bookworm}: preparing for 2 cells")
+        );
+        let one = Event::ImageStarted {
+            environment: "0123456789ab".into(),
+            cells: 1,
+        };
+        assert_eq!(
+            line_in(&one, Some(&ctx)).unwrap(),
+            "image 0123456789ab: preparing for 1 cell"
+        );
+        let run = Event::RunStarted {
+            run_id: "r".into(),
+            name: "smoke".into(),
+            cells: 9,
+            to_run: 3,
+            environments: 1,
+            jobs: 2,
+        };
+        assert_eq!(
+            line(&run).unwrap(),
+            "run r: smoke, 3 of 9 cells to run in 1 environment, 2 at a time"
+        );
+        let finished = Event::RunFinished {
+            passed: 8,
+            failed: 0,
+            expected: 1,
+            errors: 1,
+            skipped: 0,
+            not_run: 0,
+            interrupted: false,
+            secs: 5.0,
+        };
+        assert_eq!(
+            line(&finished).unwrap(),
+            "finished: 8 passed, 0 failed, 1 expected failure, 0 skipped, 1 error, 0 not run in 5 s"
         );
     }
 

@@ -206,3 +206,30 @@ fn shipped_matrices_validate() {
     }
     assert!(n >= 2, "matrix/ has at least two example files");
 }
+
+/// `scripts/smoke` builds rocmatrix before its run: a first release build
+/// takes minutes, and cargo's progress shows it is working (on stderr, so
+/// that the run's own output stays apart). Issue 36: `--quiet` made it look
+/// hung for ten minutes.
+#[test]
+fn smoke_script_shows_the_builds_progress() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("scripts/smoke")).unwrap();
+    let builds: Vec<&str> = script
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("cargo build"))
+        .collect();
+    assert!(
+        !builds.is_empty(),
+        "scripts/smoke builds rocmatrix:\n{script}"
+    );
+    for b in builds {
+        let words: Vec<&str> = b.split_whitespace().collect();
+        assert!(
+            !words.contains(&"--quiet") && !words.contains(&"-q"),
+            "the build runs silent: {b}"
+        );
+        assert!(b.ends_with(">&2"), "cargo's output goes to stderr: {b}");
+    }
+}
