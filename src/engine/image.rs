@@ -21,6 +21,9 @@ pub struct ImageInfo {
     /// Seconds since the epoch.
     pub created: i64,
     pub labels: HashMap<String, String>,
+    /// `name@sha256:…` for each registry the engine pulled it from or
+    /// pushed it to (`RepoDigests`); none for a local build or import.
+    pub digests: Vec<String>,
 }
 
 impl Engine {
@@ -35,6 +38,7 @@ impl Engine {
                     size: i.size.unwrap_or_default(),
                     created: 0,
                     labels: i.config.and_then(|c| c.labels).unwrap_or_default(),
+                    digests: i.repo_digests.unwrap_or_default(),
                 })),
                 Err(bollard::errors::Error::DockerResponseServerError {
                     status_code: 404, ..
@@ -273,6 +277,7 @@ impl Engine {
                 size: i.size,
                 created: i.created,
                 labels: i.labels,
+                digests: i.repo_digests,
             })
             .collect())
     }

@@ -197,6 +197,109 @@ fn an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way() {
 }
 
 #[test]
+fn an_exported_reproducer_pins_its_base_and_refuses_another() {
+    let Some(_engine) = engine_or_skip("an_exported_reproducer_pins_its_base_and_refuses_another")
+    else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    // A cell hash of its own: its reproducer's image is not the other
+    // export test's.
+    let m = write(
+        dir.path(),
+        "m.yaml",
+        &MATRIX.replace("echo built", "echo built-on-the-pinned-base"),
+    );
+    let (_, run) = run_matrix(dir.path(), &m, &["--only", "case=good"]);
+    let original = lock(&run);
+    let hash = original["environments"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let export = |name: &str, base: serde_json::Value| {
+        let mut l = original.clone();
+        l["environments"][&hash]["base"] = base;
+        std::fs::write(run.join("lock.json"), l.to_string()).unwrap();
+        let to = dir.path().join(name);
+        let o = Rocmatrix::new()
+            .arg("export")
+            .arg(&run)
+            .arg("good")
+            .arg(&to)
+            .run();
+        o.assert_success();
+        (to, o.stdout())
+    };
+    let readme = |to: &Path| std::fs::read_to_string(to.join("README.md")).unwrap();
+    let run_sh = |to: &Path| {
+        Command::new("bash")
+            .arg(to.join("run.sh"))
+            .current_dir("/")
+            .output()
+            .unwrap()
+    };
+
+    // Bootstrapped by the run: the reproducer says how to make the same
+    // base, and refuses a `debian:bookworm` that is another bootstrap (or a
+    // registry's) instead of building on it.
+    let (to, said) = export(
+        "bootstrapped",
+        serde_json::json!({"reference": "debian:bookworm", "id": "sha256:0", "origin": {
+            "how": "bootstrapped", "suite": "bookworm", "mirror": "http://deb.debian.org/debian",
+            "release_date": "Mon, 01 Jan 2024 00:00:00 UTC"}}),
+    );
+    assert!(said.contains("make-base.sh"), "{said}");
+    let text = readme(&to);
+    for part in [
+        "`debootstrap --variant=minbase bookworm ROOT http://deb.debian.org/debian` at the suite's Release of Mon, 01 Jan 2024 00:00:00 UTC",
+        "https://snapshot.debian.org/archive/debian/20240101T000000Z/",
+    ] {
+        assert!(text.contains(part), "{part:?} not in\n{text}");
+    }
+    let make = std::fs::read_to_string(to.join("make-base.sh")).unwrap();
+    assert!(
+        make.contains("snapshot=${SNAPSHOT:-20240101T000000Z}"),
+        "{make}"
+    );
+    let o = run_sh(&to);
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("run.sh: debian:bookworm here is not the base the run bootstrapped (bookworm at the Release of Mon, 01 Jan 2024 00:00:00 UTC): make it with ./make-base.sh"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stdout(&o).contains("==="), "no step ran: {}", stdout(&o));
+
+    // From a registry with no digest the engine knows: the image id is
+    // checked, and another image of the same name is refused.
+    let (to, _) = export(
+        "pulled",
+        serde_json::json!({"reference": "debian:bookworm",
+            "id": format!("sha256:{}", "0".repeat(64)), "origin": {"how": "pulled"}}),
+    );
+    assert!(readme(&to).contains("the run's engine knew no registry digest for it"));
+    assert!(!to.join("make-base.sh").exists());
+    let o = run_sh(&to);
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("another image of the same name"),
+        "{}",
+        stderr(&o)
+    );
+
+    // The run's own lock: the engine's debian:bookworm is the one it had.
+    let (to, _) = export("own", original["environments"][&hash]["base"].clone());
+    std::fs::write(run.join("lock.json"), original.to_string()).unwrap();
+    let _image = reproducer_image(&to);
+    let o = run_sh(&to);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
+}
+
+#[test]
 fn shell_runs_piped_commands_and_snapshots_after_a_step() {
     let Some(_engine) = engine_or_skip("shell_runs_piped_commands_and_snapshots_after_a_step")
     else {
