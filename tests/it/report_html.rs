@@ -281,3 +281,107 @@ fn html_report_in_headless_chromium() {
     );
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// The smoke's expected failure in Chromium (issue 36): a cell whose
+/// compile step failed where the matrix's `expect:` said it would reads as
+/// an expected failure on its page (title, teal banner, badge), on its card
+/// and in the grid — never `failed` on a green banner or a red badge.
+#[test]
+fn an_expected_failure_in_headless_chromium() {
+    let Some(browser) = chromium() else {
+        unavailable(
+            "an_expected_failure_in_headless_chromium",
+            "chromium is not installed (run .ci/install-reports.sh)",
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let run = make_run(
+        tmp.path(),
+        "smoke",
+        "h",
+        &["suite", "gfx"],
+        json!([{"cells": {"suite": "bookworm", "gfx": "gfx1100"}, "tests": [],
+                "reason": "no gfx1100 device libraries in ROCm 5.2"}]),
+        (&["suite"], &["gfx"]),
+        None,
+        &[
+            CellSpec::new(
+                "bookworm.gfx900",
+                &[("suite", "bookworm"), ("gfx", "gfx900")],
+                "passed",
+            )
+            .junit("t.xml", gtest_xml(&[("Smoke", "Targets", "pass")])),
+            CellSpec {
+                reason: Some("step `compile`: exit code 1"),
+                log_tail: "clang: error: cannot find ROCm device library for gfx1100\n",
+                ..CellSpec::new(
+                    "bookworm.gfx1100",
+                    &[("suite", "bookworm"), ("gfx", "gfx1100")],
+                    "failed",
+                )
+            },
+        ],
+    );
+    rocmatrix::report::write_reports(&run, None, None).unwrap();
+    let profile = tmp.path().join("profile");
+    let index = format!("file://{}", run.join("report/index.html").display());
+    let (dom, log) = headless(browser, &profile, &["--dump-dom"], &index);
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    assert!(
+        dom.contains("<h1>smoke: 2 cells: 1 passed, 1 expected failure</h1>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("<span>cells:</span><span class=\"pass\">1 passed</span><span class=\"xfail\">1 expected failure</span>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("title=\"bookworm.gfx1100: expected failure\">☑ expected failure</a>"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("bookworm.gfx1100 <span class=\"badge xfail\">expected failure</span>"),
+        "{dom}"
+    );
+    assert!(
+        !dom.contains("badge failed\">failed</span> <span class=\"muted\">"),
+        "{dom}"
+    );
+
+    let page = run.join("report/cells/bookworm.gfx1100.html");
+    let url = format!("file://{}", page.display());
+    let (cell, log) = headless(browser, &profile, &["--dump-dom"], &url);
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    assert!(
+        cell.contains("<title>bookworm.gfx1100: expected failure — smoke"),
+        "{cell}"
+    );
+    assert!(
+        cell.contains("<header class=\"xfail\">\n<h1>bookworm.gfx1100: expected failure</h1>"),
+        "{cell}"
+    );
+    assert!(
+        cell.contains(
+            "as the matrix's <code>expect:</code> says: no gfx1100 device libraries in ROCm 5.2"
+        ),
+        "{cell}"
+    );
+
+    // The page as a reader sees it, kept to look at.
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("expected-failure-cell.png");
+    let _ = std::fs::remove_file(&shot);
+    let (_, log) = headless(
+        browser,
+        &profile,
+        &[
+            &format!("--screenshot={}", shot.display()),
+            "--window-size=1200,800",
+        ],
+        &url,
+    );
+    assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    let png = std::fs::read(&shot).expect("screenshot");
+    assert!(png.starts_with(b"\x89PNG"), "{} bytes", png.len());
+    eprintln!("screenshot: {}", shot.display());
+}
