@@ -24,6 +24,10 @@ pub struct Gtest {
     pub filter: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
     pub timeout_per_test: Option<Duration>,
+    /// Reruns of each failing test (0: none; left out of the plan then, so
+    /// cell hashes stay what they were).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rerun_failures: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
 }
@@ -65,6 +69,7 @@ pub(super) fn render(
             binary: r.render(&g.binary, ctx, id)?.trim().to_string(),
             filter: opt(&g.filter)?,
             timeout_per_test: g.timeout_per_test,
+            rerun_failures: g.rerun_failures,
             args: args(&g.args)?,
         }),
         SuiteTemplate::Ctest(c) => TestSuite::Ctest(Ctest {
@@ -77,6 +82,10 @@ pub(super) fn render(
             args: args(&c.args)?,
         }),
     })
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 mod opt_secs {

@@ -206,6 +206,7 @@ pub struct RawGtest {
     pub binary: String,
     pub filter: Option<String>,
     pub timeout_per_test: Option<String>,
+    pub rerun_failures: Option<u32>,
     #[serde(default)]
     pub args: Vec<String>,
 }

@@ -23,8 +23,13 @@ pub struct GtestTemplate {
     /// `--gtest_filter` syntax.
     pub filter: Option<Template>,
     pub timeout_per_test: Option<Duration>,
+    /// Run each failing test again, alone, up to this many times.
+    pub rerun_failures: u32,
     pub args: Vec<Template>,
 }
+
+/// The most reruns `rerun_failures:` may ask for.
+pub const MAX_RERUNS: u32 = 10;
 
 /// `ctest:`: a CTest build directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,10 +131,20 @@ pub(super) fn read_suite(
                         .to_string(),
                 ));
             }
+            let rerun_failures = g.rerun_failures.unwrap_or(0);
+            if rerun_failures > MAX_RERUNS {
+                return Err(err(
+                    &format!("{field}.gtest.rerun_failures"),
+                    format!(
+                        "rerun_failures is {rerun_failures}; at most {MAX_RERUNS} reruns of a failing test"
+                    ),
+                ));
+            }
             Ok(Some(SuiteTemplate::Gtest(GtestTemplate {
                 binary: template(format!("{field}.gtest.binary"), &g.binary),
                 filter: opt(format!("{field}.gtest.filter"), &g.filter),
                 timeout_per_test: timeout("gtest", &g.timeout_per_test)?,
+                rerun_failures,
                 args: args("gtest", &g.args),
             })))
         }

@@ -170,6 +170,7 @@ about to crash
             time: None,
             output: String::new(),
             shard: 0,
+            reruns: Vec::new(),
         }
     }
 

@@ -102,6 +102,9 @@ pub async fn run(
             }
             BinaryOutcome::Missing => return Ok(no_binary(g)),
         };
+        if g.rerun_failures > 0 {
+            rerun_failures(cx, g, bin, &mut done, deadline, log).await?;
+        }
         if let Some(spec) = cx.backtrace {
             super::backtrace::add(cx, spec, bin, &mut done).await;
         }
@@ -121,6 +124,76 @@ pub async fn run(
         step_timed_out,
         problem: None,
     })
+}
+
+/// `rerun_failures: N`: runs each failing test of `done` again, alone in
+/// a process of its own (on the GPU its shard had), up to N times or until
+/// it passes. A pass makes it flaky (its earlier runs kept as
+/// `<flakyFailure>`s); otherwise the last run's failure stands, the earlier
+/// ones kept as `<rerunFailure>`s. Reruns stop at the step's deadline.
+async fn rerun_failures(
+    cx: &SuiteContext<'_>,
+    g: &Gtest,
+    bin: &str,
+    done: &mut [Case],
+    deadline: Instant,
+    log: &Log<'_>,
+) -> Result<(), SuiteError> {
+    let of = cx.per_gpu.len().max(1);
+    let pidfile = format!("{DIR}/{}-rerun.pid", cx.slug);
+    for case in done.iter_mut().filter(|c| c.verdict.is_failure()) {
+        let test = Listed {
+            suite: case.suite.clone(),
+            name: case.name.clone(),
+            param: case.param.clone(),
+        };
+        let shard = Shard::new(cx, case.shard.saturating_sub(1), of);
+        for attempt in 1..=g.rerun_failures {
+            if Instant::now() >= deadline {
+                return Ok(());
+            }
+            note(
+                log,
+                &format!(
+                    "{}rocmatrix: {bin}: running {} again ({attempt} of {})\n",
+                    shard.tag(),
+                    test.full(),
+                    g.rerun_failures
+                ),
+            );
+            let xml = report_path(cx, &shard, 0);
+            let run = BatchRun {
+                cx,
+                g,
+                bin,
+                shard: &shard,
+                xml: &xml,
+                pidfile: &pidfile,
+                per_test: g.timeout_per_test.unwrap_or(cx.step_timeout),
+                deadline,
+            };
+            let judged = run.run(std::slice::from_ref(&test), log).await?;
+            let Some(again) = judged.cases.into_iter().next() else {
+                break;
+            };
+            match again.verdict {
+                Verdict::Passed => {
+                    let earlier = std::mem::replace(&mut case.verdict, Verdict::Passed);
+                    case.reruns.push(earlier);
+                    case.time = again.time;
+                    break;
+                }
+                v if v.is_failure() => {
+                    let earlier = std::mem::replace(&mut case.verdict, v);
+                    case.reruns.push(earlier);
+                    case.output = again.output;
+                }
+                // Skipped when run alone: the failure stands as it was.
+                _ => break,
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How one binary's tests went.
@@ -176,6 +249,7 @@ fn listing_error(bin: &str, problem: String) -> Case {
         time: None,
         output: String::new(),
         shard: 0,
+        reruns: Vec::new(),
     }
 }
 
@@ -829,6 +903,7 @@ fn case_of(t: &Listed, verdict: Verdict, shard: usize) -> Case {
         time: None,
         output: String::new(),
         shard,
+        reruns: Vec::new(),
     }
 }
 

@@ -426,6 +426,7 @@ impl XmlCase {
             time: self.time,
             output: self.output,
             shard: 0,
+            reruns: Vec::new(),
         }
     }
 }

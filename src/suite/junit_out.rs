@@ -129,6 +129,7 @@ fn suite_start(name: &str, counts: &Counts) -> std::io::Result<String> {
 fn push_plain(out: &mut String, case: &Case) -> bool {
     // quick-junit writes an empty classname; push_passing_case leaves it out.
     let plain = case.verdict == Verdict::Passed
+        && case.reruns.is_empty()
         && case.output.is_empty()
         && !case.suite.is_empty()
         && is_plain(&case.name)
@@ -147,6 +148,35 @@ fn push_plain(out: &mut String, case: &Case) -> bool {
     }
     push_passing_case(out, &case.name, &case.suite, case.time, &properties);
     true
+}
+
+/// One earlier failed run of a test, as JUnit's rerun elements say it.
+fn rerun_of(v: &Verdict) -> quick_junit::TestRerun {
+    use quick_junit::TestRerun;
+    match v {
+        Verdict::Failed { message, text } => {
+            let mut r = TestRerun::new(NonSuccessKind::Failure);
+            r.set_message(message.as_str());
+            if !text.is_empty() {
+                r.set_description(text.as_str());
+            }
+            r
+        }
+        Verdict::Error { kind, message } => {
+            let mut r = TestRerun::new(NonSuccessKind::Error);
+            r.set_message(message.as_str()).set_type(kind.as_str());
+            r
+        }
+        Verdict::Timeout { secs } => {
+            let mut r = TestRerun::new(NonSuccessKind::Error);
+            r.set_message(format!(
+                "timed out after {secs} s (timeout_per_test); killed"
+            ))
+            .set_type("timeout");
+            r
+        }
+        Verdict::Passed | Verdict::Skipped { .. } => TestRerun::new(NonSuccessKind::Failure),
+    }
 }
 
 fn test_case(case: &Case) -> TestCase {
@@ -181,6 +211,12 @@ fn test_case(case: &Case) -> TestCase {
             s
         }
     };
+    let mut status = status;
+    // Earlier failed runs: <flakyFailure> before a pass, <rerunFailure>
+    // beside a final failure (Surefire's and nextest's elements).
+    for earlier in &case.reruns {
+        status.add_rerun(rerun_of(earlier));
+    }
     let mut tc = TestCase::new(case.name.as_str(), status);
     tc.set_classname(case.suite.as_str());
     if let Some(t) = case.time {
@@ -227,6 +263,7 @@ mod tests {
             time: None,
             output: String::new(),
             shard: 0,
+            reruns: Vec::new(),
         }
     }
 
@@ -278,5 +315,33 @@ mod tests {
             by_quick_junit("gtest", &cases)
         );
         assert_eq!(render("gtest", &[]).unwrap(), by_quick_junit("gtest", &[]));
+    }
+
+    #[test]
+    fn reruns_are_flaky_failures_before_a_pass_and_rerun_failures_beside_a_failure() {
+        let boom = Verdict::Failed {
+            message: "queue not ready".into(),
+            text: String::new(),
+        };
+        let mut flaky = case("Rerun", "Flaky", Verdict::Passed);
+        flaky.reruns = vec![boom.clone()];
+        let mut failing = case("Rerun", "Fails", boom.clone());
+        failing.reruns = vec![boom, Verdict::Timeout { secs: 3 }];
+        let xml = render("gtest", &[flaky, failing]).unwrap();
+        assert!(
+            xml.contains(r#"<flakyFailure message="queue not ready">"#),
+            "{xml}"
+        );
+        assert_eq!(xml.matches("<rerunFailure").count(), 1, "{xml}");
+        assert!(
+            xml.contains(
+                r#"<rerunError message="timed out after 3 s (timeout_per_test); killed" type="timeout">"#
+            ),
+            "{xml}"
+        );
+        // The reader the report uses reads them back as one flaky test.
+        let cases = crate::suite::gtest_output::parse_xml(&xml).unwrap();
+        assert_eq!(cases[0].verdict, Verdict::Passed);
+        assert!(cases[1].verdict.is_failure());
     }
 }

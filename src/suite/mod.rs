@@ -73,6 +73,10 @@ pub struct Case {
     pub output: String,
     /// Which shard ran it (0 when unsharded).
     pub shard: usize,
+    /// Earlier runs of it that failed, when a failure was run again
+    /// (`rerun_failures:`): with a final pass it is flaky (JUnit's
+    /// `<flakyFailure>`), with a final failure they are `<rerunFailure>`s.
+    pub reruns: Vec<Verdict>,
 }
 
 /// The step's log, shared by the processes (shards) that write to it.

@@ -443,3 +443,50 @@ fn ctest_timeouts_and_crashes_are_named_as_the_gtest_adapter_names_them() {
         );
     }
 }
+
+#[test]
+fn gtest_rerun_failures_tells_a_flaky_test_from_a_failing_one() {
+    let test = "gtest_rerun_failures_tells_a_flaky_test_from_a_failing_one";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "rerun.yaml",
+        &gtest_matrix("rerun.cc", "      rerun_failures: 2\n", ""),
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let cell = cell_json(&run, "bookworm");
+    let junit = run
+        .join("cells/bookworm")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    let flaky = case(&all, "Rerun.PassesTheSecondTime");
+    assert_eq!(flaky.matches("<flakyFailure").count(), 1, "{flaky}");
+    assert!(flaky.contains("queue not ready yet"), "{flaky}");
+    assert!(!flaky.contains("<failure"), "{flaky}");
+    let failing = case(&all, "Rerun.AlwaysFails");
+    assert!(failing.contains("<failure"), "{failing}");
+    assert_eq!(failing.matches("<rerunFailure").count(), 2, "{failing}");
+    let log = std::fs::read_to_string(run.join("cells/bookworm/logs/02-tests.log")).unwrap();
+    assert!(
+        log.contains("running Rerun.AlwaysFails again (2 of 2)"),
+        "{log}"
+    );
+    assert!(!log.contains("running Rerun.Passes again"), "{log}");
+    // The report reads it as flaky, not failed.
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report/results.json")).unwrap())
+            .unwrap();
+    let c = &results["cells"][0];
+    assert_eq!(c["counts"]["flaky"], 1, "{c:#}");
+    assert_eq!(c["counts"]["failed"], 1, "{c:#}");
+}
