@@ -40,19 +40,30 @@ pub struct StoredTest {
     pub message: String,
 }
 
+/// A database's error, in the driver's words (the caller adds where).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DbError(pub String);
+
+impl DbError {
+    pub fn of(e: impl std::fmt::Display) -> DbError {
+        DbError(e.to_string())
+    }
+}
+
 /// One database. Errors are the driver's words (the caller adds where).
 pub trait Backend {
     /// Writes `r` in one transaction; false when the run was recorded
     /// already (nothing is written then).
-    fn record(&mut self, r: &RunRecord) -> Result<bool, String>;
+    fn record(&mut self, r: &RunRecord) -> Result<bool, DbError>;
     /// Every run, by start time.
-    fn runs(&mut self) -> Result<Vec<RunRow>, String>;
+    fn runs(&mut self) -> Result<Vec<RunRow>, DbError>;
     /// Every cell of every run.
-    fn cells(&mut self) -> Result<Vec<StoredCell>, String>;
+    fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
     /// The non-passing rows of `test` (every test when `None`).
-    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, String>;
+    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, DbError>;
     /// The identity hashes of a set of passing tests.
-    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, String>;
+    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError>;
 }
 
 /// A JSON column's text.

@@ -26,7 +26,7 @@ pub mod verdict;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
-use backend::{Backend, RunRow, StoredCell, StoredTest};
+use backend::{Backend, DbError, RunRow, StoredCell, StoredTest};
 pub use location::Location;
 use record::RunRecord;
 use verdict::{Obs, Point, Verdict};
@@ -65,7 +65,7 @@ pub struct TestHistory {
 impl History {
     /// Opens (creating or migrating) the history at `location`.
     pub fn open(location: &Location) -> Result<History, HistoryError> {
-        let opened: Result<Box<dyn Backend>, String> = match location {
+        let opened: Result<Box<dyn Backend>, DbError> = match location {
             Location::Off => return Err(HistoryError::Off),
             Location::Sqlite(path) => sqlite::Sqlite::open(path).map(|b| Box::new(b) as _),
             Location::Postgres(url) => postgres::Postgres::open(url).map(|b| Box::new(b) as _),
@@ -75,7 +75,7 @@ impl History {
                 backend,
                 location: location.clone(),
             }),
-            Err(message) => Err(error(location, &message)),
+            Err(message) => Err(error(location, &message.0)),
         }
     }
 
@@ -86,13 +86,13 @@ impl History {
     /// Records `r`; false when it was recorded already.
     pub fn record(&mut self, r: &RunRecord) -> Result<bool, HistoryError> {
         let location = self.location.clone();
-        self.backend.record(r).map_err(|m| error(&location, &m))
+        self.backend.record(r).map_err(|m| error(&location, &m.0))
     }
 
     /// Every recorded run, by start time.
     pub fn runs(&mut self) -> Result<Vec<RunRow>, HistoryError> {
         let location = self.location.clone();
-        self.backend.runs().map_err(|m| error(&location, &m))
+        self.backend.runs().map_err(|m| error(&location, &m.0))
     }
 
     /// Every test that failed at least once (or only `test`), in every
@@ -100,7 +100,7 @@ impl History {
     /// ran in.
     pub fn follow(&mut self, test: Option<&str>) -> Result<Vec<TestHistory>, HistoryError> {
         let location = self.location.clone();
-        let e = |m: String| error(&location, &m);
+        let e = |m: DbError| error(&location, &m.0);
         let runs = self.backend.runs().map_err(e)?;
         let order: HashMap<&str, (usize, &str)> = runs
             .iter()
@@ -342,14 +342,14 @@ fn summary_of(history: &mut History, rec: &RunRecord, added: bool) -> Result<Str
         .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
         .collect();
     let mut text = format!(
-        "history: {} run {} in {location} ({} runs of {})",
+        "history: {} run {} in {location} ({} of {})",
         if added {
             "recorded"
         } else {
             "had already recorded"
         },
         rec.run,
-        runs.iter().filter(|r| r.name == rec.name).count(),
+        crate::run::progress::count(runs.iter().filter(|r| r.name == rec.name).count(), "run"),
         rec.name
     );
     if failing.is_empty() {

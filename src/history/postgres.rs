@@ -8,7 +8,7 @@
 
 use postgres::{Client, NoTls};
 
-use super::backend::{from_json, to_json, Backend, RunRow, StoredCell, StoredTest};
+use super::backend::{from_json, to_json, Backend, DbError, RunRow, StoredCell, StoredTest};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
 use super::schema;
 
@@ -21,20 +21,20 @@ pub struct Postgres {
 
 impl Postgres {
     /// Connects to `url` and creates or migrates the schema.
-    pub fn open(url: &str) -> Result<Postgres, String> {
+    pub fn open(url: &str) -> Result<Postgres, DbError> {
         let mut config: postgres::Config =
-            url.parse().map_err(|e: postgres::Error| e.to_string())?;
+            url.parse().map_err(|e: postgres::Error| DbError::of(e))?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
-        let mut client = config.connect(NoTls).map_err(|e| e.to_string())?;
+        let mut client = config.connect(NoTls).map_err(DbError::of)?;
         migrate(&mut client)?;
         Ok(Postgres { client })
     }
 }
 
-fn migrate(client: &mut Client) -> Result<(), String> {
-    let e = |e: postgres::Error| e.to_string();
+fn migrate(client: &mut Client) -> Result<(), DbError> {
+    let e = DbError::of;
     let mut tx = client.transaction().map_err(e)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
         .map_err(e)?;
@@ -51,7 +51,7 @@ fn migrate(client: &mut Client) -> Result<(), String> {
         0
     };
     if let Some(why) = schema::refuse_newer(found) {
-        return Err(why);
+        return Err(DbError(why));
     }
     if found == schema::VERSION {
         return tx.commit().map_err(e);
@@ -69,8 +69,8 @@ fn migrate(client: &mut Client) -> Result<(), String> {
 }
 
 impl Backend for Postgres {
-    fn record(&mut self, r: &RunRecord) -> Result<bool, String> {
-        let e = |e: postgres::Error| e.to_string();
+    fn record(&mut self, r: &RunRecord) -> Result<bool, DbError> {
+        let e = DbError::of;
         let mut tx = self.client.transaction().map_err(e)?;
         let added = tx
             .execute(
@@ -148,14 +148,14 @@ impl Backend for Postgres {
         Ok(true)
     }
 
-    fn runs(&mut self) -> Result<Vec<RunRow>, String> {
+    fn runs(&mut self) -> Result<Vec<RunRow>, DbError> {
         let rows = self
             .client
             .query(
                 "SELECT run, started_ms, name, sources, environments FROM runs ORDER BY started_ms, run",
                 &[],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         Ok(rows
             .iter()
             .map(|r| RunRow {
@@ -168,14 +168,14 @@ impl Backend for Postgres {
             .collect())
     }
 
-    fn cells(&mut self) -> Result<Vec<StoredCell>, String> {
+    fn cells(&mut self) -> Result<Vec<StoredCell>, DbError> {
         let rows = self
             .client
             .query(
                 "SELECT run, cell, axes, outcome, inputs, passed FROM cells",
                 &[],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         Ok(rows
             .iter()
             .map(|r| StoredCell {
@@ -189,13 +189,13 @@ impl Backend for Postgres {
             .collect())
     }
 
-    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, String> {
+    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, DbError> {
         let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
         let rows = match test {
             Some(t) => self.client.query(&format!("{sql} WHERE test = $1"), &[&t]),
             None => self.client.query(sql, &[]),
         }
-        .map_err(|e| e.to_string())?;
+        .map_err(DbError::of)?;
         Ok(rows
             .iter()
             .map(|r| StoredTest {
@@ -211,11 +211,11 @@ impl Backend for Postgres {
             .collect())
     }
 
-    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, String> {
+    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {
         let row = self
             .client
             .query_opt("SELECT hashes FROM passsets WHERE digest = $1", &[&digest])
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         Ok(row
             .map(|r| hashes_from_bytes(r.get::<_, &[u8]>(0)))
             .unwrap_or_default())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::backend::{from_json, to_json, Backend, RunRow, StoredCell, StoredTest};
+use super::backend::{from_json, to_json, Backend, DbError, RunRow, StoredCell, StoredTest};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
 use super::schema;
 
@@ -21,32 +21,32 @@ pub struct Sqlite {
 
 impl Sqlite {
     /// Opens (creating, or migrating) the database at `path`.
-    pub fn open(path: &Path) -> Result<Sqlite, String> {
+    pub fn open(path: &Path) -> Result<Sqlite, DbError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(dir).map_err(DbError::of)?;
         }
-        let mut conn = Connection::open(path).map_err(|e| e.to_string())?;
-        conn.busy_timeout(BUSY).map_err(|e| e.to_string())?;
+        let mut conn = Connection::open(path).map_err(DbError::of)?;
+        conn.busy_timeout(BUSY).map_err(DbError::of)?;
         conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         migrate(&mut conn)?;
         Ok(Sqlite { conn })
     }
 }
 
-fn migrate(conn: &mut Connection) -> Result<(), String> {
+fn migrate(conn: &mut Connection) -> Result<(), DbError> {
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(|e| e.to_string())?;
+        .map_err(DbError::of)?;
     let has_meta: bool = tx
         .query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
             [],
             |r| r.get::<_, i64>(0),
         )
-        .map_err(|e| e.to_string())?
+        .map_err(DbError::of)?
         > 0;
     let found: i64 = if has_meta {
         tx.query_row(
@@ -55,33 +55,33 @@ fn migrate(conn: &mut Connection) -> Result<(), String> {
             |r| r.get::<_, String>(0),
         )
         .optional()
-        .map_err(|e| e.to_string())?
+        .map_err(DbError::of)?
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
     } else {
         0
     };
     if let Some(why) = schema::refuse_newer(found) {
-        return Err(why);
+        return Err(DbError(why));
     }
     if found == schema::VERSION {
         return Ok(());
     }
     for stmt in schema::migrations(found, "BLOB") {
-        tx.execute(&stmt, []).map_err(|e| e.to_string())?;
+        tx.execute(&stmt, []).map_err(DbError::of)?;
     }
     tx.execute(
         "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
         params![schema::VERSION.to_string()],
     )
-    .map_err(|e| e.to_string())?;
-    tx.commit().map_err(|e| e.to_string())
+    .map_err(DbError::of)?;
+    tx.commit().map_err(DbError::of)
 }
 
 impl Backend for Sqlite {
-    fn record(&mut self, r: &RunRecord) -> Result<bool, String> {
-        let e = |e: rusqlite::Error| e.to_string();
+    fn record(&mut self, r: &RunRecord) -> Result<bool, DbError> {
+        let e = DbError::of;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -158,13 +158,13 @@ impl Backend for Sqlite {
         Ok(true)
     }
 
-    fn runs(&mut self) -> Result<Vec<RunRow>, String> {
+    fn runs(&mut self) -> Result<Vec<RunRow>, DbError> {
         let mut q = self
             .conn
             .prepare(
                 "SELECT run, started_ms, name, sources, environments FROM runs ORDER BY started_ms, run",
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         let rows = q
             .query_map([], |r| {
                 Ok(RunRow {
@@ -175,15 +175,15 @@ impl Backend for Sqlite {
                     environments: from_json(&r.get::<_, String>(4)?),
                 })
             })
-            .map_err(|e| e.to_string())?;
-        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+            .map_err(DbError::of)?;
+        rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
-    fn cells(&mut self) -> Result<Vec<StoredCell>, String> {
+    fn cells(&mut self) -> Result<Vec<StoredCell>, DbError> {
         let mut q = self
             .conn
             .prepare("SELECT run, cell, axes, outcome, inputs, passed FROM cells")
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         let rows = q
             .query_map([], |r| {
                 Ok(StoredCell {
@@ -195,11 +195,11 @@ impl Backend for Sqlite {
                     passed: r.get(5)?,
                 })
             })
-            .map_err(|e| e.to_string())?;
-        rows.collect::<Result<_, _>>().map_err(|e| e.to_string())
+            .map_err(DbError::of)?;
+        rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
-    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, String> {
+    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, DbError> {
         let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
         let map = |r: &rusqlite::Row<'_>| {
             Ok(StoredTest {
@@ -218,20 +218,20 @@ impl Backend for Sqlite {
                 let mut q = self
                     .conn
                     .prepare(&format!("{sql} WHERE test = ?1"))
-                    .map_err(|e| e.to_string())?;
-                let v = q.query_map(params![t], map).map_err(|e| e.to_string())?;
+                    .map_err(DbError::of)?;
+                let v = q.query_map(params![t], map).map_err(DbError::of)?;
                 v.collect()
             }
             None => {
-                let mut q = self.conn.prepare(sql).map_err(|e| e.to_string())?;
-                let v = q.query_map([], map).map_err(|e| e.to_string())?;
+                let mut q = self.conn.prepare(sql).map_err(DbError::of)?;
+                let v = q.query_map([], map).map_err(DbError::of)?;
                 v.collect()
             }
         };
-        rows.map_err(|e| e.to_string())
+        rows.map_err(DbError::of)
     }
 
-    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, String> {
+    fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {
         let bytes: Option<Vec<u8>> = self
             .conn
             .query_row(
@@ -240,7 +240,7 @@ impl Backend for Sqlite {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| e.to_string())?;
+            .map_err(DbError::of)?;
         Ok(bytes.map(|b| hashes_from_bytes(&b)).unwrap_or_default())
     }
 }

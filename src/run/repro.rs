@@ -40,6 +40,24 @@ pub fn short_id(id: &str) -> String {
     format!("sha256:{}", crate::digest::short(hex))
 }
 
+/// Why the run's own image cannot stand in for the lock's rebuild, in a
+/// phrase (`its package set differs from the lock's in 2 packages …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotReusable(pub String);
+
+impl From<&str> for NotReusable {
+    fn from(s: &str) -> Self {
+        NotReusable(s.to_string())
+    }
+}
+
+impl From<String> for NotReusable {
+    fn from(s: String) -> Self {
+        NotReusable(s)
+    }
+}
+
 /// The run's own image of `cell`'s environment, if a run of `cell` with no
 /// lock would use exactly it; else why not, in a phrase. `owner` names the
 /// container that lists its packages when the cache has no list for it.
@@ -48,7 +66,7 @@ pub async fn own_image(
     cell: &Cell,
     lock: &Lock,
     owner: &str,
-) -> Result<OwnImage, String> {
+) -> Result<OwnImage, NotReusable> {
     let env = cell
         .environment
         .as_ref()
@@ -80,52 +98,54 @@ pub async fn own_image(
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("its base tarball {tarball}: {e}"))?;
         if &now != sha256 {
-            return Err(format!("its base tarball {tarball} changed since the run"));
+            return Err(NotReusable(format!(
+                "its base tarball {tarball} changed since the run"
+            )));
         }
     } else if is_tarball(&env.base) || env.base != locked.base.reference {
-        return Err(format!(
+        return Err(NotReusable(format!(
             "its base is now {}, the lock's is {}",
             env.base, locked.base.reference
-        ));
+        )));
     }
     match lookup(&locked.base.reference).await? {
         None => {
-            return Err(format!(
+            return Err(NotReusable(format!(
                 "its base {} is no longer in the engine",
                 locked.base.reference
-            ))
+            )))
         }
         Some(b) if b.id != locked.base.id => {
-            return Err(format!(
+            return Err(NotReusable(format!(
                 "its base {} is now {}, the run's was {}",
                 locked.base.reference,
                 short_id(&b.id),
                 short_id(&locked.base.id)
-            ))
+            )))
         }
         Some(_) => {}
     }
     let recipe = build::recipe(&family, env, hash, &locked.base).map_err(|e| e.to_string())?;
     if recipe.tag != locked.image.tag {
-        return Err(format!(
+        return Err(NotReusable(format!(
             "its recipe now makes {}, not the run's {}",
             recipe.tag, locked.image.tag
-        ));
+        )));
     }
     match lookup(&locked.image.tag).await? {
         None => {
-            return Err(format!(
+            return Err(NotReusable(format!(
                 "the run's image {} is no longer in the engine",
                 locked.image.tag
-            ))
+            )))
         }
         Some(i) if i.id != locked.image.id => {
-            return Err(format!(
+            return Err(NotReusable(format!(
                 "{} is now {}, not the run's {}",
                 locked.image.tag,
                 short_id(&i.id),
                 short_id(&locked.image.id)
-            ))
+            )))
         }
         Some(_) => {}
     }
@@ -148,13 +168,13 @@ pub async fn own_image(
 fn same_packages(
     locked: &LockedEnvironment,
     installed: &BTreeMap<String, String>,
-) -> Result<(), String> {
+) -> Result<(), NotReusable> {
     let diff = packages::diff(&locked.packages, installed);
     if diff.is_empty() {
         return Ok(());
     }
     let shown: Vec<&str> = diff.iter().take(5).map(String::as_str).collect();
-    Err(format!(
+    Err(NotReusable(format!(
         "its package set differs from the lock's in {} packages ({}{})",
         diff.len(),
         shown.join(", "),
@@ -163,7 +183,7 @@ fn same_packages(
         } else {
             ""
         }
-    ))
+    )))
 }
 
 /// Whether the run that `repro` made used the image it was told to reuse:
