@@ -139,7 +139,7 @@ impl BisectStore {
     /// A bisection's directory, or its id under `<out>/bisects/`.
     pub fn open(path: &Path, out: &Path) -> Result<BisectStore, BisectError> {
         for dir in [path.to_path_buf(), out.join("bisects").join(path)] {
-            if dir.join("bisect.json").is_file() {
+            if crate::store::layout::bisect_state(&dir).is_file() {
                 return Ok(BisectStore { dir });
             }
         }
@@ -151,8 +151,8 @@ impl BisectStore {
     }
 
     pub fn load(&self) -> Result<Bisection, BisectError> {
-        let path = self.dir.join("bisect.json");
-        let bytes = crate::safe_read::read_bounded(&path, 64 << 20, "bisect.json", "")
+        let path = crate::store::layout::bisect_state(&self.dir);
+        let bytes = crate::safe_read::read_bounded(&path, 64 << 20, "bisect state files", "")
             .map_err(|e| BisectError::io(&path, e))?;
         let b: Bisection = serde_json::from_slice(&bytes).map_err(|e| BisectError::Corrupt {
             path: path.clone(),
@@ -169,7 +169,7 @@ impl BisectStore {
     }
 
     pub fn save(&self, b: &Bisection) -> Result<(), BisectError> {
-        let path = self.dir.join("bisect.json");
+        let path = crate::store::layout::bisect_state(&self.dir);
         let text = serde_json::to_vec_pretty(b).map_err(|e| BisectError::Corrupt {
             path: path.clone(),
             message: e.to_string(),
@@ -236,7 +236,7 @@ mod tests {
         store.save(&bisection(BISECT_VERSION)).unwrap();
         let again = BisectStore::open(Path::new("b1"), dir.path()).unwrap();
         assert_eq!(again.load().unwrap(), bisection(BISECT_VERSION));
-        let text = std::fs::read_to_string(store.dir.join("bisect.json")).unwrap();
+        let text = std::fs::read_to_string(crate::store::layout::bisect_state(&store.dir)).unwrap();
         assert!(
             text.contains(
                 "\"target\": {\n    \"by\": \"given\",\n    \"value\": \"invalid HSA metadata\""

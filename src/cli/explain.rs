@@ -24,7 +24,7 @@ pub struct ExplainArgs {
 pub fn run(args: ExplainArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     // A run store is read afresh, so the answer never depends on a report
     // written by an older rocmatrix; anything else is a results.json.
-    let results = if args.run.join("plan.json").is_file() {
+    let results = if crate::store::layout::is_run(&args.run) {
         let src = Source::run(&args.run).map_err(ReportError::from)?;
         collect(&src, Limits::default(), &mut NoSink)
     } else {

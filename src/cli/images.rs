@@ -337,7 +337,7 @@ fn images_named_by_locks(runs: &std::path::Path) -> BTreeMap<String, std::path::
         return named;
     };
     let mut locks: Vec<_> = rd
-        .filter_map(|e| e.ok().map(|e| e.path().join("lock.json")))
+        .filter_map(|e| e.ok().map(|e| crate::store::layout::lock_of(&e.path())))
         .filter(|p| p.is_file())
         .collect();
     locks.sort();

@@ -242,7 +242,7 @@ fn compare_and_write(
     // read it once more to name them.
     if let (Some(reg), Some(b), Some(path)) = (regressions.as_mut(), base, baseline) {
         let wanted = regress::unnamed_removed(results, b);
-        if !wanted.is_empty() && path.join("plan.json").is_file() {
+        if !wanted.is_empty() && crate::store::layout::is_run(path) {
             let mut catcher = regress::RemovedNames::new(wanted);
             collect(&Source::run(path)?, Limits::default(), &mut catcher);
             reg.add_named_removed(catcher.found);
@@ -312,7 +312,8 @@ pub fn write_outputs(
     // Three independent files, side by side: results.json (the whole
     // model), the cell pages, and summary.md with index.html.
     std::thread::scope(|scope| {
-        let json = scope.spawn(|| write_json(results, reg, &out.join("results.json")));
+        let json =
+            scope.spawn(|| write_json(results, reg, &crate::store::layout::results_file(out)));
         let cells = scope.spawn(|| write_cell_pages(results, reg, out));
         let pages = write_pages(results, reg, out);
         let joined = |r: Result<Result<(), ReportError>, _>| {

@@ -195,7 +195,7 @@ pub fn load(
     packages: &[String],
     cells: &[Cell],
 ) -> (Vec<EnvironmentFacts>, Option<String>) {
-    let path = run_dir.join("lock.json");
+    let path = crate::store::layout::lock_of(run_dir);
     if !path.is_file() {
         return (Vec::new(), None);
     }

@@ -252,12 +252,7 @@ pub fn load_baseline(path: &Path) -> Result<Results, ResultsError> {
     }
     let json = if path.is_dir() {
         // A run directory, or the --out directory of `report merge`/`report junit`.
-        let p = [
-            path.join("report").join("results.json"),
-            path.join("results.json"),
-        ]
-        .into_iter()
-        .find(|p| p.is_file());
+        let p = crate::store::layout::results_in(path);
         let Some(p) = p else {
             let src = Source::run(path)?;
             return Ok(collect::collect(

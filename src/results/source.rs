@@ -62,7 +62,7 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ResultsEr
 
 /// Reads a run store's manifest.
 pub fn manifest(run_dir: &Path) -> Result<RunManifest, ResultsError> {
-    let path = run_dir.join("plan.json");
+    let path = crate::store::layout::plan_of(run_dir);
     if !path.is_file() {
         return Err(ResultsError::NotARun {
             path: run_dir.to_path_buf(),
@@ -141,8 +141,8 @@ impl Source {
                     ));
                     continue;
                 }
-                let cdir = dir.join("cells").join(&cell.id);
-                let rec_path = cdir.join("cell.json");
+                let cdir = dir.join(crate::store::layout::CELLS).join(&cell.id);
+                let rec_path = crate::store::layout::cell_record_in(&cdir);
                 let record: Option<CellRecord> = if rec_path.is_file() {
                     Some(read_json(&rec_path)?)
                 } else {

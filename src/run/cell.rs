@@ -324,13 +324,13 @@ async fn write_record(
     dir: PathBuf,
     record: CellRecord,
 ) -> Result<CellRecord, CellError> {
-    let (store, rel) = (cx.store.clone(), format!("cells/{}/cell.json", record.id));
+    let store = cx.store.clone();
     blocking("writing cell.json", move || {
         store
-            .write_json(&rel, &record)
+            .write_cell(&record)
             .map(|()| record)
             .map_err(|e| CellError::Io {
-                path: dir.join("cell.json"),
+                path: crate::store::layout::cell_record_in(&dir),
                 source: std::io::Error::other(e.to_string()),
             })
     })

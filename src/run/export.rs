@@ -66,7 +66,7 @@ pub fn load_cell(
             ))
         })?;
     let record = store.cell_record(cell).ok();
-    let lock = Lock::load(&store.dir.join("lock.json")).ok();
+    let lock = Lock::load(&crate::store::layout::lock_of(&store.dir)).ok();
     Ok((manifest, planned, record, lock))
 }
 

@@ -138,7 +138,7 @@ mod tests {
 
     fn journal_with(text: &[u8]) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("journal.jsonl");
+        let path = crate::store::layout::journal_of(dir.path());
         std::fs::write(&path, text).unwrap();
         (dir, path)
     }

@@ -21,7 +21,7 @@ use crate::plan::Plan;
 use crate::spec::Spec;
 use crate::store::lock::{Lock, LockedBuild, LockedCell, LOCK_VERSION};
 use crate::store::record::{CellRecord, RunManifest, Status, STORE_VERSION};
-use crate::store::{new_run_id, now_rfc3339, RunStore};
+use crate::store::{layout, new_run_id, now_rfc3339, RunStore};
 
 /// Where the cells come from.
 pub enum RunSource {
@@ -234,7 +234,7 @@ fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), 
                 cells: plan.cells.clone(),
                 builds: plan.builds.clone(),
             };
-            store.write_json("plan.json", &manifest)?;
+            store.write_json(layout::PLAN, &manifest)?;
             Ok((store, manifest))
         }
         RunSource::Resume { store, .. } => {
@@ -244,7 +244,7 @@ fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), 
         RunSource::Replan(mut manifest) => {
             manifest.run_id = new_run_id();
             let store = RunStore::create(out, &manifest.run_id)?;
-            store.write_json("plan.json", &manifest)?;
+            store.write_json(layout::PLAN, &manifest)?;
             Ok((store, *manifest))
         }
     }
@@ -274,7 +274,7 @@ fn open_events(
     store: &RunStore,
     listeners: Vec<Arc<dyn Listener>>,
 ) -> Result<(Events, Arc<Journal>), RunError> {
-    let journal_path = store.dir.join("journal.jsonl");
+    let journal_path = layout::journal_of(&store.dir);
     let opened = Journal::open(&journal_path).map_err(|e| RunError::io(&journal_path, e))?;
     let journal = Arc::new(opened.journal);
     let mut all: Vec<Arc<dyn Listener>> = vec![journal.clone()];
@@ -336,8 +336,8 @@ fn finish_store(
         image_errors: &outcome.image_errors,
         not_run: &outcome.not_run,
     };
-    store.write_json("run.json", &summary)?;
-    store.write_json("lock.json", &lock(store, manifest, outcome))?;
+    store.write_json(layout::RUN, &summary)?;
+    store.write_json(layout::LOCK, &lock(store, manifest, outcome))?;
     Ok(records)
 }
 
@@ -385,7 +385,7 @@ async fn scan_coverage(
 
 /// The run's lock: what an earlier invocation locked, updated with this one.
 fn lock(store: &RunStore, manifest: &RunManifest, outcome: &RunOutcome) -> Lock {
-    let mut lock = Lock::load(&store.dir.join("lock.json")).unwrap_or_else(|_| Lock {
+    let mut lock = Lock::load(&layout::lock_of(&store.dir)).unwrap_or_else(|_| Lock {
         lock_version: LOCK_VERSION,
         rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
         matrix_file: manifest.matrix_file.clone(),

@@ -1265,10 +1265,7 @@ fn errored(
 async fn write_record(s: &Shared, rec: CellRecord) {
     let store = s.store.clone();
     let id = rec.id.clone();
-    let written = super::blocking("writing cell.json", move || {
-        store.write_json(&format!("cells/{}/cell.json", rec.id), &rec)
-    })
-    .await;
+    let written = super::blocking("writing cell.json", move || store.write_cell(&rec)).await;
     let error = match written {
         Ok(Ok(())) => return,
         Ok(Err(e)) => e.to_string(),

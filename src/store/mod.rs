@@ -13,6 +13,7 @@
 
 pub mod coverage;
 pub mod journal;
+pub mod layout;
 pub mod lock;
 pub mod record;
 pub mod roots;
@@ -145,6 +146,14 @@ impl RunStore {
             path,
             message: e.to_string(),
         })
+    }
+
+    /// Writes a cell's record into its directory, atomically.
+    pub fn write_cell(&self, record: &CellRecord) -> Result<(), StoreError> {
+        self.write_json(
+            &format!("{}/{}/{}", layout::CELLS, record.id, layout::CELL),
+            record,
+        )
     }
 
     /// Writes `value` as pretty JSON to `rel`, atomically.

@@ -704,3 +704,41 @@ fn four(f: fn(u8) -> Result<u8, String>) -> Option<u8> { None }
         .collect();
     assert_eq!(strings, [11, 12]);
 }
+
+/// The names of the run store's files, as code would spell them to build a
+/// path: `"plan.json"`, or the end of a format string (`/cell.json"`).
+const STORE_FILES: [&str; 7] = [
+    "plan.json",
+    "run.json",
+    "lock.json",
+    "journal.jsonl",
+    "cell.json",
+    "results.json",
+    "bisect.json",
+];
+
+#[test]
+fn architecture_only_the_store_names_run_store_files() {
+    let mut problems = Vec::new();
+    for rel in src_files() {
+        if rel.starts_with("src/store/") {
+            continue;
+        }
+        let text = read(&rel);
+        for (n, line) in text.lines().enumerate() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("//") {
+                continue;
+            }
+            for name in STORE_FILES {
+                if line.contains(&format!("\"{name}\"")) || line.contains(&format!("/{name}\"")) {
+                    problems.push(format!("{rel}:{}: {}", n + 1, trimmed));
+                }
+            }
+        }
+    }
+    fail_with(
+        "run-store file names outside src/store/ (use store::layout)",
+        &problems,
+    );
+}
