@@ -127,8 +127,20 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     }
     super::write_out(out, &summary.lines())?;
     if let (Some(at), Some(first)) = (results_at, recorded.first()) {
-        let root = crate::store::RunStore { dir: first.clone() }.root();
-        let text = record_history(&judge.history.location(&root), &recorded, &at);
+        // By default the history beside the run stores: a run directory
+        // that is not in a run root's runs/ (a copy, an artifact) records
+        // only where --history says.
+        let root = crate::store::layout::root_of(first);
+        let text = match (&judge.history.history, root) {
+            (None, None) => format!(
+                "history: not recorded: {} is not in a runs/ folder; give --history to record it\n",
+                first.display()
+            ),
+            (_, root) => {
+                let root = root.unwrap_or_default();
+                record_history(&judge.history.location(&root), &recorded, &at)
+            }
+        };
         super::write_out(out, &text)?;
     }
     Ok(ExitCode::of_report(&summary, judge.fail_on))

@@ -287,13 +287,20 @@ fn summary(r: &RunReport) -> String {
         s.push('\n');
     }
     let count = |st: Status| r.records.iter().filter(|c| c.status == st).count();
+    let expected = r
+        .records
+        .iter()
+        .filter(|c| {
+            c.status.is_failure() && c.status != Status::Error && r.expectation(c).is_some()
+        })
+        .count();
     s.push_str(&format!(
-        "{} passed, {} failed, {} expected failures, {} skipped, {} errors, {} not run in {:.0} s\n",
+        "{} passed, {} failed, {}, {} skipped, {}, {} not run in {:.0} s\n",
         count(Status::Passed),
         r.records.iter().filter(|c| r.unexpected_failure(c)).count(),
-        r.records.iter().filter(|c| c.status.is_failure() && c.status != Status::Error && r.expectation(c).is_some()).count(),
+        crate::run::progress::count(expected, "expected failure"),
         count(Status::Skipped),
-        count(Status::Error),
+        crate::run::progress::count(count(Status::Error), "error"),
         r.outcome.not_run.len(),
         r.secs
     ));
