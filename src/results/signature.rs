@@ -374,9 +374,17 @@ fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> S
 
 static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\berror\b:|\bFAILED\b|Assertion|Segmentation fault|terminate called|panicked at|\bfatal\b:|core dumped|\bAborted\b|Traceback|No such file",
+        r"(?i)\berror\b:|Assertion|Segmentation fault|terminate called|panicked at|\bfatal\b:|core dumped",
     )
     .expect("valid regex")
+});
+
+/// Lines that say something failed without saying what: used only when no
+/// line says an error itself. A Python traceback's header, printed by a
+/// helper that failed on the way (`rocm_agent_enumerator` without a KFD
+/// topology), must not stand for the compiler's error after it.
+static WEAK_ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bFAILED\b|\bAborted\b|Traceback|No such file").expect("valid regex")
 });
 
 /// The first error-like line of a log tail, or its last non-empty line.
@@ -385,6 +393,7 @@ pub fn error_line(tail: &str) -> Option<&str> {
     let all: Vec<&str> = lines.by_ref().collect();
     all.iter()
         .find(|l| ERROR_LINE.is_match(l))
+        .or_else(|| all.iter().find(|l| WEAK_ERROR_LINE.is_match(l)))
         .or(all.last())
         .copied()
 }
@@ -607,6 +616,20 @@ mod tests {
             Some("k.s:31:23: error: invalid HSA metadata")
         );
         assert_eq!(error_line("one\ntwo\n\n"), Some("two"));
+        // The smoke's bookworm.gfx1100: a helper's traceback, then the
+        // compiler's error, which is the failure.
+        let tail = "Traceback (most recent call last):\n  File \"/usr/bin/rocm_agent_enumerator\", line 257, in <module>\n\
+            FileNotFoundError: [Errno 2] No such file or directory: '/sys/class/kfd/kfd/topology/nodes/'\n\
+            Debian clang version 15.0.6\n\
+            clang: error: cannot find ROCm device library for gfx1100; provide its path\n";
+        assert_eq!(
+            error_line(tail),
+            Some("clang: error: cannot find ROCm device library for gfx1100; provide its path")
+        );
+        assert_eq!(
+            error_line("Traceback (most recent call last):\nValueError: x\n"),
+            Some("Traceback (most recent call last):")
+        );
         assert_eq!(error_line(""), None);
     }
 }
