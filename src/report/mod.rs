@@ -337,8 +337,16 @@ fn write_pages(
     )?;
     write_atomic(
         &out.join("index.html"),
-        render_html(results, reg)?.as_bytes(),
+        html(results, reg, run_report(out))?.as_bytes(),
     )
+}
+
+/// Whether `out` is a run's own `report/` folder, whose pages can link to
+/// the cells' logs and JUnit files beside it.
+fn run_report(out: &Path) -> bool {
+    out.file_name()
+        .is_some_and(|n| n == crate::store::layout::REPORT)
+        && out.parent().is_some_and(crate::store::layout::is_run)
 }
 
 /// Writes a page per cell under cells/.
@@ -352,11 +360,11 @@ fn write_cell_pages(
         log_tail: 64 * 1024,
         ..HTML_CAPS
     };
-    cell_pages::write(
-        &results.name,
-        &view::cell_views(results, reg, page_caps),
-        out,
-    )?;
+    let mut cells = view::cell_views(results, reg, page_caps);
+    if run_report(out) {
+        view::link_cell_files(&mut cells, "../../");
+    }
+    cell_pages::write(&results.name, &cells, out)?;
     Ok(())
 }
 
@@ -527,7 +535,15 @@ const HTML_CAPS: view::Caps = view::Caps {
 /// `index.html`: the cells' tests inline while they fit
 /// [`cell_pages::INLINE_BYTES`], else links to the cells' pages.
 pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<String, ReportError> {
+    html(results, reg, false)
+}
+
+/// index.html, linking the cells' files when `links` (a run's own report).
+fn html(results: &Results, reg: Option<&Regressions>, links: bool) -> Result<String, ReportError> {
     let mut v = view::build(results, reg, HTML_CAPS);
+    if links {
+        view::link_cell_files(&mut v.cells, "../");
+    }
     v.inline_tests = cell_pages::details_bytes(&v) <= cell_pages::INLINE_BYTES;
     render("index.html", &v)
 }
@@ -535,6 +551,47 @@ pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_steps_tail_shows_its_error_first_and_links_its_whole_log_in_a_runs_report() {
+        let tail = "Traceback (most recent call last):\\nFileNotFoundError: no KFD topology\\nclang: error: cannot find ROCm device library for gfx1100\\n";
+        let json = format!(
+            r#"{{"version": 1, "name": "m", "runs": [], "keys": [], "report": {{"rows": [], "columns": []}}, "cells": [{{"id": "bookworm.gfx1100", "values": {{}}, "status": "failed", "counts": {{"passed": 0, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}}, "junit": ["junit/01-t/r.xml"], "steps": [{{"name": "compile", "status": "failed", "exit_code": 1, "duration_secs": 1.0, "log_tail": "{tail}", "log": "logs/01-compile.log"}}]}}]}}"#
+        );
+        let results: Results = serde_json::from_str(&json).unwrap();
+        let page = html(&results, None, true).unwrap();
+        let error = page
+            .find("✗ <code>clang: error: cannot find ROCm device library for gfx1100</code>")
+            .expect("the error line, first");
+        assert!(
+            error < page.find("<pre>Traceback").expect("then the tail"),
+            "{page}"
+        );
+        // The first failure is open; the whole log and JUnit files are linked.
+        assert!(
+            page.contains(r#"<details class="test" open><summary>Log tail of step <b>compile</b>"#),
+            "{page}"
+        );
+        assert!(
+            page.contains("..&#x2f;cells&#x2f;bookworm.gfx1100&#x2f;logs&#x2f;01-compile.log"),
+            "{page}"
+        );
+        assert!(
+            page.contains(">junit/01-t/r.xml</a>")
+                || page.contains(">junit&#x2f;01-t&#x2f;r.xml</a>"),
+            "{page}"
+        );
+        // A report that is not a run's own links nothing.
+        let merged = render_html(&results, None).unwrap();
+        assert!(!merged.contains("the whole log"), "{merged}");
+        let md = render_summary(&results, None).unwrap();
+        assert!(
+            md.contains(
+                "; the failure: clang: error: cannot find ROCm device library for gfx1100:"
+            ),
+            "{md}"
+        );
+    }
 
     #[test]
     fn counts_say_one_without_an_s() {

@@ -205,6 +205,12 @@ pub struct CellView {
     /// Its own page, relative to index.html: `cells/<file>.html`; only
     /// characters that need no escaping (the templates write it as it is).
     pub page: String,
+    /// The cell's directory relative to the page showing it (`../cells/<id>/`
+    /// from index.html of a run's report), for links to its logs and JUnit
+    /// files; empty where the page cannot reach it (a merged report).
+    pub files: String,
+    /// Its JUnit files, relative to its directory.
+    pub junit: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -228,6 +234,14 @@ pub struct StepView {
     pub duration: String,
     pub reason: String,
     pub log_tail: String,
+    /// The line of the tail the failure's signature was made from, shown
+    /// before the tail (a tail may open with unrelated noise); empty for a
+    /// step that did not fail.
+    pub error_line: String,
+    /// Its whole log, relative to the cell's directory.
+    pub log: String,
+    /// The cell's first failing step: its tail is shown open.
+    pub open: bool,
     /// gdb's top frames of the failing command, or its note; empty
     /// without a backtrace.
     pub backtrace: Vec<String>,
@@ -560,11 +574,33 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         more_tests,
         messages: c.messages.iter().take(50).cloned().collect(),
         oddities: c.oddities.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-        steps: c.steps.iter().map(|s| step_view(s, caps)).collect(),
+        steps: step_views(c, caps),
         environment: String::new(),
         environment_id: String::new(),
         environment_base: String::new(),
         page: format!("cells/{}", super::cell_pages::file_name(&c.id)),
+        files: String::new(),
+        junit: c.junit.clone(),
+    }
+}
+
+/// A cell's steps; the first failing one is shown open.
+fn step_views(c: &CellResult, caps: Caps) -> Vec<StepView> {
+    let mut steps: Vec<StepView> = c.steps.iter().map(|s| step_view(s, caps)).collect();
+    if let Some(first) = steps.iter_mut().find(|s| !s.log_tail.is_empty()) {
+        first.open = true;
+    }
+    steps
+}
+
+/// Links `cells` to their directories in a run's report: `prefix` is the
+/// run directory as seen from the page (`../` from index.html, `../../`
+/// from a cell's page). A cell whose id is not a plain file name gets none.
+pub fn link_cell_files(cells: &mut [CellView], prefix: &str) {
+    for c in cells {
+        if super::cell_pages::file_stem(&c.id) == c.id {
+            c.files = format!("{prefix}cells/{}/", c.id);
+        }
     }
 }
 
@@ -610,6 +646,15 @@ fn step_view(s: &StepResult, caps: Caps) -> StepView {
         } else {
             String::new()
         },
+        error_line: if s.status.is_failure() {
+            crate::results::signature::error_line(&s.log_tail)
+                .unwrap_or_default()
+                .to_string()
+        } else {
+            String::new()
+        },
+        log: s.log.clone(),
+        open: false,
         backtrace: s
             .backtrace
             .as_ref()

@@ -457,6 +457,7 @@ impl CellVerdict {
                             duration_secs: s.duration_secs,
                             reason: s.reason.clone(),
                             log_tail: tail(&s.log_tail, LOG_TAIL_LIMIT),
+                            log: s.log.clone(),
                             backtrace: s.backtrace.clone(),
                         })
                         .collect(),

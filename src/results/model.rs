@@ -207,6 +207,10 @@ pub struct StepResult {
     pub reason: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub log_tail: String,
+    /// The step's whole log, relative to the cell's directory
+    /// (`logs/02-compile.log`); empty when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub log: String,
     /// gdb's backtrace of the failing command (`backtrace:`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<crate::store::record::Backtrace>,
