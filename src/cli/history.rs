@@ -266,9 +266,8 @@ fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
         s.push('\n');
     }
     s.push_str(&format!(
-        "{} flaky test{} in {} cells followed\n",
-        flaky.len(),
-        if flaky.len() == 1 { "" } else { "s" },
+        "{} flaky of {} followed (a test in a cell, through every run of the cell)\n",
+        crate::run::progress::count(flaky.len(), "test"),
         all.len()
     ));
     Ok(s)

@@ -384,7 +384,12 @@ fn summary_of(history: &mut History, rec: &RunRecord, added: bool) -> Result<Str
         }
         if let Verdict::Regression { since } = t.verdict {
             if let Some(before) = t.points.iter().rev().find(|p| p.run < since) {
-                let changed = changes(&runs[before.run], &runs[since]);
+                let mut changed = changes(&runs[before.run], &runs[since]);
+                let at = t.points.iter().find(|p| p.run == since);
+                if changed.is_empty() && at.is_some_and(|a| a.inputs != before.inputs) {
+                    // Not a package or a source: the cell's own definition.
+                    changed.push("the cell's definition (its steps or recipe)".to_string());
+                }
                 if !changed.is_empty() {
                     line.push_str(&format!(
                         "; changed since the run before: {}",
