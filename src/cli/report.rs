@@ -122,6 +122,7 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             (built, args.judge)
         }
     };
+    let mut summary = summary;
     for w in &summary.warnings {
         tracing::warn!("{w}");
     }
@@ -142,8 +143,55 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             }
         };
         super::write_out(out, &text)?;
+        if judge.fail_on == FailOn::Regression {
+            let location = judge
+                .history
+                .location(&crate::store::layout::root_of(first).unwrap_or_default());
+            let name = crate::results::regress::load_baseline(&at)
+                .map(|r| r.name)
+                .unwrap_or_default();
+            let text = discount_flaky(&mut summary, &location, &at, &name);
+            super::write_out(out, &text)?;
+        }
     }
     Ok(ExitCode::of_report(&summary, judge.fail_on))
+}
+
+/// `--fail-on regression`: new failures that the history knows as flaky
+/// are not counted; says which, in a line. Nothing changes without a
+/// baseline's comparison or a usable history.
+pub fn discount_flaky(
+    summary: &mut crate::report::ReportSummary,
+    location: &crate::history::Location,
+    results_at: &std::path::Path,
+    matrix: &str,
+) -> String {
+    let Some(count) = summary.regressions else {
+        return String::new();
+    };
+    let Ok(Some(reg)) = crate::results::regress::regressions_of(results_at) else {
+        return String::new();
+    };
+    let Ok(mut history) = crate::history::History::open(location) else {
+        return String::new();
+    };
+    let Ok(flaky) = history.known_flaky(matrix) else {
+        return String::new();
+    };
+    let known: Vec<String> = reg
+        .of_class(crate::results::regress::Class::NewFailure)
+        .filter(|c| flaky.contains(&(c.cell.clone(), c.display_name())))
+        .map(|c| format!("{} in {}", c.display_name(), c.cell))
+        .collect();
+    if known.is_empty() {
+        return String::new();
+    }
+    summary.regressions = Some(count.saturating_sub(known.len() as u64));
+    format!(
+        "history: {} not counted as regressions (flaky in the history): {}\n",
+        crate::run::progress::count(known.len(), "flaky test"),
+        known.join(", ")
+    )
 }
 
 /// Records the run stores `runs` (whose report's results.json is under

@@ -110,15 +110,12 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
             .await
             .map_err(Error::from)
     })?;
-    let (text, code) = judge(&report, &args.judge);
-    super::write_out(out, &text)?;
-    // The run's results are complete whatever happens here.
-    let history = super::report::record_history(
+    let (text, code) = judge(
+        &report,
+        &args.judge,
         &args.judge.history.location(&args.out),
-        std::slice::from_ref(&report.store.dir),
-        &report.store.dir,
     );
-    super::write_out(out, &history)?;
+    super::write_out(out, &text)?;
     Ok(code)
 }
 
@@ -204,14 +201,22 @@ fn options(args: &RunArgs, settings: Settings) -> Result<RunOptions, Error> {
 /// The summary table and the reports' line, and the exit code: the reports
 /// judge tests against `expect:` and the baseline; the run itself knows
 /// about interruptions and infrastructure errors.
-fn judge(report: &RunReport, judge: &super::report::Judge) -> (String, ExitCode) {
+///
+/// The run is recorded into the history once its reports are written (the
+/// run's results are complete whatever happens there); with `--fail-on
+/// regression`, new failures the history knows as flaky are not counted.
+fn judge(
+    report: &RunReport,
+    judge: &super::report::Judge,
+    history: &crate::history::Location,
+) -> (String, ExitCode) {
     let mut text = summary(report);
     let code = match crate::report::write_reports(
         &report.store.dir,
         judge.baseline.as_deref(),
         judge.junit,
     ) {
-        Ok(r) => {
+        Ok(mut r) => {
             text.push_str(&format!(
                 "{}report: {}\n",
                 r.lines(),
@@ -219,6 +224,20 @@ fn judge(report: &RunReport, judge: &super::report::Judge) -> (String, ExitCode)
             ));
             for w in &r.warnings {
                 text.push_str(&format!("warning: {w}\n"));
+            }
+            let dir = &report.store.dir;
+            text.push_str(&super::report::record_history(
+                history,
+                std::slice::from_ref(dir),
+                dir,
+            ));
+            if judge.fail_on == crate::error::FailOn::Regression {
+                text.push_str(&super::report::discount_flaky(
+                    &mut r,
+                    history,
+                    dir,
+                    &report.manifest.name,
+                ));
             }
             ExitCode::of_run(report, Some(&r), judge.fail_on)
         }

@@ -95,6 +95,19 @@ impl History {
         self.backend.runs().map_err(|m| error(&location, &m.0))
     }
 
+    /// The (cell, test) pairs of `matrix` that the history calls flaky.
+    pub fn known_flaky(
+        &mut self,
+        matrix: &str,
+    ) -> Result<std::collections::HashSet<(String, String)>, HistoryError> {
+        Ok(self
+            .follow(None)?
+            .into_iter()
+            .filter(|t| t.matrix == matrix && t.verdict.is_flaky())
+            .map(|t| (t.cell, t.test))
+            .collect())
+    }
+
     /// Every test that failed at least once (or only `test`), in every
     /// cell of its matrix that ran it, followed through every run its cell
     /// ran in.

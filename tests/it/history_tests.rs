@@ -117,6 +117,31 @@ fn history_tells_flaky_from_broken_in_sqlite_and_postgresql() {
     assert_eq!(flaky[0]["where"], serde_json::json!(["gfx=gfx1151"]));
     assert_eq!(flaky[0]["failures"], 2);
 
+    // --fail-on regression does not fail on a test the history knows as
+    // flaky: run 2 failed only Suite.Flaky on gfx1151 against run 1.
+    let judged = |history_off: bool| {
+        let mut r = Rocmatrix::new()
+            .arg("report")
+            .arg(&runs[1])
+            .arg("--baseline")
+            .arg(&runs[0])
+            .args(["--fail-on", "regression"]);
+        if history_off {
+            r = r.args(["--history", "off"]);
+        }
+        r.run()
+    };
+    let o = judged(false);
+    o.assert_code(0);
+    assert!(
+        o.stdout().contains(
+            "history: 1 flaky test not counted as regressions (flaky in the history): Suite.Flaky in gfx1151"
+        ),
+        "{}",
+        o.context()
+    );
+    judged(true).assert_code(1);
+
     let shown = history()
         .args(["show", "Suite.Broken", "--cell", "gfx=gfx1030"])
         .run()
