@@ -108,9 +108,9 @@ impl History {
             .collect())
     }
 
-    /// Every test that failed at least once (or only `test`), in every
-    /// cell of its matrix that ran it, followed through every run its cell
-    /// ran in.
+    /// Every test that failed at least once (or only `test`), followed
+    /// through every run of each cell it failed in; `test`, and every test
+    /// found flaky, also through the other cells of its matrix that ran it.
     pub fn follow(&mut self, test: Option<&str>) -> Result<Vec<TestHistory>, HistoryError> {
         let location = self.location.clone();
         let e = |m: DbError| error(&location, &m.0);
@@ -143,8 +143,6 @@ impl History {
                     .insert(i, t);
             }
         }
-        // A test that failed somewhere is followed in every cell of its
-        // matrix, so that where it never failed counts too.
         let hash_of: BTreeMap<(String, String), u64> = rows
             .iter()
             .filter_map(|((m, _, t), by_run)| {
@@ -154,61 +152,105 @@ impl History {
                     .map(|r| ((m.clone(), t.clone()), r.hash))
             })
             .collect();
-        for (matrix, test) in hash_of.keys() {
-            for (m, cell) in cells.keys().filter(|(m, _)| m == matrix) {
-                rows.entry((m.clone(), cell.clone(), test.clone()))
-                    .or_default();
-            }
-        }
         let mut sets: HashMap<String, Vec<u64>> = HashMap::new();
         let mut out = Vec::new();
-        for ((matrix, cell, test), by_run) in rows {
+        // First the cells where each test failed.
+        for ((matrix, cell, test), by_run) in &rows {
+            let hash = hash_of[&(matrix.clone(), test.clone())];
             let Some(ran) = cells.get(&(matrix.clone(), cell.clone())) else {
                 continue;
             };
-            let hash = hash_of
-                .get(&(matrix.clone(), test.clone()))
-                .copied()
-                .unwrap_or(0);
-            let mut points = Vec::with_capacity(ran.len());
-            for (i, c) in ran {
-                let obs = match by_run.get(i) {
-                    Some(t) => Obs::of(&t.outcome),
-                    None => {
-                        if !sets.contains_key(&c.passed) {
-                            let set = self.backend.passset(&c.passed).map_err(e)?;
-                            sets.insert(c.passed.clone(), set);
-                        }
-                        if sets[&c.passed].binary_search(&hash).is_ok() {
-                            Obs::Pass
-                        } else {
-                            Obs::Absent
-                        }
-                    }
-                };
-                points.push(Point {
-                    run: *i,
-                    inputs: c.inputs.clone(),
-                    obs,
-                });
+            let points = follow_one(&mut *self.backend, &mut sets, ran, by_run, hash).map_err(e)?;
+            out.extend(history_of(matrix, cell, test, ran, by_run, points));
+        }
+        // Then, for a test asked for by name or found flaky, every other
+        // cell of its matrix that ran it: where it never failed counts too
+        // (`history show`, and where a flaky test is flaky). Following every
+        // failing test into every cell would cost runs × cells × tests.
+        let widen: Vec<(String, String)> = match test {
+            Some(_) => hash_of.keys().cloned().collect(),
+            None => {
+                let flaky: std::collections::BTreeSet<(String, String)> = out
+                    .iter()
+                    .filter(|t| t.verdict.is_flaky())
+                    .map(|t| (t.matrix.clone(), t.test.clone()))
+                    .collect();
+                flaky.into_iter().collect()
             }
-            if points.iter().all(|p| p.obs == Obs::Absent) {
-                continue;
+        };
+        let none = BTreeMap::new();
+        for (matrix, test) in widen {
+            let hash = hash_of[&(matrix.clone(), test.clone())];
+            for ((m, cell), ran) in cells.iter().filter(|((m, _), _)| *m == matrix) {
+                if rows.contains_key(&(m.clone(), cell.clone(), test.clone())) {
+                    continue;
+                }
+                let points =
+                    follow_one(&mut *self.backend, &mut sets, ran, &none, hash).map_err(e)?;
+                out.extend(history_of(m, cell, &test, ran, &none, points));
             }
-            let last = by_run.values().next_back();
-            out.push(TestHistory {
-                verdict: verdict::judge(&points),
-                axes: ran.last().map(|(_, c)| c.axes.clone()).unwrap_or_default(),
-                signature: last.map(|t| t.signature.clone()).unwrap_or_default(),
-                message: last.map(|t| t.message.clone()).unwrap_or_default(),
-                matrix,
-                cell,
-                test,
-                points,
-            });
         }
         Ok(out)
     }
+}
+
+/// A test's outcome in each run of its cell: its row where it did not
+/// simply pass, else passed when the cell's passing set has its hash.
+fn follow_one(
+    backend: &mut dyn Backend,
+    sets: &mut HashMap<String, Vec<u64>>,
+    ran: &[(usize, StoredCell)],
+    by_run: &BTreeMap<usize, StoredTest>,
+    hash: u64,
+) -> Result<Vec<Point>, DbError> {
+    let mut points = Vec::with_capacity(ran.len());
+    for (i, c) in ran {
+        let obs = match by_run.get(i) {
+            Some(t) => Obs::of(&t.outcome),
+            None => {
+                if !sets.contains_key(&c.passed) {
+                    let set = backend.passset(&c.passed)?;
+                    sets.insert(c.passed.clone(), set);
+                }
+                if sets[&c.passed].binary_search(&hash).is_ok() {
+                    Obs::Pass
+                } else {
+                    Obs::Absent
+                }
+            }
+        };
+        points.push(Point {
+            run: *i,
+            inputs: c.inputs.clone(),
+            obs,
+        });
+    }
+    Ok(points)
+}
+
+/// The followed test, judged; `None` when its cell never ran it.
+fn history_of(
+    matrix: &str,
+    cell: &str,
+    test: &str,
+    ran: &[(usize, StoredCell)],
+    by_run: &BTreeMap<usize, StoredTest>,
+    points: Vec<Point>,
+) -> Option<TestHistory> {
+    if points.iter().all(|p| p.obs == Obs::Absent) {
+        return None;
+    }
+    let last = by_run.values().next_back();
+    Some(TestHistory {
+        verdict: verdict::judge(&points),
+        axes: ran.last().map(|(_, c)| c.axes.clone()).unwrap_or_default(),
+        signature: last.map(|t| t.signature.clone()).unwrap_or_default(),
+        message: last.map(|t| t.message.clone()).unwrap_or_default(),
+        matrix: matrix.to_string(),
+        cell: cell.to_string(),
+        test: test.to_string(),
+        points,
+    })
 }
 
 fn error(location: &Location, message: &str) -> HistoryError {
