@@ -323,11 +323,38 @@ fn an_expected_failure_in_headless_chromium() {
             },
         ],
     );
+    // The smoke's GPU step, skipped on a host without one.
+    let record = run.join("cells/bookworm.gfx900/cell.json");
+    let mut cell: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    cell["steps"].as_array_mut().unwrap().push(json!({
+        "name": "run-on-gpu", "status": "skipped", "exit_code": null, "duration_secs": 0.0,
+        "log": "logs/02-run-on-gpu.log",
+        "reason": "needs a GPU: no GPU inventory: /sys/class/kfd/kfd/topology has no KFD topology"
+    }));
+    std::fs::write(&record, serde_json::to_vec_pretty(&cell).unwrap()).unwrap();
     rocmatrix::report::write_reports(&run, None, None).unwrap();
     let profile = tmp.path().join("profile");
     let index = format!("file://{}", run.join("report/index.html").display());
     let (dom, log) = headless(browser, &profile, &["--dump-dom"], &index);
     assert!(!log.contains("Uncaught"), "script error:\n{log}");
+    // The skipped step, counted under the header and shown on its card.
+    assert!(
+        dom.contains("⏭ step <b>run-on-gpu</b> skipped in 1 cell: needs a GPU: no GPU inventory"),
+        "{dom}"
+    );
+    assert!(
+        dom.contains(
+            "<span class=\"badge skipped\">skipped</span> step <b>run-on-gpu</b> — needs a GPU"
+        ),
+        "{dom}"
+    );
+    // The expected failure's tail: its error first, open, its log linked.
+    assert!(
+        dom.contains("✗ <code>clang: error: cannot find ROCm device library for gfx1100</code>"),
+        "{dom}"
+    );
+    assert!(dom.contains("the whole log</a>"), "{dom}");
     assert!(
         dom.contains("<h1>smoke: 2 cells: 1 passed, 1 expected failure</h1>"),
         "{dom}"
