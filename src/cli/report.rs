@@ -84,7 +84,7 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     // The run stores a report is of, recorded into the history after it.
     let mut recorded: Vec<PathBuf> = Vec::new();
     let mut results_at: Option<PathBuf> = None;
-    let (summary, judge) = match args.command {
+    let (mut summary, judge) = match args.command {
         Some(ReportCommand::Merge { runs, out, judge }) => {
             out_dir(&out)?;
             let mut src = Source::runs(&runs)?;
@@ -122,7 +122,6 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             (built, args.judge)
         }
     };
-    let mut summary = summary;
     for w in &summary.warnings {
         tracing::warn!("{w}");
     }
@@ -131,27 +130,28 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         // By default the history beside the run stores: a run directory
         // that is not in a run root's runs/ (a copy, an artifact) records
         // only where --history says.
-        let root = crate::store::layout::root_of(first);
-        let text = match (&judge.history.history, root) {
-            (None, None) => format!(
-                "history: not recorded: {} is not in a runs/ folder; give --history to record it\n",
-                first.display()
-            ),
-            (_, root) => {
-                let root = root.unwrap_or_default();
-                record_history(&judge.history.location(&root), &recorded, &at)
-            }
+        let location = match (&judge.history.history, crate::store::layout::root_of(first)) {
+            (None, None) => None,
+            (_, root) => Some(judge.history.location(&root.unwrap_or_default())),
         };
-        super::write_out(out, &text)?;
-        if judge.fail_on == FailOn::Regression {
-            let location = judge
-                .history
-                .location(&crate::store::layout::root_of(first).unwrap_or_default());
-            let name = crate::results::regress::load_baseline(&at)
-                .map(|r| r.name)
-                .unwrap_or_default();
-            let text = discount_flaky(&mut summary, &location, &at, &name);
-            super::write_out(out, &text)?;
+        match location {
+            None => super::write_out(
+                out,
+                &format!(
+                    "history: not recorded: {} is not in a runs/ folder; give --history to record it\n",
+                    first.display()
+                ),
+            )?,
+            Some(location) => {
+                super::write_out(out, &record_history(&location, &recorded, &at))?;
+                if judge.fail_on == FailOn::Regression {
+                    let name = crate::results::regress::load_baseline(&at)
+                        .map(|r| r.name)
+                        .unwrap_or_default();
+                    let text = discount_flaky(&mut summary, &location, &at, &name);
+                    super::write_out(out, &text)?;
+                }
+            }
         }
     }
     Ok(ExitCode::of_report(&summary, judge.fail_on))
