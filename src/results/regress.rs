@@ -296,7 +296,7 @@ pub fn regressions_of(dir: &Path) -> Result<Option<Regressions>, ResultsError> {
     let Some(path) = crate::store::layout::results_in(dir) else {
         return Ok(None);
     };
-    let bytes = crate::safe_read::read_bounded(&path, MAX_RESULTS_JSON, "results.json", "")
+    let bytes = crate::safe_read::read_bounded(&path, MAX_RESULTS_JSON, "a report's results", "")
         .map_err(|e| ResultsError::io(&path, e))?;
     let part: Part = serde_json::from_slice(&bytes).map_err(|e| ResultsError::Json {
         path: path.clone(),
