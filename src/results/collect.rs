@@ -44,12 +44,15 @@ struct CellRules<'a> {
     /// A rule without `tests`: the whole cell is expected to fail.
     whole: Option<&'a Expectation>,
     tests: Vec<&'a Expectation>,
+    /// `flaky:` entries: a failure of theirs counts as flaky.
+    flaky: Vec<&'a Expectation>,
 }
 
 impl<'a> CellRules<'a> {
     fn new(expect: &'a [Expectation], values: &[(String, String)]) -> Self {
         let mut whole = None;
         let mut tests = Vec::new();
+        let mut flaky = Vec::new();
         for e in expect {
             let applies = e.cells.iter().all(|(k, pat)| {
                 values
@@ -59,18 +62,34 @@ impl<'a> CellRules<'a> {
             if !applies {
                 continue;
             }
-            if e.tests.is_empty() {
+            if e.flaky {
+                flaky.push(e);
+            } else if e.tests.is_empty() {
                 whole.get_or_insert(e);
             } else {
                 tests.push(e);
             }
         }
-        CellRules { whole, tests }
+        CellRules {
+            whole,
+            tests,
+            flaky,
+        }
     }
 
     /// The reason of the first rule naming this test.
     fn test_rule(&self, suite: &str, classname: &str, name: &str) -> Option<&'a Expectation> {
-        if self.tests.is_empty() {
+        Self::naming(&self.tests, suite, classname, name)
+    }
+
+    /// The first of `rules` naming this test.
+    fn naming(
+        rules: &[&'a Expectation],
+        suite: &str,
+        classname: &str,
+        name: &str,
+    ) -> Option<&'a Expectation> {
+        if rules.is_empty() {
             return None;
         }
         let candidates = [
@@ -80,7 +99,7 @@ impl<'a> CellRules<'a> {
             format!("{suite}.{name}"),
             format!("{suite}/{name}"),
         ];
-        self.tests.iter().copied().find(|e| {
+        rules.iter().copied().find(|e| {
             e.tests
                 .iter()
                 .any(|p| candidates.iter().any(|c| glob::matches(p, c)))
@@ -137,7 +156,7 @@ impl Visitor for CellCollector<'_, '_> {
         self.sink.suite_end(path);
     }
 
-    fn case(&mut self, suite: &str, case: Case) {
+    fn case(&mut self, suite: &str, mut case: Case) {
         let (mut status, mut expected) = match case.outcome {
             Outcome::Passed if !case.flaky.is_empty() => (TestStatus::Flaky, None),
             Outcome::Passed => (TestStatus::Passed, None),
@@ -158,6 +177,19 @@ impl Visitor for CellCollector<'_, '_> {
         } else if status.is_pass() {
             if let Some(e) = self.rules.test_rule(suite, &case.classname, &case.name) {
                 status = TestStatus::Xpass;
+                expected = Some(e.reason.clone());
+            }
+        }
+        if status.is_failure() {
+            // A `flaky:` entry: the failure is written as a flaky run.
+            let rule = CellRules::naming(&self.rules.flaky, suite, &case.classname, &case.name);
+            if let Some(e) = rule {
+                case.flaky.push(junit::Rerun {
+                    error: status == TestStatus::Error,
+                    message: case.message.clone(),
+                    kind: case.kind.clone(),
+                });
+                status = TestStatus::Flaky;
                 expected = Some(e.reason.clone());
             }
         }

@@ -298,12 +298,17 @@ pub struct SourceTemplate {
     pub patches: Vec<Template>,
 }
 
-/// An expected failure: tests matching `tests` in cells matching `cells`.
+/// An expected failure (`expect:`): tests matching `tests` in cells
+/// matching `cells`; or, with `flaky`, a known flaky test (`flaky:`), whose
+/// failure counts as flaky rather than failing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Expectation {
     pub cells: BTreeMap<String, String>,
     pub tests: Vec<String>,
     pub reason: String,
+    /// From `flaky:`, not `expect:`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flaky: bool,
 }
 
 impl Expectation {
@@ -315,7 +320,7 @@ impl Expectation {
     /// An expectation without `tests:` is about the cell as a whole: its
     /// failure (a build step, say) is expected.
     pub fn is_whole_cell(&self) -> bool {
-        self.tests.is_empty()
+        self.tests.is_empty() && !self.flaky
     }
 }
 
@@ -400,6 +405,7 @@ pub struct Spec {
     pub registry: Option<String>,
     /// Memory limit of each cell's container, in bytes.
     pub memory: Option<u64>,
+    /// `expect:` entries, then `flaky:` entries (marked [`Expectation::flaky`]).
     pub expect: Vec<Expectation>,
     pub classify: Vec<ClassifyRule>,
     pub report: ReportLayout,

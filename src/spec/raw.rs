@@ -42,6 +42,8 @@ pub struct RawSpec {
     #[serde(default)]
     pub expect: Vec<RawExpect>,
     #[serde(default)]
+    pub flaky: Vec<RawExpect>,
+    #[serde(default)]
     pub classify: Vec<RawClassify>,
     #[serde(default)]
     pub report: Option<RawReport>,

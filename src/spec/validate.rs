@@ -79,7 +79,8 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
         .as_ref()
         .map(|b| read_build(&cx, b, &keys, environment.is_some()))
         .transpose()?;
-    let expect = read_expectations(&cx, &raw.expect, &keys)?;
+    let mut expect = read_expectations(&cx, "expect", &raw.expect, &keys)?;
+    expect.extend(read_expectations(&cx, "flaky", &raw.flaky, &keys)?);
     let report = read_report(&cx, raw.report.as_ref(), &keys)?;
     let classify = suite::read_classify(&raw.classify, &|f, m| cx.err(f, m))?;
     if raw.max_parallel == Some(0) {
@@ -439,20 +440,23 @@ pub(super) fn spec_keys(axes: &[Axis], include: &[Entry]) -> Vec<String> {
     keys
 }
 
-/// `expect:`: each naming only known keys and giving a reason.
+/// `expect:` (or `flaky:`, `section`): each naming only known keys and
+/// giving a reason; a `flaky:` entry names its tests.
 fn read_expectations(
     cx: &Ctx,
+    section: &str,
     raw: &[RawExpect],
     keys: &[String],
 ) -> Result<Vec<Expectation>, SpecError> {
+    let flaky = section == "flaky";
     let mut expect = Vec::with_capacity(raw.len());
     for (i, e) in raw.iter().enumerate() {
         for k in e.cells.keys() {
             if !keys.contains(k) {
                 return Err(cx.err(
-                    &format!("expect[{i}].cells.{k}"),
+                    &format!("{section}[{i}].cells.{k}"),
                     format!(
-                        "expect entry names `{k}`, which is no axis or include key (have: {})",
+                        "{section} entry names `{k}`, which is no axis or include key (have: {})",
                         keys.join(", ")
                     ),
                 ));
@@ -460,14 +464,25 @@ fn read_expectations(
         }
         if e.reason.trim().is_empty() {
             return Err(cx.err(
-                &format!("expect[{i}].reason"),
-                "an expectation needs a reason",
+                &format!("{section}[{i}].reason"),
+                if flaky {
+                    "a flaky entry needs a reason"
+                } else {
+                    "an expectation needs a reason"
+                },
+            ));
+        }
+        if flaky && e.tests.is_empty() {
+            return Err(cx.err(
+                &format!("{section}[{i}]"),
+                "a flaky entry names its tests (`tests: [Suite.Test]`); a whole cell cannot be flaky",
             ));
         }
         expect.push(Expectation {
             cells: e.cells.clone(),
             tests: e.tests.clone(),
             reason: e.reason.clone(),
+            flaky,
         });
     }
     Ok(expect)
