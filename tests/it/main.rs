@@ -32,6 +32,7 @@ mod report_tools;
 mod repro_tests;
 mod run_tests;
 mod signature_tests;
+mod slurm_tests;
 mod source_tests;
 mod spec_tests;
 mod suite_tests;

@@ -13,6 +13,7 @@
 //! * [`private_engine`]: a Docker engine of the test's own (data root, exec
 //!   root, socket, pidfile, bridge), to freeze and kill.
 //! * [`postgres`]: a PostgreSQL server of the test's own (the shared history).
+//! * [`slurm`]: a one-node Slurm cluster of the test's own (munged, slurmctld, slurmd).
 //! * [`store`]: run stores (reading real ones, crafting fake ones) and JUnit helpers.
 
 #![allow(dead_code)]
@@ -26,6 +27,7 @@ pub mod podman;
 pub mod postgres;
 pub mod private_engine;
 pub mod registry;
+pub mod slurm;
 mod store;
 
 pub use cmd::{Ran, Rocmatrix};
