@@ -169,6 +169,9 @@ pub enum Error {
     /// The history database could not be opened, read or written.
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
+    /// `expect` could not read its matrix file or history.
+    #[error(transparent)]
+    Expect(#[from] crate::expect::ExpectError),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -196,6 +199,8 @@ impl Error {
             Error::Bisect(e) if e.is_usage() => ExitCode::Usage,
             Error::Bisect(_) => ExitCode::Infrastructure,
             Error::History(_) => ExitCode::Infrastructure,
+            Error::Expect(e) if e.is_usage() => ExitCode::Usage,
+            Error::Expect(_) => ExitCode::Infrastructure,
         }
     }
 

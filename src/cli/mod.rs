@@ -7,6 +7,7 @@ mod bisect;
 mod bundles;
 mod coverage;
 mod diff;
+mod expect;
 mod explain;
 mod export;
 mod gpus;
@@ -86,6 +87,8 @@ pub enum Command {
     Coverage(coverage::CoverageArgs),
     /// Runs across time: recorded runs, one test's history, flaky tests, import.
     History(history::HistoryArgs),
+    /// Propose (or write) the matrix file's `expect:` and `flaky:` changes its history calls for.
+    Expect(expect::ExpectArgs),
 }
 
 /// What every command gets from `main`: the process's one tokio runtime and
@@ -129,6 +132,7 @@ impl Cli {
             Command::Explain(a) => explain::run(a, out),
             Command::Diff(a) => diff::run(a, out),
             Command::History(a) => history::run(a, out),
+            Command::Expect(a) => expect::run(a, out),
         }
     }
 }

@@ -18,6 +18,7 @@
 pub mod backend;
 pub mod location;
 mod postgres;
+pub mod query;
 pub mod record;
 pub mod schema;
 mod sqlite;

@@ -1,5 +1,5 @@
 //! A step's test suite, rendered for one cell: what the adapters in
-//! `src/suite/` run.
+//! `src/suite/` and `src/autopkgtest/` run.
 
 use std::time::Duration;
 
@@ -8,12 +8,25 @@ use serde::{Deserialize, Serialize};
 use super::render::Renderer;
 use crate::spec::{SpecError, SuiteTemplate};
 
-/// A rendered `gtest:` or `ctest:`.
+/// A rendered `gtest:`, `ctest:` or `autopkgtest:`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum TestSuite {
     Gtest(Gtest),
     Ctest(Ctest),
+    Autopkgtest(Autopkgtest),
+}
+
+/// `autopkgtest:`: a source package of the cell's archive, or a tree in
+/// the cell, whose `debian/tests/control` autopkgtest runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Autopkgtest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    pub timeout_per_test: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,6 +93,11 @@ pub(super) fn render(
             exclude_regex: opt(&c.exclude_regex)?,
             timeout_per_test: c.timeout_per_test,
             args: args(&c.args)?,
+        }),
+        SuiteTemplate::Autopkgtest(a) => TestSuite::Autopkgtest(Autopkgtest {
+            source: opt(&a.source)?.map(|s| s.trim().to_string()),
+            path: opt(&a.path)?.map(|s| s.trim().to_string()),
+            timeout_per_test: a.timeout_per_test,
         }),
     })
 }

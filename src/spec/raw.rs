@@ -126,6 +126,7 @@ pub struct RawStep {
     pub run: Option<String>,
     pub gtest: Option<RawGtest>,
     pub ctest: Option<RawCtest>,
+    pub autopkgtest: Option<RawAutopkgtest>,
     pub timeout: Option<String>,
     #[serde(default)]
     pub junit: Vec<String>,
@@ -225,6 +226,15 @@ pub struct RawCtest {
     pub timeout_per_test: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
+}
+
+/// A step's `autopkgtest:`: a source package or a tree in the cell.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAutopkgtest {
+    pub source: Option<String>,
+    pub path: Option<String>,
+    pub timeout_per_test: Option<String>,
 }
 
 /// A `classify:` rule.

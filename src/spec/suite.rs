@@ -1,12 +1,13 @@
-//! Test-suite steps (`gtest:`, `ctest:`) and `classify:` rules: their typed
-//! form and their validation. The adapters that run the suites are in
-//! `src/suite/`; the rules are applied when results are collected.
+//! Test-suite steps (`gtest:`, `ctest:`, `autopkgtest:`) and `classify:`
+//! rules: their typed form and their validation. The adapters that run the
+//! suites are in `src/suite/` and `src/autopkgtest/`; the rules are applied
+//! when results are collected.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::raw::{RawClassify, RawCtest, RawGtest};
+use super::raw::{RawAutopkgtest, RawClassify, RawCtest, RawGtest};
 use super::{parse_duration, SpecError, Template};
 
 /// A step's test suite, before rendering per cell.
@@ -14,6 +15,19 @@ use super::{parse_duration, SpecError, Template};
 pub enum SuiteTemplate {
     Gtest(GtestTemplate),
     Ctest(CtestTemplate),
+    Autopkgtest(AutopkgtestTemplate),
+}
+
+/// `autopkgtest:`: a Debian source package's `debian/tests/control`, run by
+/// Debian's `autopkgtest` in the cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AutopkgtestTemplate {
+    /// A source package name, fetched from the cell's archive.
+    pub source: Option<Template>,
+    /// A source tree inside the cell (`/src/rocfft`).
+    pub path: Option<Template>,
+    /// autopkgtest's `--timeout-test`; by default what is left of the step.
+    pub timeout_per_test: Option<Duration>,
 }
 
 /// `gtest:`: a googletest binary (or a glob naming several).
@@ -58,6 +72,7 @@ impl SuiteTemplate {
                 .chain(&c.exclude_regex)
                 .chain(&c.args)
                 .collect(),
+            SuiteTemplate::Autopkgtest(a) => a.source.iter().chain(&a.path).collect(),
         }
     }
 }
@@ -94,6 +109,42 @@ pub struct ClassifyRule {
     pub reason: String,
     #[serde(default)]
     pub gpu: GpuCondition,
+}
+
+/// Reads the step's `autopkgtest:`: exactly one of `source` and `path`.
+pub(super) fn read_autopkgtest(
+    field: &str,
+    raw: &RawAutopkgtest,
+    template: &dyn Fn(String, &str) -> Template,
+    err: &dyn Fn(&str, String) -> SpecError,
+) -> Result<SuiteTemplate, SpecError> {
+    let f = format!("{field}.autopkgtest");
+    let source = raw.source.as_ref().filter(|s| !s.trim().is_empty());
+    let path = raw.path.as_ref().filter(|s| !s.trim().is_empty());
+    let (source, path) = match (source, path) {
+        (Some(_), Some(_)) | (None, None) => {
+            return Err(err(
+                &f,
+                "autopkgtest takes a source package (`source: rocfft`) or a tree in the cell (`path: /src/rocfft`): give one of them".into(),
+            ))
+        }
+        (s, p) => (
+            s.map(|s| template(format!("{f}.source"), s)),
+            p.map(|p| template(format!("{f}.path"), p)),
+        ),
+    };
+    let timeout_per_test = raw
+        .timeout_per_test
+        .as_ref()
+        .map(|t| {
+            parse_duration(t).map_err(|e| err(&format!("{f}.timeout_per_test"), e.to_string()))
+        })
+        .transpose()?;
+    Ok(SuiteTemplate::Autopkgtest(AutopkgtestTemplate {
+        source,
+        path,
+        timeout_per_test,
+    }))
 }
 
 /// Reads the step's `gtest:` or `ctest:` into a template; `field` is the

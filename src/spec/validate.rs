@@ -261,6 +261,21 @@ fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate
             &|field, src| cx.template(field, src),
             &|field, m| cx.err(field, m),
         )?;
+        let suite = match (&s.autopkgtest, suite) {
+            (Some(_), Some(_)) => {
+                return Err(cx.err(
+                    &format!("{f}.autopkgtest"),
+                    "a step runs one suite: give `gtest`, `ctest` or `autopkgtest`, not two",
+                ))
+            }
+            (Some(a), None) => Some(suite::read_autopkgtest(
+                &f,
+                a,
+                &|field, src| cx.template(field, src),
+                &|field, m| cx.err(field, m),
+            )?),
+            (None, suite) => suite,
+        };
         let backtrace = match &s.backtrace {
             Some(b) => Some(read_backtrace(cx, &format!("{f}.backtrace"), b)?),
             None => None,
@@ -269,7 +284,7 @@ fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate
             return Err(cx.err(
                 &f,
                 format!(
-                    "step `{}` has nothing to run: give `run`, `gtest` or `ctest`",
+                    "step `{}` has nothing to run: give `run`, `gtest`, `ctest` or `autopkgtest`",
                     s.name
                 ),
             ));

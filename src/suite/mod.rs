@@ -11,13 +11,15 @@
 //!
 //! The adapters talk to the container through [`crate::engine`] only; the
 //! cell runner (`src/run/cell.rs`) calls [`run`] and records what it returns.
+//! `autopkgtest:` steps go on to [`crate::autopkgtest`], which returns the
+//! same outcome.
 
 pub mod backtrace;
 pub mod ctest;
 mod ctest_output;
 pub mod gtest;
 pub mod gtest_output;
-mod junit_out;
+pub mod junit_out;
 mod process;
 mod trailer;
 
@@ -159,6 +161,7 @@ pub async fn run(
     let outcome = match suite {
         TestSuite::Gtest(g) => gtest::run(cx, g, log).await?,
         TestSuite::Ctest(c) => ctest::run(cx, c, log).await?,
+        TestSuite::Autopkgtest(a) => crate::autopkgtest::run(cx, a, log).await?,
     };
     Ok(outcome)
 }

@@ -36,11 +36,13 @@ const FLOORS: &[(&str, u32)] = &[
     ("bundle", 4),
     ("debugger", 4),
     ("suite", 4),
+    ("autopkgtest", 4),
     ("run", 5),
     ("results", 6),
     ("report", 7),
     ("bisect", 7),
     ("history", 7),
+    ("expect", 7),
     ("cli", 8),
     ("error", 8),
 ];

@@ -1,0 +1,486 @@
+//! `autopkgtest:` steps: a Debian source package's own tests
+//! (`debian/tests/control`) run by Debian's `autopkgtest` in the cell, the
+//! cell being the testbed (its `null` virtualisation server), so that every
+//! verdict is autopkgtest's own.
+//!
+//! - [`control`]: the control file read per stanza, with `file:line` for
+//!   the stanzas autopkgtest would refuse the whole run over;
+//! - [`summary`]: autopkgtest's summary file, one verdict per test;
+//! - [`script`]: the shell run in the cell (fetching the source package
+//!   against the signed Sources index, installing autopkgtest, running it);
+//! - [`cases`]: verdicts, the tests' output and googletest XML left in
+//!   their artifacts, as JUnit test cases.
+//!
+//! Reached through [`crate::suite::run`], like the `gtest:` and `ctest:`
+//! adapters, and returning their [`SuiteOutcome`].
+
+pub mod cases;
+pub mod control;
+pub mod script;
+pub mod summary;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::engine::ExecOutcome;
+use crate::plan::suite::Autopkgtest;
+use crate::suite::{Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict};
+
+/// Where the step's work lives in the container.
+const WORK_ROOT: &str = "/rocmatrix/autopkgtest";
+
+/// The directory of the cell (on the host) that holds each step's
+/// autopkgtest output directory, `autopkgtest/NN-step/`.
+pub const CELL_DIR: &str = "autopkgtest";
+
+/// How much of autopkgtest's console output reaches the step log (all of
+/// it is in `log` of its output directory).
+const LOG_BYTES: u64 = 8 * 1024 * 1024;
+
+/// The largest output directory copied out of the container.
+const MAX_OUTPUT: u64 = 512 * 1024 * 1024;
+
+/// Runs the step's autopkgtests in the cell.
+pub async fn run(
+    cx: &SuiteContext<'_>,
+    a: &Autopkgtest,
+    log: &Log<'_>,
+) -> Result<SuiteOutcome, SuiteError> {
+    let deadline = Instant::now() + cx.step_timeout;
+    let work = format!("{WORK_ROOT}/{}", cx.slug);
+    let (tree, mut package) = match (&a.source, &a.path) {
+        (Some(src), _) => (fetch(cx, src, &work, log, deadline).await?, src.clone()),
+        (None, Some(p)) => (p.clone(), String::new()),
+        (None, None) => return Ok(problem("autopkgtest names neither a source nor a path")),
+    };
+    let installed = shell(cx, script::INSTALL, &[], log, left(deadline)).await?;
+    if installed.0 != Some(0) {
+        return Err(infra(
+            "autopkgtest",
+            "could not be installed from the cell's archive (apt-get install autopkgtest dpkg-dev failed; see the step log)",
+        ));
+    }
+    let control_path = format!("{tree}/debian/tests/control");
+    let Some(text) = cat(cx, &control_path).await? else {
+        return Ok(problem(&format!(
+            "{control_path}: no such file: the tree has no autopkgtests"
+        )));
+    };
+    if package.is_empty() {
+        package = source_name(cx, &tree).await?;
+    }
+    let stanzas = control::parse("debian/tests/control", &text);
+    let names = control::test_names(&stanzas);
+    let bad = missing_files(cx, &tree, &stanzas).await?;
+    let keep: Vec<bool> = stanzas
+        .iter()
+        .zip(&bad)
+        .map(|(s, b)| s.problem.is_none() && b.is_none())
+        .collect();
+    let mut run_tree = tree.clone();
+    if keep.iter().any(|k| !k) && keep.iter().any(|k| *k) {
+        run_tree = format!("{work}/tree");
+        let filtered = control::filtered(&text, &stanzas, &keep);
+        let copy = "rm -rf \"$2\" && cp -a \"$1\" \"$2\" && printf %s \"$3\" > \"$2/debian/tests/control\"";
+        let args = [tree.as_str(), run_tree.as_str(), filtered.as_str()];
+        if shell(cx, copy, &args, log, left(deadline)).await?.0 != Some(0) {
+            return Err(infra(
+                &run_tree,
+                "could not copy the test tree to leave out its bad stanzas",
+            ));
+        }
+    }
+    let ran = if keep.iter().any(|k| *k) {
+        Some(run_autopkgtest(cx, a, &run_tree, &work, log, deadline).await?)
+    } else {
+        None
+    };
+    let host_out = cell_dir(cx).join(CELL_DIR).join(cx.slug);
+    let mut judged = cases::Judged::new(&package);
+    if let Some(ran) = &ran {
+        copy_out(cx, &format!("{work}/out"), &host_out).await?;
+        let summary_text = cat(cx, &format!("{work}/summary"))
+            .await?
+            .unwrap_or_default();
+        judged.add_summary(&summary::parse(&summary_text), &host_out);
+        judged.not_run(&names, &keep, &ran.ending());
+        let copy = summary_text.clone();
+        let at = host_out.join("summary");
+        on_disk(at, move |p| {
+            crate::suite::junit_out::save(p, copy.as_bytes())
+        })
+        .await?;
+    }
+    judged.bad_stanzas(&stanzas, &names, &bad);
+    judged.artifacts(&host_out);
+    let cases = judged.into_cases();
+    let path = cx.junit_dir.join("autopkgtest.xml");
+    let for_write = cases.clone();
+    let at = path.clone();
+    on_disk(at, move |p| {
+        crate::suite::junit_out::write(p, "autopkgtest", &for_write)
+    })
+    .await?;
+    let step_timed_out = ran.as_ref().is_some_and(|r| r.timed_out);
+    Ok(SuiteOutcome {
+        problem: ran.as_ref().and_then(|r| r.problem()),
+        cases,
+        junit: Some(path),
+        step_timed_out,
+    })
+}
+
+/// How autopkgtest's run ended.
+struct Ran {
+    /// autopkgtest's exit status (`None`: killed at the step's timeout).
+    exit: Option<i64>,
+    timed_out: bool,
+    /// Its last `ERROR:` line, if it printed one.
+    error: Option<String>,
+}
+
+impl Ran {
+    /// Why a test it did not judge was not run.
+    fn ending(&self) -> String {
+        if self.timed_out {
+            return "not run: the step's timeout ended autopkgtest first".into();
+        }
+        match (&self.error, self.exit) {
+            (Some(e), _) => format!("not run: autopkgtest stopped: {e}"),
+            (None, Some(c)) => format!("not run: autopkgtest exited with status {c} before it"),
+            (None, None) => "not run: autopkgtest did not finish".into(),
+        }
+    }
+
+    /// A testbed failure (exit 16) or a run that said nothing: the step
+    /// fails with autopkgtest's words.
+    fn problem(&self) -> Option<String> {
+        match self.exit {
+            Some(16) => Some(format!(
+                "autopkgtest: testbed failure (exit 16){}",
+                self.error
+                    .as_ref()
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// Runs [`script::RUN`] on `tree` within what is left of the step.
+async fn run_autopkgtest(
+    cx: &SuiteContext<'_>,
+    a: &Autopkgtest,
+    tree: &str,
+    work: &str,
+    log: &Log<'_>,
+    deadline: Instant,
+) -> Result<Ran, SuiteError> {
+    // autopkgtest and `timeout` end before the step does, so that its
+    // summary and output directory are still there to read.
+    let whole = left(deadline).saturating_sub(Duration::from_secs(30));
+    let whole = whole.max(Duration::from_secs(5));
+    let per_test = a
+        .timeout_per_test
+        .unwrap_or(whole)
+        .min(whole)
+        .max(Duration::from_secs(1));
+    let args = [
+        tree.to_string(),
+        work.to_string(),
+        per_test.as_secs().to_string(),
+        whole.as_secs().to_string(),
+        LOG_BYTES.to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (exit, text) = shell(cx, script::RUN, &args, log, left(deadline)).await?;
+    let status = text
+        .lines()
+        .rev()
+        .find_map(|l| {
+            l.strip_prefix(script::MARK)
+                .and_then(|r| r.trim().strip_prefix("exit "))
+        })
+        .and_then(|c| c.trim().parse::<i64>().ok());
+    let error = text
+        .lines()
+        .rev()
+        .find_map(|l| l.split_once("ERROR: ").map(|(_, e)| e.trim().to_string()));
+    let timed_out = exit.is_none() || matches!(status, Some(124) | Some(137));
+    Ok(Ran {
+        exit: status.filter(|_| exit.is_some()),
+        timed_out,
+        error,
+    })
+}
+
+/// Fetches source package `src` into `WORK/src` with [`script::FETCH`].
+async fn fetch(
+    cx: &SuiteContext<'_>,
+    src: &str,
+    work: &str,
+    log: &Log<'_>,
+    deadline: Instant,
+) -> Result<String, SuiteError> {
+    let dest = format!("{work}/src");
+    let (exit, text) = shell(cx, script::FETCH, &[src, &dest], log, left(deadline)).await?;
+    let said = |what: &str| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix(script::MARK))
+            .filter_map(|l| l.trim().strip_prefix(what))
+            .next_back()
+            .map(|s| s.trim().to_string())
+    };
+    match exit {
+        Some(0) => Ok(dest),
+        Some(script::EXIT_UNSERVED) => Err(infra(
+            &format!("autopkgtest source {src}"),
+            &said("unserved:").unwrap_or_else(|| "the archive does not serve it".into()),
+        )),
+        _ => Err(infra(
+            &format!("autopkgtest source {src}"),
+            &said("infra:").unwrap_or_else(|| {
+                "fetching its test tree failed in the cell (see the step log)".into()
+            }),
+        )),
+    }
+}
+
+/// The package's name from `TREE/debian/control` (its `Source:`), else
+/// from `debian/changelog`'s first word, else the tree's directory name.
+async fn source_name(cx: &SuiteContext<'_>, tree: &str) -> Result<String, SuiteError> {
+    if let Some(text) = cat(cx, &format!("{tree}/debian/control")).await? {
+        let stanzas = control::parse("debian/control", &text);
+        if let Some(s) = stanzas.first().and_then(|s| s.get("Source")) {
+            return Ok(s.trim().to_string());
+        }
+    }
+    if let Some(text) = cat(cx, &format!("{tree}/debian/changelog")).await? {
+        if let Some(w) = text.split_whitespace().next() {
+            return Ok(w.to_string());
+        }
+    }
+    Ok(Path::new(tree)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "autopkgtest".into()))
+}
+
+/// Per stanza, the first test file it names that is not in the tree,
+/// in autopkgtest's words (`debian/tests/x does not exist`).
+async fn missing_files(
+    cx: &SuiteContext<'_>,
+    tree: &str,
+    stanzas: &[control::Stanza],
+) -> Result<Vec<Option<String>>, SuiteError> {
+    let mut wanted = Vec::new();
+    for (i, s) in stanzas.iter().enumerate() {
+        if s.problem.is_none() && s.get("Test-Command").is_none() {
+            for f in s.test_files() {
+                wanted.push((i, format!("{}/{f}", s.tests_directory())));
+            }
+        }
+    }
+    let mut out = vec![None; stanzas.len()];
+    if wanted.is_empty() {
+        return Ok(out);
+    }
+    let mut cmd = vec![
+        "bash".to_string(),
+        "-c".into(),
+        "cd \"$1\" || exit 1; shift; for f; do [ -f \"$f\" ] || printf '%s\\n' \"$f\"; done".into(),
+        "_".into(),
+        tree.into(),
+    ];
+    cmd.extend(wanted.iter().map(|(_, f)| f.clone()));
+    let mut text = Vec::new();
+    cx.engine
+        .exec(
+            cx.container,
+            cmd,
+            Vec::new(),
+            &mut |b: &[u8]| text.extend_from_slice(b),
+            Some(Duration::from_secs(60)),
+        )
+        .await?;
+    let text = String::from_utf8_lossy(&text);
+    for line in text.lines() {
+        if let Some((i, f)) = wanted.iter().find(|(_, f)| f == line) {
+            out[*i].get_or_insert_with(|| format!("{f} does not exist"));
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the bash `script` with `args` as `$1…`, its output into the step
+/// log and returned; `None` as the exit when it ran past `limit`.
+async fn shell(
+    cx: &SuiteContext<'_>,
+    script: &str,
+    args: &[&str],
+    log: &Log<'_>,
+    limit: Duration,
+) -> Result<(Option<i64>, String), SuiteError> {
+    let mut cmd = vec![
+        "bash".to_string(),
+        "-c".into(),
+        script.into(),
+        "rocmatrix".into(),
+    ];
+    cmd.extend(args.iter().map(|a| a.to_string()));
+    let mut kept = Vec::new();
+    let outcome = cx
+        .engine
+        .exec(
+            cx.container,
+            cmd,
+            cx.env.clone(),
+            &mut |b: &[u8]| {
+                if kept.len() < LOG_BYTES as usize + 64 * 1024 {
+                    kept.extend_from_slice(b);
+                }
+                let mut sink = log.lock().unwrap_or_else(|p| p.into_inner());
+                (*sink)(b);
+            },
+            Some(limit.max(Duration::from_secs(1))),
+        )
+        .await?;
+    let text = String::from_utf8_lossy(&kept).into_owned();
+    Ok(match outcome {
+        ExecOutcome::Exited(c) => (Some(c), text),
+        ExecOutcome::TimedOut => (None, text),
+    })
+}
+
+/// A file of the container as text, if it is there (64 MiB at most).
+async fn cat(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, SuiteError> {
+    let mut out = Vec::new();
+    let outcome = cx
+        .engine
+        .exec(
+            cx.container,
+            vec!["cat".into(), path.into()],
+            Vec::new(),
+            &mut |b: &[u8]| {
+                if out.len() < 64 * 1024 * 1024 {
+                    out.extend_from_slice(b);
+                }
+            },
+            Some(Duration::from_secs(120)),
+        )
+        .await?;
+    Ok(match outcome {
+        ExecOutcome::Exited(0) => Some(String::from_utf8_lossy(&out).into_owned()),
+        _ => None,
+    })
+}
+
+/// Copies the container's `path` (autopkgtest's output directory) to
+/// `dest` on the host, through the engine's archive and the safe unpacker.
+async fn copy_out(cx: &SuiteContext<'_>, path: &str, dest: &Path) -> Result<(), SuiteError> {
+    let parent = dest.parent().unwrap_or(dest).to_path_buf();
+    let archive = parent.join(format!(".{}.tar", cx.slug));
+    let made = parent.clone();
+    on_disk(made, |p| std::fs::create_dir_all(p)).await?;
+    match cx
+        .engine
+        .download(cx.container, path, &archive, MAX_OUTPUT)
+        .await
+    {
+        Ok(_) => {}
+        // No output directory (autopkgtest never started): nothing to copy.
+        Err(_) => return Ok(()),
+    }
+    let target = dest.to_path_buf();
+    on_disk(archive.clone(), move |a| {
+        std::fs::create_dir_all(&target)?;
+        let file = std::fs::File::open(a)?;
+        // The archive's top directory is `out/`: unpack beside, then move.
+        let scratch = target.with_extension("unpack");
+        let _ = std::fs::remove_dir_all(&scratch);
+        std::fs::create_dir_all(&scratch)?;
+        crate::image::untar::unpack(
+            file,
+            &scratch,
+            crate::image::untar::Limits::default(),
+            "autopkgtest output",
+        )?;
+        let top = scratch.join("out");
+        if top.is_dir() {
+            for e in std::fs::read_dir(&top)? {
+                let e = e?;
+                std::fs::rename(e.path(), target.join(e.file_name()))?;
+            }
+        }
+        std::fs::remove_dir_all(&scratch)?;
+        std::fs::remove_file(a)
+    })
+    .await
+}
+
+/// The cell's directory on the host: the JUnit directory is
+/// `CELL/junit/NN-step`.
+fn cell_dir(cx: &SuiteContext<'_>) -> PathBuf {
+    cx.junit_dir
+        .parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| cx.junit_dir.clone())
+}
+
+/// What is left of the step.
+fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}
+
+/// An infrastructure error: the cell is recorded as `error` with
+/// `what: why`.
+fn infra(what: &str, why: &str) -> SuiteError {
+    SuiteError::Io {
+        path: PathBuf::from(what),
+        source: std::io::Error::other(why.to_string()),
+    }
+}
+
+fn problem(why: &str) -> SuiteOutcome {
+    SuiteOutcome {
+        cases: Vec::new(),
+        junit: None,
+        step_timed_out: false,
+        problem: Some(why.to_string()),
+    }
+}
+
+/// Runs `work` on the host path off the async threads.
+async fn on_disk<T, F>(path: PathBuf, work: F) -> Result<T, SuiteError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Path) -> std::io::Result<T> + Send + 'static,
+{
+    let at = path.clone();
+    tokio::task::spawn_blocking(move || work(&at))
+        .await
+        .map_err(|e| SuiteError::Io {
+            path: path.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map_err(|source| SuiteError::Io { path, source })
+}
+
+/// A verdict's failing case for tests the run could not judge.
+pub(crate) fn not_judged(package: &str, name: &str, message: String) -> Case {
+    Case {
+        suite: package.to_string(),
+        name: name.to_string(),
+        param: None,
+        verdict: Verdict::Error {
+            kind: "not-run".into(),
+            message,
+        },
+        time: None,
+        output: String::new(),
+        shard: 0,
+        reruns: Vec::new(),
+    }
+}

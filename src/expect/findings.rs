@@ -1,0 +1,486 @@
+//! What the history says a matrix file's `expect:` and `flaky:` lists
+//! should become: known failures not expected yet (by test and signature,
+//! with the run they started in), flaky tests not listed yet (with their
+//! rate and the axis values they are flaky on), and entries whose tests
+//! passed in each of the matrix's last N runs.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use crate::history::backend::RunRow;
+use crate::history::query::CellRun;
+use crate::history::verdict::{where_flaky, Obs, Verdict};
+use crate::history::{flaky_places, record, History, HistoryError, TestHistory};
+use crate::plan::glob;
+use crate::spec::{Expectation, Spec};
+
+/// Which list of the matrix file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Section {
+    Expect,
+    Flaky,
+}
+
+impl Section {
+    pub fn key(self) -> &'static str {
+        match self {
+            Section::Expect => "expect",
+            Section::Flaky => "flaky",
+        }
+    }
+}
+
+/// An entry to add.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEntry {
+    /// YAML comment lines (without `# `): what the history says.
+    pub comments: Vec<String>,
+    pub cells: BTreeMap<String, String>,
+    pub tests: Vec<String>,
+    pub reason: String,
+}
+
+/// An entry (or some of its tests) to drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drop {
+    pub section: Section,
+    /// The entry's place in its section.
+    pub index: usize,
+    /// The places in its `tests:` of the patterns to drop; every one (or,
+    /// for a whole-cell entry, none) drops the entry.
+    pub tests: Vec<usize>,
+    pub whole: bool,
+    /// What goes, in words: `expect[1] (Suite.Old)`.
+    pub what: String,
+    /// Why, in words.
+    pub why: String,
+}
+
+/// Everything proposed.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    pub expect: Vec<NewEntry>,
+    pub flaky: Vec<NewEntry>,
+    pub drops: Vec<Drop>,
+    /// Recorded runs of the matrix.
+    pub runs: usize,
+}
+
+impl Findings {
+    pub fn is_empty(&self) -> bool {
+        self.expect.is_empty() && self.flaky.is_empty() && self.drops.is_empty()
+    }
+}
+
+/// Whether `e` covers `test` in the cell with `axes` (globs as the results
+/// apply them: `name`, `classname.name` or `classname::name`).
+pub fn covers(e: &Expectation, axes: &BTreeMap<String, String>, test: &str) -> bool {
+    cells_match(e, axes) && (e.is_whole_cell() || e.tests.iter().any(|p| test_matches(p, test)))
+}
+
+fn cells_match(e: &Expectation, axes: &BTreeMap<String, String>) -> bool {
+    e.cells
+        .iter()
+        .all(|(k, pat)| axes.get(k).is_some_and(|v| glob::matches(pat, v)))
+}
+
+/// Whether pattern `p` names `test` (`classname.name`).
+pub fn test_matches(p: &str, test: &str) -> bool {
+    if glob::matches(p, test) {
+        return true;
+    }
+    match test.rsplit_once('.') {
+        Some((class, name)) => {
+            glob::matches(p, name) || glob::matches(p, &format!("{class}::{name}"))
+        }
+        None => false,
+    }
+}
+
+/// Reads the history of `spec`'s matrix and finds what to change;
+/// `drop_after`: the runs an entry's tests must have passed in.
+pub fn find(
+    spec: &Spec,
+    history: &mut History,
+    drop_after: usize,
+) -> Result<Findings, HistoryError> {
+    let runs = history.runs()?;
+    let mine: Vec<usize> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.name == spec.name)
+        .map(|(i, _)| i)
+        .collect();
+    let current = current_cells(spec);
+    let is_current =
+        |axes: &BTreeMap<String, String>| current.as_ref().is_none_or(|c| c.contains(axes));
+    let all: Vec<TestHistory> = history
+        .follow(None)?
+        .into_iter()
+        .filter(|t| t.matrix == spec.name && is_current(&t.axes))
+        .collect();
+    let mut findings = Findings {
+        runs: mine.len(),
+        ..Findings::default()
+    };
+    findings.expect = known_failures(spec, history, &runs, &all, &is_current)?;
+    findings.flaky = flaky_tests(spec, &all);
+    if drop_after > 0 && mine.len() >= drop_after {
+        let window: BTreeSet<usize> = mine[mine.len() - drop_after..].iter().copied().collect();
+        let cells = history.cells_of(&spec.name)?;
+        findings.drops = drops(spec, &all, &cells, &window);
+    }
+    Ok(findings)
+}
+
+/// The current matrix's cells as axis values; `None` when it cannot be
+/// expanded (then every recorded cell counts).
+fn current_cells(spec: &Spec) -> Option<HashSet<BTreeMap<String, String>>> {
+    let combos = crate::spec::expand(spec, crate::spec::DEFAULT_MAX_CELLS).ok()?;
+    Some(
+        combos
+            .into_iter()
+            .map(|c| c.values.into_iter().collect())
+            .collect(),
+    )
+}
+
+/// A failing run's words: `RUN (DATE)`.
+fn at(runs: &[RunRow], i: usize) -> String {
+    runs.get(i)
+        .map(|r| format!("{} ({})", r.run, record::time_of(r.started_ms)))
+        .unwrap_or_default()
+}
+
+/// The run a steady failure started in, and whether it is a regression.
+fn steady(v: &Verdict) -> Option<(usize, bool)> {
+    match v {
+        Verdict::KnownSince { since } => Some((*since, false)),
+        Verdict::Regression { since } => Some((*since, true)),
+        _ => None,
+    }
+}
+
+/// Tests failing in every run since some run, not expected yet: one entry
+/// per (cells, signature), with the run each started in as a comment.
+fn known_failures(
+    spec: &Spec,
+    history: &mut History,
+    runs: &[RunRow],
+    all: &[TestHistory],
+    is_current: &dyn Fn(&BTreeMap<String, String>) -> bool,
+) -> Result<Vec<NewEntry>, HistoryError> {
+    let mut by_test: BTreeMap<&str, Vec<&TestHistory>> = BTreeMap::new();
+    for t in all {
+        if steady(&t.verdict).is_some() && !spec.expect.iter().any(|e| covers(e, &t.axes, &t.test))
+        {
+            by_test.entry(t.test.as_str()).or_default().push(t);
+        }
+    }
+    // (cells, signature) → the entry.
+    let mut entries: BTreeMap<(Vec<(String, String)>, String), NewEntry> = BTreeMap::new();
+    for (test, failing) in by_test {
+        let failing_cells: BTreeSet<&str> = failing.iter().map(|t| t.cell.as_str()).collect();
+        // Where it ran and did not fail steadily.
+        let others: Vec<TestHistory> = history
+            .follow(Some(test))?
+            .into_iter()
+            .filter(|t| t.matrix == spec.name && is_current(&t.axes))
+            .filter(|t| steady(&t.verdict).is_none() && !failing_cells.contains(t.cell.as_str()))
+            .collect();
+        let places = placed(
+            &failing.iter().map(|t| &t.axes).collect::<Vec<_>>(),
+            &others.iter().map(|t| &t.axes).collect::<Vec<_>>(),
+        );
+        let first = failing
+            .iter()
+            .filter_map(|t| steady(&t.verdict).map(|(s, reg)| (s, reg, *t)))
+            .min_by_key(|(s, _, _)| *s);
+        let Some((since, regression, t)) = first else {
+            continue;
+        };
+        let mut comment = format!(
+            "{test}: {} {}",
+            if regression {
+                "failing since"
+            } else {
+                "known failure since"
+            },
+            at(runs, since)
+        );
+        if places.is_none() && failing.len() == 1 {
+            comment.push_str(&format!(" in {}", t.cell));
+        }
+        if !t.signature.is_empty() {
+            comment.push_str(&format!(
+                "; signature {}",
+                crate::digest::short(&t.signature)
+            ));
+        }
+        if !t.message.is_empty() {
+            comment.push_str(&format!(": {}", clip(&t.message, 100)));
+        }
+        let reason = if t.message.is_empty() {
+            "known failure".to_string()
+        } else {
+            format!("known failure: {}", clip(&t.message, 100))
+        };
+        let groups: Vec<BTreeMap<String, String>> = match places {
+            Some(cells) => vec![cells],
+            None => failing.iter().map(|t| t.axes.clone()).collect(),
+        };
+        for cells in groups {
+            let key = (
+                cells.clone().into_iter().collect::<Vec<_>>(),
+                t.signature.clone(),
+            );
+            let e = entries.entry(key).or_insert_with(|| NewEntry {
+                comments: Vec::new(),
+                cells,
+                tests: Vec::new(),
+                reason: reason.clone(),
+            });
+            if !e.tests.iter().any(|x| x == test) {
+                e.tests.push(test.to_string());
+                e.comments.push(comment.clone());
+            }
+        }
+    }
+    Ok(entries.into_values().collect())
+}
+
+/// The cells of an entry that singles out `these` among `these` and
+/// `others`: every cell (`{}`) when there are no others, the axis values
+/// only these share, or `None` when no value does (one entry a cell then).
+fn placed(
+    these: &[&BTreeMap<String, String>],
+    others: &[&BTreeMap<String, String>],
+) -> Option<BTreeMap<String, String>> {
+    if others.is_empty() {
+        return Some(BTreeMap::new());
+    }
+    let values = where_flaky(these, others);
+    if values.is_empty() {
+        return None;
+    }
+    Some(
+        values
+            .iter()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+/// Flaky tests not listed yet, with their rate and where they are flaky.
+fn flaky_tests(spec: &Spec, all: &[TestHistory]) -> Vec<NewEntry> {
+    let places = flaky_places(all);
+    let mut by_test: BTreeMap<&str, (Vec<&TestHistory>, Vec<&TestHistory>)> = BTreeMap::new();
+    for t in all {
+        let e = by_test.entry(t.test.as_str()).or_default();
+        if t.verdict.is_flaky() {
+            e.0.push(t);
+        } else {
+            e.1.push(t);
+        }
+    }
+    let mut out = Vec::new();
+    for (test, (flaky, steady)) in by_test {
+        let open: Vec<&&TestHistory> = flaky
+            .iter()
+            .filter(|t| !spec.expect.iter().any(|e| covers(e, &t.axes, test)))
+            .collect();
+        if open.is_empty() {
+            continue;
+        }
+        let (mut failures, mut ran, mut why) = (0, 0, "");
+        for t in &open {
+            if let Verdict::Flaky {
+                failures: f,
+                runs: r,
+                why: w,
+            } = t.verdict
+            {
+                failures += f;
+                ran += r;
+                why = w;
+            }
+        }
+        let found = places
+            .get(&(spec.name.clone(), test.to_string()))
+            .filter(|p| !p.is_empty());
+        let cells: Vec<BTreeMap<String, String>> = match found {
+            Some(p) => vec![p
+                .iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()],
+            None if steady.is_empty() => vec![BTreeMap::new()],
+            None => open.iter().map(|t| t.axes.clone()).collect(),
+        };
+        let place = match (found, &open[..]) {
+            (Some(p), _) => format!(", only where {}", p.join(", ")),
+            (None, [one]) if !steady.is_empty() => format!(" in {}", one.cell),
+            _ => String::new(),
+        };
+        let rate = format!("{failures} of {ran} runs failed");
+        for cells in cells {
+            out.push(NewEntry {
+                comments: vec![format!("{test}: flaky, {rate} ({why}){place}")],
+                cells,
+                tests: vec![test.to_string()],
+                reason: format!("flaky: {rate}{place}"),
+            });
+        }
+    }
+    out
+}
+
+/// Entries (or tests of them) that passed in every run of `window`.
+fn drops(
+    spec: &Spec,
+    all: &[TestHistory],
+    cells: &[CellRun],
+    window: &BTreeSet<usize>,
+) -> Vec<Drop> {
+    let n = window.len();
+    let mut out = Vec::new();
+    let mut index = BTreeMap::<Section, usize>::new();
+    for e in &spec.expect {
+        let section = if e.flaky {
+            Section::Flaky
+        } else {
+            Section::Expect
+        };
+        let i = {
+            let c = index.entry(section).or_default();
+            *c += 1;
+            *c - 1
+        };
+        let covered: Vec<&CellRun> = cells
+            .iter()
+            .filter(|c| window.contains(&c.run) && cells_match(e, &c.cell.axes))
+            .collect();
+        // Every run of the window ran a cell it covers, or it is not judged.
+        if window.iter().any(|r| !covered.iter().any(|c| c.run == *r)) {
+            continue;
+        }
+        if e.is_whole_cell() {
+            if covered.iter().all(|c| c.cell.outcome == "passed") {
+                out.push(Drop {
+                    section,
+                    index: i,
+                    tests: Vec::new(),
+                    whole: true,
+                    what: format!("{}[{i}] (whole cells: {})", section.key(), e.reason),
+                    why: format!("its cells passed in each of the last {n} runs"),
+                });
+            }
+            continue;
+        }
+        let mut dropped = Vec::new();
+        let mut passed_all = true;
+        for (k, p) in e.tests.iter().enumerate() {
+            let points = all
+                .iter()
+                .filter(|t| cells_match(e, &t.axes) && test_matches(p, &t.test))
+                .flat_map(|t| t.points.iter().filter(|pt| window.contains(&pt.run)));
+            let (mut failed, mut passed) = (false, false);
+            for pt in points {
+                match pt.obs {
+                    Obs::Fail | Obs::Rerun => failed = true,
+                    Obs::Pass => passed = true,
+                    Obs::Absent => {}
+                }
+            }
+            if !failed {
+                dropped.push(k);
+                passed_all &= passed;
+            }
+        }
+        if dropped.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = dropped.iter().map(|k| e.tests[*k].as_str()).collect();
+        out.push(Drop {
+            section,
+            index: i,
+            whole: dropped.len() == e.tests.len(),
+            what: format!("{}[{i}] ({})", section.key(), names.join(", ")),
+            why: if passed_all {
+                format!("passed in each of the last {n} runs")
+            } else {
+                format!("did not fail in any of the last {n} runs")
+            },
+            tests: dropped,
+        });
+    }
+    out
+}
+
+/// `text` cut to `n` characters, with `…` when cut.
+fn clip(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        return text.to_string();
+    }
+    let mut s: String = text.chars().take(n).collect();
+    s.push('…');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(cells: &[(&str, &str)], tests: &[&str]) -> Expectation {
+        Expectation {
+            cells: cells
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            tests: tests.iter().map(|t| t.to_string()).collect(),
+            reason: "r".into(),
+            flaky: false,
+        }
+    }
+
+    #[test]
+    fn rules_cover_tests_by_any_of_their_names_and_cells_by_glob() {
+        let axes = BTreeMap::from([("gfx".to_string(), "gfx1151".to_string())]);
+        assert!(covers(
+            &rule(&[("gfx", "gfx11*")], &["Suite.A"]),
+            &axes,
+            "Suite.A"
+        ));
+        assert!(covers(&rule(&[], &["A"]), &axes, "Suite.A"));
+        assert!(covers(&rule(&[], &["Suite::A"]), &axes, "Suite.A"));
+        assert!(covers(&rule(&[("gfx", "gfx1151")], &[]), &axes, "Suite.B"));
+        assert!(!covers(
+            &rule(&[("gfx", "gfx1030")], &["*"]),
+            &axes,
+            "Suite.A"
+        ));
+        assert!(!covers(&rule(&[], &["Suite.B"]), &axes, "Suite.A"));
+    }
+
+    #[test]
+    fn an_entry_singles_out_its_cells_by_the_values_only_they_share() {
+        let cell = |g: &str, s: &str| {
+            BTreeMap::from([
+                ("gfx".to_string(), g.to_string()),
+                ("suite".to_string(), s.to_string()),
+            ])
+        };
+        let (a, b, c) = (
+            cell("gfx1151", "sid"),
+            cell("gfx1151", "trixie"),
+            cell("gfx1030", "sid"),
+        );
+        assert_eq!(placed(&[&a, &b], &[]), Some(BTreeMap::new()));
+        assert_eq!(
+            placed(&[&a, &b], &[&c]),
+            Some(BTreeMap::from([("gfx".to_string(), "gfx1151".to_string())]))
+        );
+        let d = cell("gfx1030", "trixie");
+        assert_eq!(placed(&[&a, &d], &[&b, &c]), None);
+    }
+}

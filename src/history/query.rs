@@ -1,0 +1,39 @@
+//! Read-only questions for those who keep a matrix's expectations
+//! (`rocmatrix expect`): how each cell of a matrix ended, run after run.
+
+use super::backend::StoredCell;
+use super::{error, History, HistoryError};
+
+/// A cell of one recorded run of a matrix.
+#[derive(Debug, Clone)]
+pub struct CellRun {
+    /// The run's place in [`History::runs`] (by start time).
+    pub run: usize,
+    pub cell: StoredCell,
+}
+
+impl History {
+    /// Every recorded cell of every run of `matrix`, in run order.
+    pub fn cells_of(&mut self, matrix: &str) -> Result<Vec<CellRun>, HistoryError> {
+        let location = self.location.clone();
+        let runs = self.backend.runs().map_err(|m| error(&location, &m.0))?;
+        let place: std::collections::HashMap<&str, usize> = runs
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.name == matrix)
+            .map(|(i, r)| (r.run.as_str(), i))
+            .collect();
+        let mut out: Vec<CellRun> = self
+            .backend
+            .cells()
+            .map_err(|m| error(&location, &m.0))?
+            .into_iter()
+            .filter_map(|c| {
+                let run = *place.get(c.run.as_str())?;
+                Some(CellRun { run, cell: c })
+            })
+            .collect();
+        out.sort_by(|a, b| (a.run, &a.cell.cell).cmp(&(b.run, &b.cell.cell)));
+        Ok(out)
+    }
+}
