@@ -15,6 +15,7 @@ pub mod digest;
 pub mod dirs;
 pub mod engine;
 pub mod error;
+pub mod expect;
 pub mod gpu;
 pub mod history;
 pub mod image;
