@@ -12,6 +12,7 @@ mod cli_tests;
 mod debug_llvm_evidence_tests;
 mod debugger_tests;
 mod expand_props;
+mod expect_tests;
 mod family_tests;
 mod fault_tests;
 mod fuzz_props;
