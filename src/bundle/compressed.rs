@@ -4,11 +4,14 @@
 //! v3: u64 total size, u64 uncompressed size, u64 hash (32 bytes). The hash
 //! is the low 8 bytes of the MD5 of the uncompressed plain bundle.
 
-use std::io::{BufRead, Read};
+use std::cell::Cell;
+use std::io::Read;
 
 use md5::{Digest, Md5};
 use serde::Serialize;
 
+use super::plain::{self, Partial, PlainBundle};
+use super::source::{RangeReader, ReadError, Source};
 use super::{read_u16, read_u32, read_u64, FormatError};
 
 pub const MAGIC: &[u8; 4] = b"CCOB";
@@ -82,7 +85,10 @@ pub fn header(buf: &[u8]) -> Result<Option<Header>, FormatError> {
 
 /// The truncated MD5 clang stores: the first 8 digest bytes as a LE u64.
 pub fn truncated_md5(data: &[u8]) -> u64 {
-    let digest = Md5::digest(data);
+    low_u64(&Md5::digest(data))
+}
+
+fn low_u64(digest: &[u8]) -> u64 {
     let mut low = [0u8; 8];
     low.copy_from_slice(&digest[..8]);
     u64::from_le_bytes(low)
@@ -91,110 +97,163 @@ pub fn truncated_md5(data: &[u8]) -> u64 {
 /// Decompresses the bundle at `buf[0]`: the plain bundle bytes and the number
 /// of bytes the compressed bundle occupies.
 pub fn decompress(buf: &[u8], h: &Header) -> Result<(Vec<u8>, u64), FormatError> {
+    let mut out = Vec::new();
+    match stream(buf, 0, buf.len() as u64, h, &mut |chunk| {
+        out.extend_from_slice(chunk)
+    }) {
+        Ok(len) => Ok((out, len)),
+        Err(ReadError::Format(e)) => Err(e),
+        // A slice cannot fail to read; kept as an error, not a panic.
+        Err(ReadError::Io(e)) => Err(FormatError::new(0, e.to_string())),
+    }
+}
+
+/// What [`inspect`] learns of a compressed bundle without keeping it.
+#[derive(Debug)]
+pub struct Inspected {
+    /// The plain bundle's entry table, or why it does not parse.
+    pub bundle: Result<PlainBundle, FormatError>,
+    /// Bytes the compressed bundle occupies.
+    pub len: u64,
+}
+
+/// Decompresses the bundle at `src[start..]` (`avail` bytes there belong to
+/// the region it sits in) as a stream: the size and hash are checked as by
+/// [`decompress`], but only the start of the plain bundle, up to the end of
+/// its entry table, is kept.
+pub fn inspect<S: Source + ?Sized>(
+    src: &S,
+    start: u64,
+    avail: u64,
+    h: &Header,
+) -> Result<Inspected, ReadError> {
+    let want = h.uncompressed_size;
+    let mut head = Vec::new();
+    // Keep bytes while the entry table may go on past them; try to parse it
+    // again only when the prefix has doubled or reached what it needs.
+    let mut next_try = 4096usize;
+    let mut keeping = true;
+    let len = stream(src, start, avail, h, &mut |chunk| {
+        if !keeping {
+            return;
+        }
+        head.extend_from_slice(chunk);
+        if head.len() < next_try {
+            return;
+        }
+        match plain::parse_prefix(&head, want) {
+            Err(Partial::Need(n)) => next_try = n.max(head.len().saturating_mul(2)),
+            _ => keeping = false,
+        }
+    })?;
+    let bundle = match plain::parse_prefix(&head, want) {
+        Ok(b) => Ok(b),
+        Err(Partial::Bad(e)) => Err(e),
+        Err(Partial::Need(n)) => Err(FormatError::new(n, "truncated bundle header")),
+    };
+    Ok(Inspected { bundle, len })
+}
+
+/// Decompresses the bundle at `src[start..start + avail]` into `sink`, chunk
+/// by chunk, checking the sizes, the expansion ratio and the hash; returns
+/// the bytes the compressed bundle occupies. Offsets in errors are relative
+/// to `start`.
+fn stream<S: Source + ?Sized>(
+    src: &S,
+    start: u64,
+    avail: u64,
+    h: &Header,
+    sink: &mut dyn FnMut(&[u8]),
+) -> Result<u64, ReadError> {
     let payload_end = match h.total_size {
         Some(total) => {
-            if total < h.header_len as u64 || total > buf.len() as u64 {
+            if total < h.header_len as u64 || total > avail {
                 return Err(FormatError::new(
                     8,
-                    format!("total size {total} outside 20..={} bytes", buf.len()),
-                ));
+                    format!("total size {total} outside 20..={avail} bytes"),
+                )
+                .into());
             }
-            total as usize
+            total
         }
-        None => buf.len(),
+        None => avail,
     };
-    let payload = buf
-        .get(h.header_len..payload_end)
-        .ok_or_else(|| FormatError::new(0, "truncated CCOB header"))?;
-    let limit = (payload.len() as u64)
-        .saturating_mul(MAX_RATIO)
-        .max(1 << 20);
+    if (h.header_len as u64) > payload_end {
+        return Err(FormatError::new(0, "truncated CCOB header").into());
+    }
+    let payload_len = payload_end - h.header_len as u64;
+    let limit = payload_len.saturating_mul(MAX_RATIO).max(1 << 20);
     if h.uncompressed_size > limit {
         return Err(FormatError::new(
             h.header_len - 16,
             format!(
-                "uncompressed size {} implausible for {} compressed bytes",
-                h.uncompressed_size,
-                payload.len()
+                "uncompressed size {} implausible for {payload_len} compressed bytes",
+                h.uncompressed_size
             ),
-        ));
-    }
-    let mut out = Vec::new();
-    let want = h.uncompressed_size;
-    let decode_err = |e: std::io::Error| {
-        FormatError::new(
-            h.header_len,
-            format!("{:?} payload does not decompress: {e}", h.method),
         )
+        .into());
+    }
+    let want = h.uncompressed_size;
+    let used = Cell::new(0u64);
+    let mut input = RangeReader::new(src, start + h.header_len as u64, start + payload_end, &used);
+    let mut out = Out {
+        len: 0,
+        md5: Md5::new(),
+        sink,
     };
     // The check above divides by the payload as the header frames it, which
     // may be mostly padding; while decompressing, the output must also stay
     // within MAX_RATIO of the input the decoder has actually consumed.
-    let used = std::cell::Cell::new(0usize);
-    let consumed = match h.method {
+    let result = match h.method {
         Method::Zlib => {
-            let mut d = flate2::bufread::ZlibDecoder::new(Counting {
-                data: payload,
-                used: &used,
-            });
-            expand(&mut d, want, &used, &mut out, h).map_err(|e| e.or_else(decode_err))?;
-            d.total_in()
+            let mut d = flate2::bufread::ZlibDecoder::new(&mut input);
+            expand(&mut d, want, &used, &mut out, h).map(|()| d.total_in())
         }
-        Method::Zstd => {
-            let mut d = zstd::stream::read::Decoder::with_buffer(Counting {
-                data: payload,
-                used: &used,
-            })
-            .map_err(decode_err)?
-            .single_frame();
-            expand(&mut d, want, &used, &mut out, h).map_err(|e| e.or_else(decode_err))?;
-            used.get() as u64
-        }
+        Method::Zstd => match zstd::stream::read::Decoder::with_buffer(&mut input) {
+            Ok(d) => {
+                let mut d = d.single_frame();
+                expand(&mut d, want, &used, &mut out, h).map(|()| used.get())
+            }
+            Err(e) => Err(Expand::Io(e)),
+        },
     };
-    if out.len() as u64 != want {
+    if let Some(e) = input.take_error() {
+        return Err(ReadError::Io(e));
+    }
+    let consumed = result.map_err(|e| {
+        e.or_else(|e| {
+            FormatError::new(
+                h.header_len,
+                format!("{:?} payload does not decompress: {e}", h.method),
+            )
+        })
+    })?;
+    if out.len != want {
         return Err(FormatError::new(
             h.header_len,
-            format!("decompressed to {} bytes, header says {want}", out.len()),
-        ));
+            format!("decompressed to {} bytes, header says {want}", out.len),
+        )
+        .into());
     }
-    let got = truncated_md5(&out);
+    let got = low_u64(&out.md5.finalize());
     if got != h.hash {
         return Err(FormatError::new(
             h.header_len - 8,
             format!("hash mismatch: header {:#018x}, data {got:#018x}", h.hash),
-        ));
+        )
+        .into());
     }
-    let len = match h.total_size {
+    Ok(match h.total_size {
         Some(t) => t,
         None => h.header_len as u64 + consumed,
-    };
-    Ok((out, len))
+    })
 }
 
-/// Compresses a plain bundle the way clang does (used by tests and fuzz seeds).
-/// A payload read by a decoder, counting the bytes it consumed.
-struct Counting<'a> {
-    data: &'a [u8],
-    used: &'a std::cell::Cell<usize>,
-}
-
-impl Read for Counting<'_> {
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.fill_buf()?.len().min(out.len());
-        out[..n].copy_from_slice(&self.data[self.used.get()..self.used.get() + n]);
-        self.consume(n);
-        Ok(n)
-    }
-}
-
-impl BufRead for Counting<'_> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        Ok(&self.data[self.used.get()..])
-    }
-
-    fn consume(&mut self, n: usize) {
-        self.used.set((self.used.get() + n).min(self.data.len()));
-    }
+/// The decompressed stream: counted, hashed and handed on.
+struct Out<'a> {
+    len: u64,
+    md5: Md5,
+    sink: &'a mut dyn FnMut(&[u8]),
 }
 
 /// A decompression error: from the decoder, or our ratio check.
@@ -217,15 +276,13 @@ impl Expand {
 fn expand(
     d: &mut impl Read,
     want: u64,
-    used: &std::cell::Cell<usize>,
-    out: &mut Vec<u8>,
+    used: &Cell<u64>,
+    out: &mut Out<'_>,
     h: &Header,
 ) -> Result<(), Expand> {
     let mut chunk = vec![0u8; 64 << 10];
     loop {
-        let room = (want + 1)
-            .saturating_sub(out.len() as u64)
-            .min(chunk.len() as u64) as usize;
+        let room = (want + 1).saturating_sub(out.len).min(chunk.len() as u64) as usize;
         if room == 0 {
             return Ok(());
         }
@@ -233,16 +290,18 @@ fn expand(
         if n == 0 {
             return Ok(());
         }
-        out.extend_from_slice(&chunk[..n]);
-        let allowed = (used.get() as u64).saturating_mul(MAX_RATIO).max(1 << 20);
-        if out.len() as u64 > allowed {
+        out.len += n as u64;
+        out.md5.update(&chunk[..n]);
+        (out.sink)(&chunk[..n]);
+        let allowed = used.get().saturating_mul(MAX_RATIO).max(1 << 20);
+        if out.len > allowed {
             return Err(Expand::Format(FormatError::new(
                 h.header_len,
                 format!(
                     "{:?} payload expands more than {MAX_RATIO}:1 ({} bytes from the first {} \
                      compressed bytes; header claims {want}); refused as a decompression bomb",
                     h.method,
-                    out.len(),
+                    out.len,
                     used.get()
                 ),
             )));
@@ -250,6 +309,7 @@ fn expand(
     }
 }
 
+/// Compresses a plain bundle the way clang does (used by tests and fuzz seeds).
 pub fn write(plain: &[u8], version: u16, method: Method) -> Vec<u8> {
     use std::io::Write;
     let payload = match method {

@@ -3,6 +3,7 @@
 //! rather than with the `object` crate: three structures, every offset
 //! checked here, and the scanner stays allocation-light and easy to fuzz.
 
+use super::source::{read_vec, ReadError, Source};
 use super::{read_u16, read_u32, read_u64, FormatError};
 use crate::gpu::target::processor_by_mach;
 use crate::gpu::TargetId;
@@ -60,6 +61,11 @@ pub fn header(buf: &[u8]) -> Result<Header, FormatError> {
     })
 }
 
+/// The header of the ELF file `src`, from its first 64 bytes.
+pub fn header_of<S: Source + ?Sized>(src: &S) -> Result<Header, ReadError> {
+    Ok(header(&read_vec(src, 0, 64)?)?)
+}
+
 /// One raw section header.
 struct Shdr {
     name: u32,
@@ -69,12 +75,13 @@ struct Shdr {
     link: u32,
 }
 
-fn shdr(buf: &[u8], h: &Header, index: u64) -> Result<Shdr, FormatError> {
+fn shdr<S: Source + ?Sized>(src: &S, h: &Header, index: u64) -> Result<Shdr, ReadError> {
     let at = index
         .checked_mul(h.shentsize as u64)
         .and_then(|o| o.checked_add(h.shoff))
         .and_then(|o| usize::try_from(o).ok())
         .ok_or_else(|| FormatError::new(40, "section header offset overflows"))?;
+    let raw = read_vec(src, at as u64, 48)?;
     let t = || {
         FormatError::new(
             at,
@@ -82,28 +89,37 @@ fn shdr(buf: &[u8], h: &Header, index: u64) -> Result<Shdr, FormatError> {
         )
     };
     Ok(Shdr {
-        name: read_u32(buf, at).ok_or_else(t)?,
-        kind: read_u32(buf, at + 4).ok_or_else(t)?,
-        offset: read_u64(buf, at + 24).ok_or_else(t)?,
-        size: read_u64(buf, at + 32).ok_or_else(t)?,
-        link: read_u32(buf, at + 40).ok_or_else(t)?,
+        name: read_u32(&raw, 0).ok_or_else(t)?,
+        kind: read_u32(&raw, 4).ok_or_else(t)?,
+        offset: read_u64(&raw, 24).ok_or_else(t)?,
+        size: read_u64(&raw, 32).ok_or_else(t)?,
+        link: read_u32(&raw, 40).ok_or_else(t)?,
     })
 }
 
 /// All sections with their names. A file without section headers has none.
 pub fn sections(buf: &[u8]) -> Result<Vec<Section>, FormatError> {
-    let h = header(buf)?;
+    sections_of(buf).map_err(|e| match e {
+        ReadError::Format(e) => e,
+        // A slice cannot fail to read; kept as an error, not a panic.
+        ReadError::Io(e) => FormatError::new(0, e.to_string()),
+    })
+}
+
+/// [`sections`] of a file read by positioned reads: the header, the section
+/// headers and the names, never the sections' contents.
+pub fn sections_of<S: Source + ?Sized>(src: &S) -> Result<Vec<Section>, ReadError> {
+    let h = header_of(src)?;
     if h.shoff == 0 {
         return Ok(Vec::new());
     }
     if h.shentsize < 64 {
-        return Err(FormatError::new(
-            58,
-            format!("section header size {} < 64", h.shentsize),
-        ));
+        return Err(
+            FormatError::new(58, format!("section header size {} < 64", h.shentsize)).into(),
+        );
     }
     // More than 0xff00 sections: the real count and string table index live in section 0.
-    let first = shdr(buf, &h, 0)?;
+    let first = shdr(src, &h, 0)?;
     let count = if h.shnum == 0 {
         first.size
     } else {
@@ -114,38 +130,62 @@ pub fn sections(buf: &[u8]) -> Result<Vec<Section>, FormatError> {
     } else {
         h.shstrndx as u64
     };
-    if count > buf.len() as u64 / 64 {
-        return Err(FormatError::new(
-            60,
-            format!("{count} section headers cannot fit the file"),
-        ));
+    if count > src.size() / 64 {
+        return Err(
+            FormatError::new(60, format!("{count} section headers cannot fit the file")).into(),
+        );
     }
     if strndx >= count {
-        return Err(FormatError::new(
-            62,
-            format!("section name table index {strndx} >= {count}"),
-        ));
+        return Err(
+            FormatError::new(62, format!("section name table index {strndx} >= {count}")).into(),
+        );
     }
-    let strtab = shdr(buf, &h, strndx)?;
-    let names = range(buf, strtab.offset, strtab.size).ok_or_else(|| {
-        FormatError::new(strtab.offset, "section name table past the end of the file")
-    })?;
-    let mut out = Vec::with_capacity(count as usize);
+    let strtab = shdr(src, &h, strndx)?;
+    if !within(src.size(), strtab.offset, strtab.size) {
+        return Err(
+            FormatError::new(strtab.offset, "section name table past the end of the file").into(),
+        );
+    }
+    let mut out = Vec::with_capacity(count.min(4096) as usize);
     for i in 0..count {
-        let s = shdr(buf, &h, i)?;
-        let name = names
-            .get(s.name as usize..)
-            .and_then(|n| n.split(|b| *b == 0).next())
-            .map(|n| String::from_utf8_lossy(n).into_owned())
-            .unwrap_or_default();
+        let s = shdr(src, &h, i)?;
         out.push(Section {
-            name,
+            name: name_at(src, &strtab, s.name)?,
             offset: s.offset,
             size: s.size,
             nobits: s.kind == SHT_NOBITS,
         });
     }
     Ok(out)
+}
+
+/// Is `offset..offset + size` inside a file of `len` bytes (and addressable)?
+pub fn within(len: u64, offset: u64, size: u64) -> bool {
+    let (Ok(start), Ok(size)) = (usize::try_from(offset), usize::try_from(size)) else {
+        return false;
+    };
+    start.checked_add(size).is_some_and(|end| end as u64 <= len)
+}
+
+/// The NUL-terminated name at `name` in the name table (empty past its end),
+/// read a little at a time.
+fn name_at<S: Source + ?Sized>(src: &S, strtab: &Shdr, name: u32) -> Result<String, ReadError> {
+    if name as u64 > strtab.size {
+        return Ok(String::new());
+    }
+    let end = strtab.offset + strtab.size;
+    let mut at = strtab.offset + name as u64;
+    let mut bytes = Vec::new();
+    while at < end {
+        let chunk = read_vec(src, at, (end - at).min(256))?;
+        if let Some(nul) = memchr::memchr(0, &chunk) {
+            bytes.extend_from_slice(&chunk[..nul]);
+            break;
+        }
+        bytes.extend_from_slice(&chunk);
+        at += chunk.len() as u64;
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// `buf[offset..offset + size]` if it is inside `buf`.

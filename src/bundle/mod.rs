@@ -5,6 +5,9 @@
 //! `.hip_fatbin` section of ELF shared libraries and executables, and bare
 //! AMDGPU code objects (target from `e_flags`). Every length and offset is
 //! checked: garbage is an error naming the file and offset, never a panic.
+//! Files are read by positioned reads in bounded pieces ([`source`],
+//! [`region`]), never whole: a compressed bundle is decompressed as a stream
+//! (its size and hash checked) keeping only its entry table.
 //! [`coverage`] turns what files carry into a library × gfx table.
 
 pub mod compressed;
@@ -12,13 +15,17 @@ pub mod coverage;
 pub mod elf;
 pub mod id;
 pub mod plain;
+pub mod region;
 pub mod scan;
+pub mod source;
 
 use std::path::PathBuf;
 
 pub use coverage::{coverage, CoverageCell, CoverageRow, Verdict};
 pub use id::BundleId;
-pub use scan::{scan_bytes, scan_file, scan_paths, Bundle, Entry, FileKind, FileReport};
+pub use scan::{
+    scan_bytes, scan_file, scan_paths, scan_source, Bundle, Entry, FileKind, FileReport,
+};
 
 /// A malformed structure at a byte offset (relative to the file when it is
 /// reported through [`BundleError`]).

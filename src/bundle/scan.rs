@@ -3,14 +3,14 @@
 //! possibly holding several plain or compressed bundles back to back.
 
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use memchr::memmem;
 use serde::Serialize;
 
 use super::compressed::{self, Method};
 use super::id::BundleId;
+use super::region::scan_region;
+use super::source::{read_vec, FileSource, ReadError, Source};
 use super::{elf, plain, BundleError, FormatError};
 use crate::gpu::TargetId;
 
@@ -162,91 +162,6 @@ fn natural(t: &TargetId) -> (u32, String) {
     (v, t.to_string())
 }
 
-/// Scans every bundle in `region`, which starts at file offset `base`.
-fn scan_region(region: &[u8], base: u64) -> Result<Vec<Bundle>, FormatError> {
-    let plain_finder = memmem::Finder::new(plain::MAGIC);
-    let ccob_finder = memmem::Finder::new(compressed::MAGIC);
-    let mut bundles = Vec::new();
-    let mut pos = 0usize;
-    let at_file = |rel: usize, e: FormatError| FormatError {
-        offset: base.saturating_add(rel as u64).saturating_add(e.offset),
-        message: e.message,
-    };
-    // Next match of each magic at or after `pos`, searched again only once
-    // `pos` has passed it: re-searching the whole rest for every bundle would
-    // be quadratic in sections with thousands of bundles.
-    let mut next_plain: Option<Option<usize>> = None;
-    let mut next_ccob: Option<Option<usize>> = None;
-    let next = |finder: &memmem::Finder, cached: &mut Option<Option<usize>>, pos: usize| {
-        if let Some(Some(at)) = *cached {
-            if at >= pos {
-                return Some(at);
-            }
-        } else if let Some(None) = *cached {
-            return None;
-        }
-        let found = finder.find(&region[pos..]).map(|i| pos + i);
-        *cached = Some(found);
-        found
-    };
-    while pos < region.len() {
-        let (start, is_plain) = match (
-            next(&plain_finder, &mut next_plain, pos),
-            next(&ccob_finder, &mut next_ccob, pos),
-        ) {
-            (None, None) => break,
-            (Some(p), Some(c)) if c < p => (c, false),
-            (Some(p), _) => (p, true),
-            (None, Some(c)) => (c, false),
-        };
-        let here = &region[start..];
-        if is_plain {
-            let b = plain::parse(here).map_err(|e| at_file(start, e))?;
-            bundles.push(Bundle {
-                offset: base + start as u64,
-                compression: None,
-                entries: entries(b.entries),
-            });
-            pos = start + (b.len as usize).max(plain::MAGIC.len());
-        } else {
-            let Some(h) = compressed::header(here).map_err(|e| at_file(start, e))? else {
-                // `CCOB` by chance, with no known version/method: not a bundle.
-                pos = start + compressed::MAGIC.len();
-                continue;
-            };
-            let (data, len) = compressed::decompress(here, &h).map_err(|e| at_file(start, e))?;
-            let b = plain::parse(&data).map_err(|e| {
-                at_file(
-                    start,
-                    FormatError::new(0, format!("decompressed bundle: {}", e)),
-                )
-            })?;
-            bundles.push(Bundle {
-                offset: base + start as u64,
-                compression: Some(Compression {
-                    version: h.version,
-                    method: h.method,
-                    compressed_size: len,
-                    uncompressed_size: h.uncompressed_size,
-                }),
-                entries: entries(b.entries),
-            });
-            pos = start + (len as usize).max(compressed::MAGIC.len());
-        }
-    }
-    Ok(bundles)
-}
-
-fn entries(raw: Vec<plain::RawEntry>) -> Vec<Entry> {
-    raw.into_iter()
-        .map(|e| Entry {
-            id: e.id,
-            offset: e.offset,
-            size: e.size,
-        })
-        .collect()
-}
-
 /// Is this the start of something [`scan_bytes`] understands?
 pub fn recognised(head: &[u8]) -> bool {
     elf::is_elf(head) || head.starts_with(plain::MAGIC) || head.starts_with(compressed::MAGIC)
@@ -256,72 +171,81 @@ pub fn recognised(head: &[u8]) -> bool {
 /// (not ELF64, not a bundle); host ELF files without `.hip_fatbin` give a
 /// report with no bundles.
 pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Option<FileReport>, BundleError> {
-    let err = |error: FormatError| BundleError::Format {
-        path: path.to_path_buf(),
-        error,
+    scan_source(path, data)
+}
+
+/// Scans what `src` holds, by positioned reads: the ELF header and section
+/// table, then each region's bundles a window at a time (see
+/// [`region`](super::region)); the file is never read whole.
+pub fn scan_source<S: Source + ?Sized>(
+    path: &Path,
+    src: &S,
+) -> Result<Option<FileReport>, BundleError> {
+    let err = |e: ReadError| match e {
+        ReadError::Format(error) => BundleError::Format {
+            path: path.to_path_buf(),
+            error,
+        },
+        ReadError::Io(source) => BundleError::Io {
+            path: path.to_path_buf(),
+            source,
+        },
     };
     let report = |kind, bundles, code_object| {
         Some(FileReport {
             path: path.to_path_buf(),
             kind,
-            size: data.len() as u64,
+            size: src.size(),
             bundles,
             code_object,
         })
     };
-    if elf::is_elf(data) {
-        if !elf::is_elf64le(data) {
+    let head = read_vec(src, 0, 64).map_err(|e| err(e.into()))?;
+    if elf::is_elf(&head) {
+        if !elf::is_elf64le(&head) {
             return Ok(None);
         }
-        let header = elf::header(data).map_err(err)?;
-        if let Some(target) = elf::code_object_target(&header).map_err(err)? {
+        let header = elf::header(&head).map_err(|e| err(e.into()))?;
+        if let Some(target) = elf::code_object_target(&header).map_err(|e| err(e.into()))? {
             return Ok(report(FileKind::CodeObject, Vec::new(), Some(target)));
         }
         let mut bundles = Vec::new();
-        for s in elf::sections(data).map_err(err)? {
+        for s in elf::sections_of(src).map_err(err)? {
             if s.name != ".hip_fatbin" || s.nobits {
                 continue;
             }
-            let region = elf::range(data, s.offset, s.size).ok_or_else(|| {
-                err(FormatError::new(
+            if !elf::within(src.size(), s.offset, s.size) {
+                return Err(err(FormatError::new(
                     s.offset,
                     format!(".hip_fatbin ({} bytes) past the end of the file", s.size),
-                ))
-            })?;
-            bundles.extend(scan_region(region, s.offset).map_err(err)?);
+                )
+                .into()));
+            }
+            bundles.extend(scan_region(src, s.offset, s.size).map_err(err)?);
         }
         return Ok(report(FileKind::HostElf, bundles, None));
     }
-    if data.starts_with(plain::MAGIC) || data.starts_with(compressed::MAGIC) {
-        let bundles = scan_region(data, 0).map_err(err)?;
+    if head.starts_with(plain::MAGIC) || head.starts_with(compressed::MAGIC) {
+        let bundles = scan_region(src, 0, src.size()).map_err(err)?;
         return Ok(report(FileKind::Bundle, bundles, None));
     }
     Ok(None)
 }
 
-/// Scans one file, reading it whole only if its first bytes are recognised.
+/// Scans one file if its first bytes are recognised, reading it by
+/// positioned reads in bounded pieces (never whole).
 pub fn scan_file(path: &Path) -> Result<Option<FileReport>, BundleError> {
     let io = |source| BundleError::Io {
         path: path.to_path_buf(),
         source,
     };
-    let mut f = fs::File::open(path).map_err(io)?;
-    let mut head = [0u8; 24];
-    let mut n = 0;
-    while n < head.len() {
-        match f.read(&mut head[n..]).map_err(io)? {
-            0 => break,
-            k => n += k,
-        }
-    }
-    if !recognised(&head[..n]) {
+    let f = fs::File::open(path).map_err(io)?;
+    let src = FileSource::new(f).map_err(io)?;
+    let head = read_vec(&src, 0, 24).map_err(io)?;
+    if !recognised(&head) {
         return Ok(None);
     }
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut data = Vec::with_capacity(len as usize);
-    data.extend_from_slice(&head[..n]);
-    f.read_to_end(&mut data).map_err(io)?;
-    scan_bytes(path, &data)
+    scan_source(path, &src)
 }
 
 /// Scans files and directories (walked recursively, symlinks not followed,
