@@ -10,6 +10,8 @@ use rocmatrix::bundle::{elf, plain};
 use rocmatrix::cli::Cli;
 use rocmatrix::ExitCode;
 
+mod golden;
+mod memory;
 mod real;
 
 /// Runs the CLI in-process: (exit code, stdout).
