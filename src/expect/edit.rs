@@ -405,8 +405,10 @@ fn render(adds: &[NewEntry], indent: &str) -> Vec<String> {
         if !e.cells.is_empty() {
             keys.push(format!("cells: {}", flow_map(&e.cells)));
         }
-        let tests: Vec<String> = e.tests.iter().map(|t| scalar(t)).collect();
-        keys.push(format!("tests: [{}]", tests.join(", ")));
+        if !e.tests.is_empty() {
+            let tests: Vec<String> = e.tests.iter().map(|t| scalar(t)).collect();
+            keys.push(format!("tests: [{}]", tests.join(", ")));
+        }
         keys.push(format!("reason: {}", scalar(&e.reason)));
         for (i, k) in keys.iter().enumerate() {
             let lead = if i == 0 { "- " } else { "  " };

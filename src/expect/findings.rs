@@ -122,14 +122,100 @@ pub fn find(
         runs: mine.len(),
         ..Findings::default()
     };
+    let cells = history.cells_of(&spec.name)?;
     findings.expect = known_failures(spec, history, &runs, &all, &is_current)?;
+    findings
+        .expect
+        .extend(failing_cells(spec, &runs, &cells, &all, &is_current));
     findings.flaky = flaky_tests(spec, &all);
     if drop_after > 0 && mine.len() >= drop_after {
         let window: BTreeSet<usize> = mine[mine.len() - drop_after..].iter().copied().collect();
-        let cells = history.cells_of(&spec.name)?;
         findings.drops = drops(spec, &all, &cells, &window);
     }
     Ok(findings)
+}
+
+/// Cells that failed in every run since some run with no failing test to
+/// name in their latest (a build step failed, say), not expected yet:
+/// whole-cell entries.
+fn failing_cells(
+    spec: &Spec,
+    runs: &[RunRow],
+    cells: &[CellRun],
+    all: &[TestHistory],
+    is_current: &dyn Fn(&BTreeMap<String, String>) -> bool,
+) -> Vec<NewEntry> {
+    let mut by_cell: BTreeMap<&str, Vec<&CellRun>> = BTreeMap::new();
+    for c in cells.iter().filter(|c| is_current(&c.cell.axes)) {
+        by_cell.entry(c.cell.cell.as_str()).or_default().push(c);
+    }
+    let (mut failing, mut others) = (Vec::new(), Vec::new());
+    for (id, seq) in &by_cell {
+        // Outcomes that judge the cell: infrastructure errors and skips do not.
+        let judged: Vec<&&CellRun> = seq
+            .iter()
+            .filter(|c| !matches!(c.cell.outcome.as_str(), "error" | "skipped"))
+            .collect();
+        let Some(last) = judged.last() else {
+            continue;
+        };
+        let fails = |c: &CellRun| c.cell.outcome != "passed";
+        let named = all.iter().any(|t| {
+            t.cell == *id
+                && t.points
+                    .iter()
+                    .any(|p| p.run == last.run && p.obs == Obs::Fail)
+        });
+        let axes = &last.cell.axes;
+        let covered = spec
+            .expect
+            .iter()
+            .any(|e| e.is_whole_cell() && cells_match(e, axes));
+        if !fails(last) || named || covered {
+            others.push(axes);
+            continue;
+        }
+        let start = judged.iter().rposition(|c| !fails(c)).map_or(0, |i| i + 1);
+        failing.push((axes, (judged[start].run, start > 0, *id)));
+    }
+    if failing.is_empty() {
+        return Vec::new();
+    }
+    let these: Vec<&BTreeMap<String, String>> = failing.iter().map(|(a, _)| *a).collect();
+    let rest: Vec<&BTreeMap<String, String>> = others;
+    let comments: Vec<String> = failing
+        .iter()
+        .map(|&(_, (since, regression, id))| {
+            format!(
+                "{id}: {} {} with no failing test to name (a step failed)",
+                if regression {
+                    "failing since"
+                } else {
+                    "failing in every run since"
+                },
+                at(runs, since)
+            )
+        })
+        .collect();
+    let reason = "known failure of the whole cell (a step failed)".to_string();
+    match placed(&these, &rest) {
+        Some(cells) => vec![NewEntry {
+            comments,
+            cells,
+            tests: Vec::new(),
+            reason,
+        }],
+        None => these
+            .iter()
+            .zip(comments)
+            .map(|(a, c)| NewEntry {
+                comments: vec![c],
+                cells: (*a).clone(),
+                tests: Vec::new(),
+                reason: reason.clone(),
+            })
+            .collect(),
+    }
 }
 
 /// The current matrix's cells as axis values; `None` when it cannot be
@@ -460,6 +546,55 @@ mod tests {
             "Suite.A"
         ));
         assert!(!covers(&rule(&[], &["Suite.B"]), &axes, "Suite.A"));
+    }
+
+    #[test]
+    fn a_cell_failing_with_no_test_to_name_gets_a_whole_cell_entry() {
+        let spec = Spec::parse(
+            std::path::Path::new("m.yaml"),
+            "name: m\nmatrix:\n  gfx: [gfx1030, gfx1100]\nsteps:\n  - name: t\n    run: \"true\"\n",
+        )
+        .unwrap();
+        let runs: Vec<RunRow> = (0..3)
+            .map(|i| RunRow {
+                run: format!("run-{i}"),
+                started_ms: 1_000 * i,
+                name: "m".into(),
+                sources: BTreeMap::new(),
+                environments: Vec::new(),
+            })
+            .collect();
+        let cell = |run: usize, gfx: &str, outcome: &str| CellRun {
+            run,
+            cell: crate::history::backend::StoredCell {
+                run: format!("run-{run}"),
+                cell: gfx.into(),
+                axes: BTreeMap::from([("gfx".to_string(), gfx.to_string())]),
+                outcome: outcome.into(),
+                inputs: String::new(),
+                passed: String::new(),
+            },
+        };
+        let mut cells = Vec::new();
+        for run in 0..3 {
+            cells.push(cell(run, "gfx1030", "passed"));
+            let broken = if run == 0 { "passed" } else { "failed" };
+            cells.push(cell(run, "gfx1100", broken));
+        }
+        let found = failing_cells(&spec, &runs, &cells, &[], &|_| true);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(
+            found[0].cells,
+            BTreeMap::from([("gfx".to_string(), "gfx1100".to_string())])
+        );
+        assert!(found[0].tests.is_empty());
+        assert!(
+            found[0].comments[0].starts_with("gfx1100: failing since run-1 ("),
+            "{found:?}"
+        );
+        // An infrastructure error in the latest run judges nothing.
+        cells.push(cell(3, "gfx1100", "error"));
+        assert_eq!(failing_cells(&spec, &runs, &cells, &[], &|_| true).len(), 1);
     }
 
     #[test]
