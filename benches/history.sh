@@ -6,12 +6,15 @@
 #     same run, median of R rounds each, interleaved; and how much the
 #     SQLite file grows;
 #  2. with 100 recorded runs of 100,000 tests: `history show TEST` and
-#     `history flaky`, median of R rounds.
+#     `history flaky`, median of R rounds;
+#  3. over those runs, `report` of a 100,000-test run with its history
+#     column against `report --history off`, median of R rounds each.
 #
 # The run stores are real: a 20-cell matrix runs once on debian:bookworm
 # (it must be in the engine), then each cell's JUnit files are replaced by
 # generated ones and the report is rebuilt. Usage:
-#   benches/history.sh [ROUNDS]      (ROCMATRIX_BIN=path times another build)
+#   benches/history.sh [ROUNDS]      (ROCMATRIX_BIN=path times another build;
+#                                     HISTORY_BENCH_SKIP_1=1 skips part 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -73,6 +76,7 @@ PY
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 secs() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
 
+if [ -z "${HISTORY_BENCH_SKIP_1:-}" ]; then
 echo "== 1. a 1,000,000-test run: report against recording it" >&2
 generate "$run" 50000
 "$bin" report "$run" --history off >/dev/null || true
@@ -88,6 +92,7 @@ rec=$(printf '%s\n' "${record[@]}" | median)
 size=$(stat -c %s h1.sqlite)
 printf 'report        %6.2f s (median of %d)\nrecord        %6.2f s (median of %d)  ratio %.2f\nhistory.sqlite %5.1f MB for one 1,000,000-test run\n' \
   "$rep" "$rounds" "$rec" "$rounds" "$(echo "$rec / $rep" | bc -l)" "$(echo "$size / 1000000" | bc -l)"
+fi
 
 echo "== 2. 100 recorded runs of 100,000 tests" >&2
 generate "$run" 5000
@@ -122,3 +127,18 @@ done
 printf 'history show  %6.3f s (median of %d; %s)\nhistory flaky %6.3f s\nhistory.sqlite %5.1f MB for 100 runs of 100,000 tests\n' \
   "$(printf '%s\n' "${show[@]}" | median)" "$rounds" "$test" \
   "$(printf '%s\n' "${flaky[@]}" | median)" "$(echo "$(stat -c %s h100.sqlite) / 1000000" | bc -l)"
+
+echo "== 3. the report's history column, over those 100 runs" >&2
+# The run itself is recorded once first; each timed report then builds its
+# record (found already recorded), reads the window and writes the column.
+cp h100.sqlite h100-report.sqlite
+"$bin" report "$run" --history h100-report.sqlite >/dev/null || true
+plain=() with=()
+for r in $(seq "$rounds"); do
+  plain+=("$(secs "$bin" report "$run" --history off)")
+  with+=("$(secs "$bin" report "$run" --history h100-report.sqlite)")
+done
+p=$(printf '%s\n' "${plain[@]}" | median)
+w=$(printf '%s\n' "${with[@]}" | median)
+printf 'report         %6.3f s (median of %d, --history off)\nreport+history %6.3f s  (+%.0f%%)\n' \
+  "$p" "$rounds" "$w" "$(echo "($w / $p - 1) * 100" | bc -l)"

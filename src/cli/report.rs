@@ -81,18 +81,15 @@ fn out_dir(out: &std::path::Path) -> Result<(), Error> {
 }
 
 pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
-    // The run stores a report is of, recorded into the history after it.
-    let mut recorded: Vec<PathBuf> = Vec::new();
-    let mut results_at: Option<PathBuf> = None;
-    let (mut summary, judge) = match args.command {
+    let (mut summary, judge, unrecorded) = match args.command {
         Some(ReportCommand::Merge { runs, out, judge }) => {
             out_dir(&out)?;
             let mut src = Source::runs(&runs)?;
             src.report.junit = judge.junit.unwrap_or(src.report.junit);
-            let built = report::build(&src, &out, judge.baseline.as_deref())?;
-            recorded = runs;
-            results_at = Some(out);
-            (built, judge)
+            let (recorder, unrecorded) = recorder(&judge, &runs);
+            let built =
+                report::build_with(&src, &out, judge.baseline.as_deref(), recorder.as_ref())?;
+            (built, judge, unrecorded)
         }
         Some(ReportCommand::Junit {
             dirs,
@@ -109,80 +106,75 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             out_dir(&out)?;
             let mut src = Source::junit_dirs(&dirs)?;
             src.report.junit = judge.junit.unwrap_or_default();
-            (report::build(&src, &out, judge.baseline.as_deref())?, judge)
+            (
+                report::build(&src, &out, judge.baseline.as_deref())?,
+                judge,
+                None,
+            )
         }
         None => {
             let Some(run) = args.run else {
                 return Err(Error::Usage("report needs a run directory".into()));
             };
-            let built =
-                report::write_reports(&run, args.judge.baseline.as_deref(), args.judge.junit)?;
-            results_at = Some(run.clone());
-            recorded = vec![run];
-            (built, args.judge)
+            let judge = args.judge;
+            let (recorder, unrecorded) = recorder(&judge, std::slice::from_ref(&run));
+            let built = report::write_reports_with(
+                &run,
+                judge.baseline.as_deref(),
+                judge.junit,
+                recorder.as_ref(),
+            )?;
+            (built, judge, unrecorded)
         }
     };
     for w in &summary.warnings {
         tracing::warn!("{w}");
     }
     super::write_out(out, &summary.lines())?;
-    if let (Some(at), Some(first)) = (results_at, recorded.first()) {
-        // By default the history beside the run stores: a run directory
-        // that is not in a run root's runs/ (a copy, an artifact) records
-        // only where --history says.
-        let location = match (&judge.history.history, crate::store::layout::root_of(first)) {
-            (None, None) => None,
-            (_, root) => Some(judge.history.location(&root.unwrap_or_default())),
-        };
-        match location {
-            None => super::write_out(
-                out,
-                &format!(
-                    "history: not recorded: {} is not in a runs/ folder; give --history to record it\n",
-                    first.display()
-                ),
-            )?,
-            Some(location) => {
-                super::write_out(out, &record_history(&location, &recorded, &at))?;
-                if judge.fail_on == FailOn::Regression {
-                    let name = crate::results::regress::load_baseline(&at)
-                        .map(|r| r.name)
-                        .unwrap_or_default();
-                    let text = discount_flaky(&mut summary, &location, &at, &name);
-                    super::write_out(out, &text)?;
-                }
-            }
-        }
+    if let Some(line) = unrecorded {
+        super::write_out(out, &line)?;
+    }
+    super::write_out(out, &summary.history)?;
+    if judge.fail_on == FailOn::Regression {
+        super::write_out(out, &discount_flaky(&mut summary))?;
     }
     Ok(ExitCode::of_report(&summary, judge.fail_on))
 }
 
+/// Where the run stores `runs` are recorded: by default the history beside
+/// them; a run directory that is not in a run root's `runs/` (a copy, an
+/// artifact) only where `--history` says — else the line saying so.
+fn recorder(
+    judge: &Judge,
+    runs: &[PathBuf],
+) -> (Option<crate::history::past::Recorder>, Option<String>) {
+    let Some(first) = runs.first() else {
+        return (None, None);
+    };
+    match (&judge.history.history, crate::store::layout::root_of(first)) {
+        (None, None) => (
+            None,
+            Some(format!(
+                "history: not recorded: {} is not in a runs/ folder; give --history to record it\n",
+                first.display()
+            )),
+        ),
+        (_, root) => (
+            Some(crate::history::past::Recorder {
+                location: judge.history.location(&root.unwrap_or_default()),
+                runs: runs.to_vec(),
+            }),
+            None,
+        ),
+    }
+}
+
 /// `--fail-on regression`: new failures that the history knows as flaky
-/// are not counted; says which, in a line. Nothing changes without a
-/// baseline's comparison or a usable history.
-pub fn discount_flaky(
-    summary: &mut crate::report::ReportSummary,
-    location: &crate::history::Location,
-    results_at: &std::path::Path,
-    matrix: &str,
-) -> String {
-    let Some(count) = summary.regressions else {
+/// are not counted; says which, in a line.
+pub fn discount_flaky(summary: &mut crate::report::ReportSummary) -> String {
+    let (Some(count), known) = (summary.regressions, &summary.flaky_regressions) else {
         return String::new();
     };
-    let Ok(Some(reg)) = crate::results::regress::regressions_of(results_at) else {
-        return String::new();
-    };
-    let Ok(mut history) = crate::history::History::open(location) else {
-        return String::new();
-    };
-    let Ok(flaky) = history.known_flaky(matrix) else {
-        return String::new();
-    };
-    let known: Vec<String> = reg
-        .of_class(crate::results::regress::Class::NewFailure)
-        .filter(|c| flaky.contains(&(c.cell.clone(), c.display_name())))
-        .map(|c| format!("{} in {}", c.display_name(), c.cell))
-        .collect();
     if known.is_empty() {
         return String::new();
     }
@@ -192,23 +184,4 @@ pub fn discount_flaky(
         crate::run::progress::count(known.len(), "flaky test"),
         known.join(", ")
     )
-}
-
-/// Records the run stores `runs` (whose report's results.json is under
-/// `results_at`) into the history; one line when it cannot.
-pub fn record_history(
-    location: &crate::history::Location,
-    runs: &[PathBuf],
-    results_at: &std::path::Path,
-) -> String {
-    if *location == crate::history::Location::Off {
-        return String::new();
-    }
-    match crate::results::regress::load_baseline(results_at) {
-        Ok(results) => {
-            let dirs: Vec<&std::path::Path> = runs.iter().map(PathBuf::as_path).collect();
-            crate::history::record_and_describe(location, &dirs, &results)
-        }
-        Err(e) => format!("history: not recorded: the report's results could not be read: {e}\n"),
-    }
 }

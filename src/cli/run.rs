@@ -211,10 +211,15 @@ fn judge(
     history: &crate::history::Location,
 ) -> (String, ExitCode) {
     let mut text = summary(report);
-    let code = match crate::report::write_reports(
+    let recorder = crate::history::past::Recorder {
+        location: history.clone(),
+        runs: vec![report.store.dir.clone()],
+    };
+    let code = match crate::report::write_reports_with(
         &report.store.dir,
         judge.baseline.as_deref(),
         judge.junit,
+        Some(&recorder),
     ) {
         Ok(mut r) => {
             text.push_str(&format!(
@@ -225,19 +230,9 @@ fn judge(
             for w in &r.warnings {
                 text.push_str(&format!("warning: {w}\n"));
             }
-            let dir = &report.store.dir;
-            text.push_str(&super::report::record_history(
-                history,
-                std::slice::from_ref(dir),
-                dir,
-            ));
+            text.push_str(&r.history);
             if judge.fail_on == crate::error::FailOn::Regression {
-                text.push_str(&super::report::discount_flaky(
-                    &mut r,
-                    history,
-                    dir,
-                    &report.manifest.name,
-                ));
+                text.push_str(&super::report::discount_flaky(&mut r));
             }
             ExitCode::of_run(report, Some(&r), judge.fail_on)
         }

@@ -40,6 +40,17 @@ pub struct StoredTest {
     pub message: String,
 }
 
+/// Which non-passing test rows to read.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    /// Every row of every run.
+    All,
+    /// The rows of one test (by its `classname.name`), in every run.
+    Named(&'a str),
+    /// Every row of these runs (a report's window of recent runs).
+    OfRuns(&'a [String]),
+}
+
 /// A database's error, in the driver's words (the caller adds where).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -60,8 +71,8 @@ pub trait Backend {
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError>;
     /// Every cell of every run.
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
-    /// The non-passing rows of `test` (every test when `None`).
-    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, DbError>;
+    /// The non-passing rows that `which` selects.
+    fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError>;
     /// The identity hashes of a set of passing tests.
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError>;
 }

@@ -10,6 +10,7 @@
 //! - [`schema`], [`backend`], [`sqlite`], [`postgres`]: the tables and the
 //!   two databases;
 //! - [`verdict`]: flaky, regression, known, fixed — the rules;
+//! - [`past`]: the history seen from one run, as its report shows it;
 //! - this module: opening, recording, and following tests across runs.
 //!
 //! A history that cannot be opened or written never costs a run its
@@ -17,6 +18,7 @@
 
 pub mod backend;
 pub mod location;
+pub mod past;
 mod postgres;
 pub mod query;
 pub mod record;
@@ -25,9 +27,8 @@ mod sqlite;
 pub mod verdict;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
 
-use backend::{Backend, DbError, RunRow, StoredCell, StoredTest};
+use backend::{Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
 pub use location::Location;
 use record::RunRecord;
 use verdict::{Obs, Point, Verdict};
@@ -96,26 +97,38 @@ impl History {
         self.backend.runs().map_err(|m| error(&location, &m.0))
     }
 
-    /// The (cell, test) pairs of `matrix` that the history calls flaky.
-    pub fn known_flaky(
-        &mut self,
-        matrix: &str,
-    ) -> Result<std::collections::HashSet<(String, String)>, HistoryError> {
-        Ok(self
-            .follow(None)?
-            .into_iter()
-            .filter(|t| t.matrix == matrix && t.verdict.is_flaky())
-            .map(|t| (t.cell, t.test))
-            .collect())
-    }
-
     /// Every test that failed at least once (or only `test`), followed
     /// through every run of each cell it failed in; `test`, and every test
     /// found flaky, also through the other cells of its matrix that ran it.
     pub fn follow(&mut self, test: Option<&str>) -> Result<Vec<TestHistory>, HistoryError> {
+        let scope = match test {
+            Some(t) => Scope::Test(t),
+            None => Scope::Everything,
+        };
+        Ok(self.follow_in(scope)?.tests)
+    }
+
+    /// What `scope` selects, followed and judged as [`History::follow`]
+    /// does, with the runs its points' indices refer to.
+    pub fn follow_in(&mut self, scope: Scope<'_>) -> Result<Followed, HistoryError> {
         let location = self.location.clone();
         let e = |m: DbError| error(&location, &m.0);
-        let runs = self.backend.runs().map_err(e)?;
+        let mut runs = self.backend.runs().map_err(e)?;
+        let mut earlier = 0;
+        if let Scope::Recent {
+            matrix,
+            until,
+            last,
+            ..
+        } = scope
+        {
+            runs.retain(|r| r.name == matrix);
+            if let Some(at) = runs.iter().position(|r| r.run == until) {
+                runs.truncate(at + 1);
+            }
+            earlier = runs.len().saturating_sub(last);
+            runs.drain(..earlier);
+        }
         let order: HashMap<&str, (usize, &str)> = runs
             .iter()
             .enumerate()
@@ -134,10 +147,21 @@ impl History {
         for v in cells.values_mut() {
             v.sort_by_key(|(i, _)| *i);
         }
+        let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
+        let which = match scope {
+            Scope::Everything => Rows::All,
+            Scope::Test(t) => Rows::Named(t),
+            Scope::Recent { .. } => Rows::OfRuns(&ids),
+        };
         // (matrix, cell, test) → run index → row.
         let mut rows: BTreeMap<(String, String, String), BTreeMap<usize, StoredTest>> =
             BTreeMap::new();
-        for t in self.backend.tests(test).map_err(e)? {
+        for t in self.backend.tests(which).map_err(e)? {
+            if let Scope::Recent { wanted, .. } = scope {
+                if !wanted.contains(&(t.cell.clone(), t.test.clone())) {
+                    continue;
+                }
+            }
             if let Some(&(i, name)) = order.get(t.run.as_str()) {
                 rows.entry((name.to_string(), t.cell.clone(), t.test.clone()))
                     .or_default()
@@ -168,9 +192,9 @@ impl History {
         // cell of its matrix that ran it: where it never failed counts too
         // (`history show`, and where a flaky test is flaky). Following every
         // failing test into every cell would cost runs × cells × tests.
-        let widen: Vec<(String, String)> = match test {
-            Some(_) => hash_of.keys().cloned().collect(),
-            None => {
+        let widen: Vec<(String, String)> = match scope {
+            Scope::Test(_) => hash_of.keys().cloned().collect(),
+            _ => {
                 let flaky: std::collections::BTreeSet<(String, String)> = out
                     .iter()
                     .filter(|t| t.verdict.is_flaky())
@@ -191,8 +215,45 @@ impl History {
                 out.extend(history_of(m, cell, &test, ran, &none, points));
             }
         }
-        Ok(out)
+        drop(order);
+        Ok(Followed {
+            runs,
+            earlier,
+            cells,
+            tests: out,
+        })
     }
+}
+
+/// Tests followed across runs.
+pub struct Followed {
+    /// The runs followed through, by start time: a [`Point`]'s `run` and a
+    /// verdict's `since` are places in this list.
+    pub runs: Vec<RunRow>,
+    /// How many runs of the scope came before `runs` (a window's cut).
+    pub earlier: usize,
+    /// (matrix, cell) → the cell in each run it ran in, in order.
+    pub cells: BTreeMap<(String, String), Vec<(usize, StoredCell)>>,
+    pub tests: Vec<TestHistory>,
+}
+
+/// What [`History::follow_in`] follows.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// Every test that ever failed.
+    Everything,
+    /// One test, by `classname.name`, in every cell that ran it.
+    Test(&'a str),
+    /// The tests `wanted` of matrix `matrix`, as (cell, test), over its
+    /// `last` runs up to `until` only (and the flaky ones into its other cells): what a
+    /// report shows beside a run's failing tests.
+    Recent {
+        matrix: &'a str,
+        /// The run the window ends with (the run being reported).
+        until: &'a str,
+        last: usize,
+        wanted: &'a std::collections::HashSet<(String, String)>,
+    },
 }
 
 /// A test's outcome in each run of its cell: its row where it did not
@@ -347,135 +408,6 @@ pub fn changes(before: &RunRow, at: &RunRow) -> Vec<String> {
     out
 }
 
-/// Records the run whose stores are `runs` and whose report read
-/// `results` into `location`, and says in a few lines how its failing
-/// tests read against the history. Never fails: a history that cannot be
-/// used is one line saying so and how to record the run later.
-pub fn record_and_describe(
-    location: &Location,
-    runs: &[&Path],
-    results: &crate::results::model::Results,
-) -> String {
-    if *location == Location::Off {
-        return String::new();
-    }
-    let later = format!(
-        "record it later with `rocmatrix history import {}`",
-        runs.iter()
-            .map(|r| r.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    let rec = match record::of_run(runs, results) {
-        Ok(r) => r,
-        Err(e) => return format!("history: not recorded: {e}\n"),
-    };
-    let mut history = match History::open(location) {
-        Ok(h) => h,
-        Err(e) => return format!("history: not recorded ({e}); {later}\n"),
-    };
-    let added = match history.record(&rec) {
-        Ok(added) => added,
-        Err(e) => return format!("history: not recorded ({e}); {later}\n"),
-    };
-    match summary_of(&mut history, &rec, added) {
-        Ok(text) => text,
-        Err(e) => format!("history: recorded in {location}, but not read back: {e}\n"),
-    }
-}
-
-/// `history: recorded run R in PATH; 3 failing tests: 1 new, …` and a line
-/// per failing test (at most 20).
-fn summary_of(history: &mut History, rec: &RunRecord, added: bool) -> Result<String, HistoryError> {
-    let location = history.location().to_string();
-    let runs = history.runs()?;
-    let Some(latest) = runs.iter().position(|r| r.run == rec.run) else {
-        return Ok(format!("history: recorded run {} in {location}\n", rec.run));
-    };
-    let failing: Vec<&record::TestRow> = rec
-        .tests
-        .iter()
-        .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
-        .collect();
-    let mut text = format!(
-        "history: {} run {} in {location} ({} of {})",
-        if added {
-            "recorded"
-        } else {
-            "had already recorded"
-        },
-        rec.run,
-        crate::run::progress::count(runs.iter().filter(|r| r.name == rec.name).count(), "run"),
-        rec.name
-    );
-    if failing.is_empty() {
-        text.push('\n');
-        return Ok(text);
-    }
-    let all = history.follow(None)?;
-    let mine: Vec<&TestHistory> = all
-        .iter()
-        .filter(|t| t.matrix == rec.name)
-        .filter(|t| failing.iter().any(|f| f.cell == t.cell && f.test == t.test))
-        .collect();
-    let places = flaky_places(&all);
-    let mut tally: BTreeMap<&'static str, usize> = BTreeMap::new();
-    let mut lines = Vec::new();
-    for t in &mine {
-        let kind = match &t.verdict {
-            Verdict::Flaky { .. } => "flaky",
-            Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
-                "new"
-            }
-            Verdict::Regression { .. } => "failing since an earlier run",
-            _ => "known",
-        };
-        *tally.entry(kind).or_default() += 1;
-        let mut line = format!("  {} in {}: {}", t.test, t.cell, describe(t, &runs, latest));
-        if let Some(p) = places
-            .get(&(t.matrix.clone(), t.test.clone()))
-            .filter(|p| !p.is_empty())
-        {
-            line.push_str(&format!(", only where {}", p.join(", ")));
-        }
-        if let Verdict::Regression { since } = t.verdict {
-            if let Some(before) = t.points.iter().rev().find(|p| p.run < since) {
-                let mut changed = changes(&runs[before.run], &runs[since]);
-                let at = t.points.iter().find(|p| p.run == since);
-                if changed.is_empty() && at.is_some_and(|a| a.inputs != before.inputs) {
-                    // Not a package or a source: the cell's own definition.
-                    changed.push("the cell's definition (its steps or recipe)".to_string());
-                }
-                if !changed.is_empty() {
-                    line.push_str(&format!(
-                        "; changed since the run before: {}",
-                        changed.join(", ")
-                    ));
-                }
-            }
-        }
-        lines.push(line);
-    }
-    let parts: Vec<String> = tally.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    text.push_str(&format!(
-        "; {} failing test{}: {}\n",
-        mine.len(),
-        if mine.len() == 1 { "" } else { "s" },
-        parts.join(", ")
-    ));
-    for l in lines.iter().take(20) {
-        text.push_str(l);
-        text.push('\n');
-    }
-    if lines.len() > 20 {
-        text.push_str(&format!(
-            "  …and {} more (`rocmatrix history flaky`, `history show TEST`)\n",
-            lines.len() - 20
-        ));
-    }
-    Ok(text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::record::{CellRow, TestRow};
@@ -567,7 +499,7 @@ mod tests {
     fn a_history_that_cannot_be_opened_says_where_without_the_password() {
         let loc = Location::resolve(
             Some("postgres://ci:hunter2-pw@127.0.0.1:1/rocm?connect_timeout=2"),
-            Path::new("."),
+            std::path::Path::new("."),
         );
         let e = History::open(&loc)
             .err()

@@ -8,7 +8,7 @@
 
 use postgres::{Client, NoTls};
 
-use super::backend::{from_json, to_json, Backend, DbError, RunRow, StoredCell, StoredTest};
+use super::backend::{from_json, to_json, Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
 use super::schema;
 
@@ -189,11 +189,14 @@ impl Backend for Postgres {
             .collect())
     }
 
-    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, DbError> {
+    fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError> {
         let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
-        let rows = match test {
-            Some(t) => self.client.query(&format!("{sql} WHERE test = $1"), &[&t]),
-            None => self.client.query(sql, &[]),
+        let rows = match which {
+            Rows::Named(t) => self.client.query(&format!("{sql} WHERE test = $1"), &[&t]),
+            Rows::OfRuns(runs) => self
+                .client
+                .query(&format!("{sql} WHERE run = ANY($1)"), &[&runs]),
+            Rows::All => self.client.query(sql, &[]),
         }
         .map_err(DbError::of)?;
         Ok(rows

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::backend::{from_json, to_json, Backend, DbError, RunRow, StoredCell, StoredTest};
+use super::backend::{from_json, to_json, Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
 use super::schema;
 
@@ -199,7 +199,7 @@ impl Backend for Sqlite {
         rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
-    fn tests(&mut self, test: Option<&str>) -> Result<Vec<StoredTest>, DbError> {
+    fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError> {
         let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
         let map = |r: &rusqlite::Row<'_>| {
             Ok(StoredTest {
@@ -213,8 +213,8 @@ impl Backend for Sqlite {
                 message: r.get(7)?,
             })
         };
-        let rows: Result<Vec<StoredTest>, rusqlite::Error> = match test {
-            Some(t) => {
+        let rows: Result<Vec<StoredTest>, rusqlite::Error> = match which {
+            Rows::Named(t) => {
                 let mut q = self
                     .conn
                     .prepare(&format!("{sql} WHERE test = ?1"))
@@ -222,7 +222,22 @@ impl Backend for Sqlite {
                 let v = q.query_map(params![t], map).map_err(DbError::of)?;
                 v.collect()
             }
-            None => {
+            Rows::OfRuns(runs) => {
+                // One indexed range per run (the primary key leads with it).
+                let mut q = self
+                    .conn
+                    .prepare(&format!("{sql} WHERE run = ?1"))
+                    .map_err(DbError::of)?;
+                let mut all = Vec::new();
+                for run in runs {
+                    let v = q.query_map(params![run], map).map_err(DbError::of)?;
+                    for row in v {
+                        all.push(row.map_err(DbError::of)?);
+                    }
+                }
+                Ok(all)
+            }
+            Rows::All => {
                 let mut q = self.conn.prepare(sql).map_err(DbError::of)?;
                 let v = q.query_map([], map).map_err(DbError::of)?;
                 v.collect()

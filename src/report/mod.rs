@@ -14,6 +14,7 @@ pub mod cell_pages;
 pub mod changes_view;
 pub mod coverage_view;
 pub mod envs;
+pub mod history_view;
 pub mod junit;
 pub mod junit_files;
 pub mod view;
@@ -25,6 +26,7 @@ use std::path::{Path, PathBuf};
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 
+use crate::history::past::{Past, Recorder};
 use crate::results::collect::Sink;
 use crate::results::junit::{Case, Limits};
 use crate::results::regress::{self, NameCatcher};
@@ -102,6 +104,12 @@ pub struct ReportSummary {
     /// What changed underneath against the baseline, and gfx targets gained
     /// and lost, one line each, for the terminal.
     pub changes: Vec<String>,
+    /// What the history said, for the terminal: recorded where (or why
+    /// not), and the failing tests against it. Empty without a history.
+    pub history: String,
+    /// New failures against the baseline that the history knows as flaky
+    /// (`TEST in CELL`): `--fail-on regression` does not count them.
+    pub flaky_regressions: Vec<String>,
 }
 
 impl ReportSummary {
@@ -154,11 +162,22 @@ pub fn write_reports(
     baseline: Option<&Path>,
     junit: Option<crate::spec::JunitFiles>,
 ) -> Result<ReportSummary, ReportError> {
+    write_reports_with(run_dir, baseline, junit, None)
+}
+
+/// [`write_reports`], recording the run into a history as it goes and
+/// showing what the history says beside its failing tests.
+pub fn write_reports_with(
+    run_dir: &Path,
+    baseline: Option<&Path>,
+    junit: Option<crate::spec::JunitFiles>,
+    history: Option<&Recorder>,
+) -> Result<ReportSummary, ReportError> {
     let mut source = Source::run(run_dir)?;
     if let Some(j) = junit {
         source.report.junit = j;
     }
-    build(&source, &run_dir.join("report"), baseline)
+    build_with(&source, &run_dir.join("report"), baseline, history)
 }
 
 /// Fans every event out to two sinks.
@@ -192,6 +211,17 @@ pub fn build(
     out: &Path,
     baseline: Option<&Path>,
 ) -> Result<ReportSummary, ReportError> {
+    build_with(source, out, baseline, None)
+}
+
+/// [`build`], recording the results into `history` (when given) before the
+/// pages are written, so that they show what the history says.
+pub fn build_with(
+    source: &Source,
+    out: &Path,
+    baseline: Option<&Path>,
+    history: Option<&Recorder>,
+) -> Result<ReportSummary, ReportError> {
     std::fs::create_dir_all(out).map_err(io(out))?;
     let base = match baseline {
         Some(p) => Some(regress::load_baseline(p)?),
@@ -209,25 +239,52 @@ pub fn build(
     // made: the readers' core is idle by then.
     std::thread::scope(|scope| {
         let junit_done = scope.spawn(|| junit.finish(out));
-        let compared =
-            compare_and_write(&mut results, base.as_ref(), baseline, names.as_ref(), out);
+        let compared = compare_and_write(
+            &mut results,
+            Baseline {
+                results: base.as_ref(),
+                path: baseline,
+                names: names.as_ref(),
+            },
+            history,
+            out,
+        );
         let junit_written = junit_done
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
-        let regressions = compared?;
-        Ok(summarise(source, &results, regressions, junit_written, out))
+        let (regressions, past) = compared?;
+        let mut summary = summarise(source, &results, regressions.as_ref(), junit_written, out);
+        if let Some(past) = past {
+            summary.flaky_regressions =
+                history_view::flaky_regressions(&past, regressions.as_ref());
+            summary.history = past.text;
+        }
+        Ok(summary)
     })
 }
 
-/// Compares `results` with the baseline `base` (read from `baseline`), if
-/// any, and writes results.json, summary.md, index.html and the cell pages.
+/// A baseline to compare with: its results, where they were read from,
+/// and the names of tests it knows by hash only, caught while collecting.
+struct Baseline<'a> {
+    results: Option<&'a Results>,
+    path: Option<&'a Path>,
+    names: Option<&'a NameCatcher>,
+}
+
+/// Compares `results` with the baseline, if any, records them into the
+/// history, if any, and writes results.json, summary.md, index.html and the
+/// cell pages.
 fn compare_and_write(
     results: &mut Results,
-    base: Option<&Results>,
-    baseline: Option<&Path>,
-    names: Option<&NameCatcher>,
+    baseline: Baseline<'_>,
+    history: Option<&Recorder>,
     out: &Path,
-) -> Result<Option<Regressions>, ReportError> {
+) -> Result<(Option<Regressions>, Option<Past>), ReportError> {
+    let Baseline {
+        results: base,
+        path: baseline,
+        names,
+    } = baseline;
     let mut regressions = base.map(|b| {
         let label = baseline
             .map(|p| p.display().to_string())
@@ -248,15 +305,16 @@ fn compare_and_write(
             reg.add_named_removed(catcher.found);
         }
     }
-    write_outputs(results, regressions.as_ref(), out)?;
-    Ok(regressions)
+    let past = history.map(|h| crate::history::past::record_and_read(h, results));
+    write_outputs(results, regressions.as_ref(), past.as_ref(), out)?;
+    Ok((regressions, past))
 }
 
 /// What a report run says on the terminal.
 fn summarise(
     source: &Source,
     results: &Results,
-    regressions: Option<Regressions>,
+    regressions: Option<&Regressions>,
     junit_written: junit_files::Written,
     out: &Path,
 ) -> ReportSummary {
@@ -275,7 +333,6 @@ fn summarise(
         ));
     }
     let mut changes: Vec<String> = regressions
-        .as_ref()
         .map(|r| {
             let mut v = changes_view::terminal_lines(&changes_view::environments(results, r));
             v.extend(r.coverage.iter().map(|c| c.line()));
@@ -297,9 +354,11 @@ fn summarise(
             .filter(|c| c.verdict() == crate::results::CellVerdict::ExpectedFailure)
             .count(),
         totals: results.totals(),
-        regressions: regressions.as_ref().map(Regressions::regression_count),
+        regressions: regressions.map(Regressions::regression_count),
         junit_bytes: junit_written.bytes,
         warnings,
+        history: String::new(),
+        flaky_regressions: Vec::new(),
     }
 }
 
@@ -307,6 +366,7 @@ fn summarise(
 pub fn write_outputs(
     results: &Results,
     reg: Option<&Regressions>,
+    past: Option<&Past>,
     out: &Path,
 ) -> Result<(), ReportError> {
     // Three independent files, side by side: results.json (the whole
@@ -314,8 +374,8 @@ pub fn write_outputs(
     std::thread::scope(|scope| {
         let json =
             scope.spawn(|| write_json(results, reg, &crate::store::layout::results_file(out)));
-        let cells = scope.spawn(|| write_cell_pages(results, reg, out));
-        let pages = write_pages(results, reg, out);
+        let cells = scope.spawn(|| write_cell_pages(results, reg, past, out));
+        let pages = write_pages(results, reg, past, out);
         let joined = |r: Result<Result<(), ReportError>, _>| {
             r.unwrap_or_else(|p| std::panic::resume_unwind(p))
         };
@@ -329,15 +389,16 @@ pub fn write_outputs(
 fn write_pages(
     results: &Results,
     reg: Option<&Regressions>,
+    past: Option<&Past>,
     out: &Path,
 ) -> Result<(), ReportError> {
     write_atomic(
         &out.join("summary.md"),
-        render_summary(results, reg)?.as_bytes(),
+        render_summary_with(results, reg, past)?.as_bytes(),
     )?;
     write_atomic(
         &out.join("index.html"),
-        html(results, reg, run_report(out))?.as_bytes(),
+        html(results, reg, past, run_report(out))?.as_bytes(),
     )
 }
 
@@ -353,6 +414,7 @@ fn run_report(out: &Path) -> bool {
 fn write_cell_pages(
     results: &Results,
     reg: Option<&Regressions>,
+    past: Option<&Past>,
     out: &Path,
 ) -> Result<(), ReportError> {
     let page_caps = view::Caps {
@@ -361,6 +423,9 @@ fn write_cell_pages(
         ..HTML_CAPS
     };
     let mut cells = view::cell_views(results, reg, page_caps);
+    if let Some(past) = past {
+        history_view::apply_cells(&mut cells, past);
+    }
     if run_report(out) {
         view::link_cell_files(&mut cells, "../../");
     }
@@ -487,6 +552,15 @@ fn render(name: &'static str, view: &view::View) -> Result<String, ReportError> 
 
 /// `summary.md`, shrinking the lists until it fits [`SUMMARY_LIMIT`].
 pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<String, ReportError> {
+    render_summary_with(results, reg, None)
+}
+
+/// [`render_summary`], with the failing tests against the history.
+pub fn render_summary_with(
+    results: &Results,
+    reg: Option<&Regressions>,
+    past: Option<&Past>,
+) -> Result<String, ReportError> {
     let mut caps = view::Caps {
         tests_per_cell: 50,
         per_class: 100,
@@ -497,7 +571,8 @@ pub fn render_summary(results: &Results, reg: Option<&Regressions>) -> Result<St
         example: 1500,
     };
     loop {
-        let v = view::build(results, reg, caps);
+        let mut v = view::build(results, reg, caps);
+        history_view::apply(&mut v, past, reg, caps.per_class);
         let text = render("summary.md", &v)?;
         if text.len() <= SUMMARY_LIMIT {
             return Ok(text);
@@ -535,12 +610,18 @@ const HTML_CAPS: view::Caps = view::Caps {
 /// `index.html`: the cells' tests inline while they fit
 /// [`cell_pages::INLINE_BYTES`], else links to the cells' pages.
 pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<String, ReportError> {
-    html(results, reg, false)
+    html(results, reg, None, false)
 }
 
 /// index.html, linking the cells' files when `links` (a run's own report).
-fn html(results: &Results, reg: Option<&Regressions>, links: bool) -> Result<String, ReportError> {
+fn html(
+    results: &Results,
+    reg: Option<&Regressions>,
+    past: Option<&Past>,
+    links: bool,
+) -> Result<String, ReportError> {
     let mut v = view::build(results, reg, HTML_CAPS);
+    history_view::apply(&mut v, past, reg, HTML_CAPS.per_class);
     if links {
         view::link_cell_files(&mut v.cells, "../");
     }
@@ -559,7 +640,7 @@ mod tests {
             r#"{{"version": 1, "name": "m", "runs": [], "keys": [], "report": {{"rows": [], "columns": []}}, "cells": [{{"id": "bookworm.gfx1100", "values": {{}}, "status": "failed", "counts": {{"passed": 0, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}}, "junit": ["junit/01-t/r.xml"], "steps": [{{"name": "compile", "status": "failed", "exit_code": 1, "duration_secs": 1.0, "log_tail": "{tail}", "log": "logs/01-compile.log"}}]}}]}}"#
         );
         let results: Results = serde_json::from_str(&json).unwrap();
-        let page = html(&results, None, true).unwrap();
+        let page = html(&results, None, None, true).unwrap();
         let error = page
             .find("✗ <code>clang: error: cannot find ROCm device library for gfx1100</code>")
             .expect("the error line, first");

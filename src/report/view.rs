@@ -80,6 +80,8 @@ pub struct View {
     /// Steps that did not run, by step and reason: counted apart from
     /// tests, which they hold none of.
     pub skipped_steps: Vec<SkippedSteps>,
+    /// The failing tests against the history, when the report has one.
+    pub history: Option<super::history_view::HistoryView>,
 }
 
 /// A cell that failed as the matrix's `expect:` said it would.
@@ -211,6 +213,8 @@ pub struct CellView {
     pub files: String,
     /// Its JUnit files, relative to its directory.
     pub junit: Vec<String>,
+    /// Its outcome in its last recorded runs, oldest first (with a history).
+    pub history: Vec<crate::history::past::Mark>,
 }
 
 #[derive(Serialize)]
@@ -224,6 +228,14 @@ pub struct TestView {
     /// How a classify rule changed the test's status, in words.
     pub classified: String,
     pub time: String,
+    /// Against the history (with one): `new`, `failing since …`, `flaky …`.
+    pub history: String,
+    /// Its kind in one word (`new`, `flaky`, `known` …), for the badge.
+    pub history_kind: &'static str,
+    /// For a regression: what changed underneath when it began.
+    pub changed: String,
+    /// Its outcome in its cell's last recorded runs, oldest first.
+    pub strip: Vec<crate::history::past::Mark>,
 }
 
 #[derive(Serialize)]
@@ -357,6 +369,7 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         cells,
         inline_tests: true,
         skipped_steps: skipped_steps(results),
+        history: None,
     }
 }
 
@@ -581,6 +594,7 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         page: format!("cells/{}", super::cell_pages::file_name(&c.id)),
         files: String::new(),
         junit: c.junit.clone(),
+        history: Vec::new(),
     }
 }
 
@@ -630,6 +644,10 @@ fn test_view(t: &TestResult, caps: Caps) -> TestView {
             .map(|c| format!("{} (rule: {}; was {})", c.reason, c.rule, c.was.as_str()))
             .unwrap_or_default(),
         time: t.time.map(secs).unwrap_or_default(),
+        history: String::new(),
+        history_kind: "",
+        changed: String::new(),
+        strip: Vec::new(),
     }
 }
 

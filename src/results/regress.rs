@@ -285,26 +285,6 @@ pub fn load_baseline(path: &Path) -> Result<Results, ResultsError> {
     Ok(r)
 }
 
-/// The comparison a report wrote into its `results.json` (under `dir`: a
-/// run directory or a report folder), if it had a baseline.
-pub fn regressions_of(dir: &Path) -> Result<Option<Regressions>, ResultsError> {
-    #[derive(Deserialize)]
-    struct Part {
-        #[serde(default)]
-        regressions: Option<Regressions>,
-    }
-    let Some(path) = crate::store::layout::results_in(dir) else {
-        return Ok(None);
-    };
-    let bytes = crate::safe_read::read_bounded(&path, MAX_RESULTS_JSON, "a report's results", "")
-        .map_err(|e| ResultsError::io(&path, e))?;
-    let part: Part = serde_json::from_slice(&bytes).map_err(|e| ResultsError::Json {
-        path: path.clone(),
-        source: e,
-    })?;
-    Ok(part.regressions)
-}
-
 struct Index<'a> {
     details: HashMap<u64, &'a super::model::TestResult>,
     passed: &'a [u64],

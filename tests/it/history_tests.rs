@@ -99,6 +99,50 @@ fn history_tells_flaky_from_broken_in_sqlite_and_postgresql() {
         )),
         "{said}"
     );
+    // Its report says the same beside each failing test, with the strip of
+    // its last runs; each cell's card has its own strip.
+    let summary = std::fs::read_to_string(runs[5].join("report/summary.md")).unwrap();
+    assert!(
+        summary.contains("## Failing tests across runs"),
+        "{summary}"
+    );
+    let row = |test: &str, cell: &str| {
+        summary
+            .lines()
+            .find(|l| l.starts_with(&format!("| {cell} | {test} |")))
+            .unwrap_or_else(|| panic!("no row for {test} in {cell}: {summary}"))
+            .to_string()
+    };
+    let broken = row("Suite.Broken", "gfx1030");
+    assert!(
+        broken.contains(&format!("failing since {}", id(&runs[4]))) && broken.contains("✓✓✓✓✗✗"),
+        "{broken}"
+    );
+    assert!(
+        broken.contains("changed since the run before: the cell's definition"),
+        "{broken}"
+    );
+    let known = row("Suite.Known", "gfx1151");
+    assert!(
+        known.contains(&format!("known since {}", id(&runs[0]))) && known.contains("✗✗✗✗✗✗"),
+        "{known}"
+    );
+    let html = std::fs::read_to_string(runs[5].join("report/index.html")).unwrap();
+    assert!(html.contains(r#"<h2 id="history">Failing tests across runs</h2>"#));
+    assert!(
+        html.contains(r#"last runs: <span class="m fail""#),
+        "each cell's card shows its last runs"
+    );
+    let page = std::fs::read_dir(runs[5].join("report/cells"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .find(|p| p.contains("gfx1030") && p.contains("Suite.Broken"))
+        .expect("gfx1030's page");
+    assert!(
+        page.contains(&format!("failing since {}", id(&runs[4]))),
+        "the cell page gives each failing test's history"
+    );
+
     let history = || Rocmatrix::new().arg("history").arg("--out").arg(&out);
     // Runs in the order they started, to the millisecond.
     let listed = json(&history().arg("--json").run().assert_success().stdout());

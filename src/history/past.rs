@@ -1,0 +1,374 @@
+//! The history seen from one run. A report records its run as it is
+//! written ([`record_and_read`]) and then shows, beside it, what the
+//! history says: each failing test `new`, `failing since RUN`, `known since
+//! RUN` or `flaky (K of the last N runs, where)`, a regression with what
+//! changed underneath when it began, each cell's last runs and each failing
+//! test's as a strip of marks — and the terminal's lines about it.
+//!
+//! Only the matrix's last [`WINDOW`] runs up to the reported one are read,
+//! and only the rows of the tests failing now (and, for a flaky one, its
+//! other cells): a report's cost must not grow with the history's length.
+//! `history show` and `history flaky` read everything.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+
+use super::backend::{RunRow, StoredCell};
+use super::record::{self, RunRecord};
+use super::verdict::{Obs, Verdict};
+use super::{flaky_places, History, HistoryError, Location, Scope, TestHistory};
+use crate::results::model::Results;
+
+/// How many of a matrix's runs a report looks back over.
+pub const WINDOW: usize = 20;
+
+/// Where to record a report's run, and the run stores it was made from
+/// (the shards of one plan are one run).
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    pub location: Location,
+    pub runs: Vec<PathBuf>,
+}
+
+/// What the history says about one reported run.
+#[derive(Debug, Clone, Default)]
+pub struct Past {
+    /// Lines for the terminal: recorded where, or why not and how to
+    /// record it later; then the failing tests read against the history.
+    pub text: String,
+    /// The window's runs, oldest first, ending with the reported one.
+    pub runs: Vec<PastRun>,
+    /// Cell id → its outcome in each of `runs`.
+    pub cells: HashMap<String, Vec<Mark>>,
+    /// (cell id, `classname.name`) → a test failing in the reported run.
+    pub tests: HashMap<(String, String), TestPast>,
+}
+
+/// A run in the window.
+#[derive(Debug, Clone)]
+pub struct PastRun {
+    pub run: String,
+    /// When it started, `YYYY-MM-DD HH:MM` UTC.
+    pub date: String,
+}
+
+/// One run's outcome in a strip.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Mark {
+    /// `✓`, `✗`, `~` (passed on a rerun), `·` (did not run).
+    pub mark: char,
+    /// The CSS class of its colour: `pass`, `fail`, `flaky`, `skip`.
+    pub css: &'static str,
+    /// `RUN (DATE): OUTCOME`.
+    pub title: String,
+}
+
+/// How a failing test reads against the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// It failed for the first time in this run.
+    New,
+    /// It passed before and fails in every run since an earlier one.
+    FailingSince,
+    /// It failed in every run it was recorded in.
+    Known,
+    /// It both passes and fails.
+    Flaky,
+    /// Anything else (it was fixed since, which a failing test cannot be).
+    Other,
+}
+
+impl Kind {
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::New => "new",
+            Kind::FailingSince => "failing since an earlier run",
+            Kind::Known => "known",
+            Kind::Flaky => "flaky",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// A test failing in the reported run, against its history.
+#[derive(Debug, Clone)]
+pub struct TestPast {
+    pub kind: Kind,
+    /// `new`, `failing since RUN (DATE)`, `known since RUN (DATE)`,
+    /// `flaky (K of the last N runs), only where gfx=gfx1151`.
+    pub words: String,
+    /// For a regression: what changed underneath between the run before it
+    /// and the run it began in.
+    pub changed: Vec<String>,
+    /// Its outcome in each of the window's runs of its cell.
+    pub strip: Vec<Mark>,
+}
+
+impl Past {
+    /// The failing tests the history knows as flaky, as (cell, test).
+    pub fn flaky(&self) -> HashSet<(String, String)> {
+        self.tests
+            .iter()
+            .filter(|(_, t)| t.kind == Kind::Flaky)
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+}
+
+/// Records the run the report read as `results` into `rec.location`, and
+/// reads back what the history says about it. Never fails: a history that
+/// cannot be used is a [`Past`] whose text says so in one line, and how to
+/// record the run later.
+pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
+    if rec.location == Location::Off {
+        return Past::default();
+    }
+    let later = format!(
+        "record it later with `rocmatrix history import {}`",
+        rec.runs
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let not = |text: String| Past {
+        text,
+        ..Past::default()
+    };
+    let dirs: Vec<&std::path::Path> = rec.runs.iter().map(PathBuf::as_path).collect();
+    let run = match record::of_run(&dirs, results) {
+        Ok(r) => r,
+        Err(e) => return not(format!("history: not recorded: {e}\n")),
+    };
+    let mut history = match History::open(&rec.location) {
+        Ok(h) => h,
+        Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
+    };
+    let added = match history.record(&run) {
+        Ok(added) => added,
+        Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
+    };
+    match read(&mut history, &run, added) {
+        Ok(past) => past,
+        Err(e) => not(format!(
+            "history: recorded in {}, but not read back: {e}\n",
+            rec.location
+        )),
+    }
+}
+
+/// The tests of `run` that failed (expected failures aside).
+fn failing(run: &RunRecord) -> HashSet<(String, String)> {
+    run.tests
+        .iter()
+        .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
+        .map(|t| (t.cell.clone(), t.test.clone()))
+        .collect()
+}
+
+fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, HistoryError> {
+    let location = history.location().to_string();
+    let wanted = failing(run);
+    let followed = history.follow_in(Scope::Recent {
+        matrix: &run.name,
+        until: &run.run,
+        last: WINDOW,
+        wanted: &wanted,
+    })?;
+    let runs = &followed.runs;
+    let Some(latest) = runs.iter().position(|r| r.run == run.run) else {
+        return Ok(Past {
+            text: format!("history: recorded run {} in {location}\n", run.run),
+            ..Past::default()
+        });
+    };
+    let total = followed.earlier + runs.len();
+    let mut text = format!(
+        "history: {} run {} in {location} ({} of {})",
+        if added {
+            "recorded"
+        } else {
+            "had already recorded"
+        },
+        run.run,
+        crate::run::progress::count(total, "run"),
+        run.name
+    );
+    let cells = followed
+        .cells
+        .iter()
+        .filter(|((m, _), _)| *m == run.name)
+        .map(|((_, cell), ran)| (cell.clone(), cell_strip(runs, ran)))
+        .collect();
+    let places = flaky_places(&followed.tests);
+    let mut tests = HashMap::new();
+    for t in followed.tests.iter().filter(|t| t.matrix == run.name) {
+        let key = (t.cell.clone(), t.test.clone());
+        if !wanted.contains(&key) {
+            continue;
+        }
+        let here = places.get(&(t.matrix.clone(), t.test.clone()));
+        tests.insert(key, test_past(t, &followed, latest, here));
+    }
+    text.push_str(&terminal_lines(&tests));
+    Ok(Past {
+        text,
+        runs: runs
+            .iter()
+            .map(|r| PastRun {
+                run: r.run.clone(),
+                date: record::time_of(r.started_ms),
+            })
+            .collect(),
+        cells,
+        tests,
+    })
+}
+
+/// A failing test's kind, words, changes and strip.
+fn test_past(
+    t: &TestHistory,
+    followed: &super::Followed,
+    latest: usize,
+    places: Option<&Vec<String>>,
+) -> TestPast {
+    let runs = &followed.runs;
+    let cut = followed.earlier > 0;
+    let at = |i: usize| {
+        runs.get(i)
+            .map(|r| format!("{} ({})", r.run, record::time_of(r.started_ms)))
+            .unwrap_or_default()
+    };
+    let (kind, mut words) = match &t.verdict {
+        Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
+            (Kind::New, "new".to_string())
+        }
+        Verdict::Regression { since } => {
+            (Kind::FailingSince, format!("failing since {}", at(*since)))
+        }
+        // Failing all through a window that does not reach back to the
+        // matrix's first run: it may have begun earlier.
+        Verdict::KnownSince { since } if cut => (
+            Kind::Known,
+            format!(
+                "failing in all of the last {} runs, since {} or earlier",
+                runs.len(),
+                at(*since)
+            ),
+        ),
+        Verdict::KnownSince { since } => (Kind::Known, format!("known since {}", at(*since))),
+        Verdict::Flaky {
+            failures, runs: n, ..
+        } => (
+            Kind::Flaky,
+            format!(
+                "flaky ({failures} of {}{n} runs)",
+                if cut { "the last " } else { "" }
+            ),
+        ),
+        v => (Kind::Other, format!("{v:?}")),
+    };
+    if let Some(p) = places.filter(|p| !p.is_empty() && kind == Kind::Flaky) {
+        words.push_str(&format!(", only where {}", p.join(", ")));
+    }
+    let mut changed = Vec::new();
+    if let Verdict::Regression { since } = t.verdict {
+        if let Some(before) = t.points.iter().rev().find(|p| p.run < since) {
+            changed = super::changes(&runs[before.run], &runs[since]);
+            let began = t.points.iter().find(|p| p.run == since);
+            if changed.is_empty() && began.is_some_and(|a| a.inputs != before.inputs) {
+                // Not a package or a source: the cell's own definition.
+                changed.push("the cell's definition (its steps or recipe)".to_string());
+            }
+        }
+    }
+    let strip = t
+        .points
+        .iter()
+        .map(|p| {
+            let (css, outcome) = match p.obs {
+                Obs::Pass => ("pass", "passed"),
+                Obs::Fail => ("fail", "failed"),
+                Obs::Rerun => ("flaky", "passed on a rerun"),
+                Obs::Absent => ("skip", "did not run"),
+            };
+            Mark {
+                mark: p.obs.mark(),
+                css,
+                title: format!("{}: {outcome}", at(p.run)),
+            }
+        })
+        .collect();
+    TestPast {
+        kind,
+        words,
+        changed,
+        strip,
+    }
+}
+
+/// A cell's outcome in each run of the window it ran in.
+fn cell_strip(runs: &[RunRow], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
+    ran.iter()
+        .map(|(i, c)| {
+            let (mark, css) = match c.outcome.as_str() {
+                "passed" => ('✓', "pass"),
+                "expected failure" => ('☑', "xfail"),
+                "skipped" => ('·', "skip"),
+                "failed" => ('✗', "fail"),
+                _ => ('!', "error"),
+            };
+            let when = runs
+                .get(*i)
+                .map(|r| format!("{} ({})", r.run, record::time_of(r.started_ms)))
+                .unwrap_or_default();
+            Mark {
+                mark,
+                css,
+                title: format!("{when}: {}", c.outcome),
+            }
+        })
+        .collect()
+}
+
+/// `; 3 failing tests: 1 new, 2 flaky` and a line per test (at most 20).
+fn terminal_lines(tests: &HashMap<(String, String), TestPast>) -> String {
+    if tests.is_empty() {
+        return "\n".to_string();
+    }
+    let mut tally: BTreeMap<Kind, usize> = BTreeMap::new();
+    let mut sorted: Vec<(&(String, String), &TestPast)> = tests.iter().collect();
+    sorted.sort_by(|a, b| (a.1.kind, a.0).cmp(&(b.1.kind, b.0)));
+    let mut lines = Vec::new();
+    for ((cell, test), t) in &sorted {
+        *tally.entry(t.kind).or_default() += 1;
+        let mut line = format!("  {test} in {cell}: {}", t.words);
+        if !t.changed.is_empty() {
+            line.push_str(&format!(
+                "; changed since the run before: {}",
+                t.changed.join(", ")
+            ));
+        }
+        lines.push(line);
+    }
+    let parts: Vec<String> = tally
+        .iter()
+        .map(|(k, n)| format!("{n} {}", k.word()))
+        .collect();
+    let mut text = format!(
+        "; {}: {}\n",
+        crate::run::progress::count(tests.len(), "failing test"),
+        parts.join(", ")
+    );
+    for l in lines.iter().take(20) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    if lines.len() > 20 {
+        text.push_str(&format!(
+            "  …and {} more (`rocmatrix history flaky`, `history show TEST`)\n",
+            lines.len() - 20
+        ));
+    }
+    text
+}

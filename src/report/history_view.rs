@@ -1,0 +1,109 @@
+//! The history beside a report ([`crate::history::past`]): each failing
+//! test's words (`new`, `failing since …`, `known since …`, `flaky …`) and
+//! strip of its last runs on the cell pages and in index.html, each cell's
+//! last runs as a strip on its card, and a table of the failing tests in
+//! `summary.md`. A report made without a history shows none of it.
+
+use serde::Serialize;
+
+use super::view::{CellView, View};
+use crate::history::past::Past;
+use crate::results::regress::{Class, Regressions};
+
+/// `summary.md`'s and index.html's section on the failing tests.
+#[derive(Debug, Serialize)]
+pub struct HistoryView {
+    /// How many runs the strips cover (the window, ending with this one).
+    pub runs: usize,
+    /// `("new", 2)`, `("flaky", 1)`, … in that order.
+    pub tally: Vec<(&'static str, usize)>,
+    pub rows: Vec<HistoryRow>,
+    /// Failing tests not listed (the list is capped).
+    pub more: usize,
+    /// New failures against the baseline that the history knows as flaky:
+    /// `--fail-on regression` does not count them.
+    pub flaky_regressions: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct HistoryRow {
+    pub cell: String,
+    pub test: String,
+    pub kind: &'static str,
+    pub words: String,
+    pub changed: String,
+    /// Its strip as text, oldest run first: `✓✓✗✗`.
+    pub marks: String,
+}
+
+/// The section's rows, most telling first (new, then failing since, known,
+/// flaky), at most `cap`.
+pub fn section(past: &Past, reg: Option<&Regressions>, cap: usize) -> Option<HistoryView> {
+    if past.runs.is_empty() {
+        return None;
+    }
+    let mut tests: Vec<_> = past.tests.iter().collect();
+    tests.sort_by(|a, b| (a.1.kind, a.0).cmp(&(b.1.kind, b.0)));
+    let mut tally: Vec<(&'static str, usize)> = Vec::new();
+    for (_, t) in &tests {
+        match tally.last_mut() {
+            Some((w, n)) if *w == t.kind.word() => *n += 1,
+            _ => tally.push((t.kind.word(), 1)),
+        }
+    }
+    let rows = tests
+        .iter()
+        .take(cap)
+        .map(|((cell, test), t)| HistoryRow {
+            cell: cell.clone(),
+            test: test.clone(),
+            kind: t.kind.word(),
+            words: t.words.clone(),
+            changed: t.changed.join(", "),
+            marks: t.strip.iter().map(|m| m.mark).collect(),
+        })
+        .collect();
+    Some(HistoryView {
+        runs: past.runs.len(),
+        tally,
+        rows,
+        more: tests.len().saturating_sub(cap),
+        flaky_regressions: flaky_regressions(past, reg),
+    })
+}
+
+/// The new failures of `reg` that `past` knows as flaky, `TEST in CELL`.
+pub fn flaky_regressions(past: &Past, reg: Option<&Regressions>) -> Vec<String> {
+    let Some(reg) = reg else {
+        return Vec::new();
+    };
+    let flaky = past.flaky();
+    reg.of_class(Class::NewFailure)
+        .filter(|c| flaky.contains(&(c.cell.clone(), c.display_name())))
+        .map(|c| format!("{} in {}", c.display_name(), c.cell))
+        .collect()
+}
+
+/// Puts the history on the view's cell cards and their tests.
+pub fn apply(view: &mut View, past: Option<&Past>, reg: Option<&Regressions>, cap: usize) {
+    let Some(past) = past else {
+        return;
+    };
+    view.history = section(past, reg, cap);
+    apply_cells(&mut view.cells, past);
+}
+
+/// Each cell's strip, and each failing test's words and strip.
+pub fn apply_cells(cells: &mut [CellView], past: &Past) {
+    for c in cells {
+        c.history = past.cells.get(&c.id).cloned().unwrap_or_default();
+        for t in &mut c.tests {
+            if let Some(p) = past.tests.get(&(c.id.clone(), t.name.clone())) {
+                t.history = p.words.clone();
+                t.history_kind = p.kind.word();
+                t.changed = p.changed.join(", ");
+                t.strip = p.strip.clone();
+            }
+        }
+    }
+}
