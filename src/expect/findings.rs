@@ -123,7 +123,12 @@ pub fn find(
         ..Findings::default()
     };
     let cells = history.cells_of(&spec.name)?;
-    findings.expect = known_failures(spec, history, &runs, &all, &is_current)?;
+    let recorded: BTreeMap<&str, &BTreeMap<String, String>> = cells
+        .iter()
+        .filter(|c| is_current(&c.cell.axes))
+        .map(|c| (c.cell.cell.as_str(), &c.cell.axes))
+        .collect();
+    findings.expect = known_failures(spec, &runs, &all, &recorded);
     findings
         .expect
         .extend(failing_cells(spec, &runs, &cells, &all, &is_current));
@@ -247,14 +252,16 @@ fn steady(v: &Verdict) -> Option<(usize, bool)> {
 }
 
 /// Tests failing in every run since some run, not expected yet: one entry
-/// per (cells, signature), with the run each started in as a comment.
+/// per (cells, signature), with the run each started in as a comment. An
+/// entry's cells single out the failing ones among every cell the matrix
+/// still has (`current`): never wider than where it fails, and no query per
+/// test (a nightly of thousands of known failures asks nothing more).
 fn known_failures(
     spec: &Spec,
-    history: &mut History,
     runs: &[RunRow],
     all: &[TestHistory],
-    is_current: &dyn Fn(&BTreeMap<String, String>) -> bool,
-) -> Result<Vec<NewEntry>, HistoryError> {
+    current: &BTreeMap<&str, &BTreeMap<String, String>>,
+) -> Vec<NewEntry> {
     let mut by_test: BTreeMap<&str, Vec<&TestHistory>> = BTreeMap::new();
     for t in all {
         if steady(&t.verdict).is_some() && !spec.expect.iter().any(|e| covers(e, &t.axes, &t.test))
@@ -266,16 +273,14 @@ fn known_failures(
     let mut entries: BTreeMap<(Vec<(String, String)>, String), NewEntry> = BTreeMap::new();
     for (test, failing) in by_test {
         let failing_cells: BTreeSet<&str> = failing.iter().map(|t| t.cell.as_str()).collect();
-        // Where it ran and did not fail steadily.
-        let others: Vec<TestHistory> = history
-            .follow(Some(test))?
-            .into_iter()
-            .filter(|t| t.matrix == spec.name && is_current(&t.axes))
-            .filter(|t| steady(&t.verdict).is_none() && !failing_cells.contains(t.cell.as_str()))
+        let others: Vec<&BTreeMap<String, String>> = current
+            .iter()
+            .filter(|(id, _)| !failing_cells.contains(*id))
+            .map(|(_, axes)| *axes)
             .collect();
         let places = placed(
             &failing.iter().map(|t| &t.axes).collect::<Vec<_>>(),
-            &others.iter().map(|t| &t.axes).collect::<Vec<_>>(),
+            &others,
         );
         let first = failing
             .iter()
@@ -331,7 +336,7 @@ fn known_failures(
             }
         }
     }
-    Ok(entries.into_values().collect())
+    entries.into_values().collect()
 }
 
 /// The cells of an entry that singles out `these` among `these` and
