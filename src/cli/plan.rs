@@ -7,6 +7,8 @@ use clap::{Args, ValueEnum};
 
 use crate::error::{Error, ExitCode};
 use crate::plan::jobs::{self, CiLimits, JobError, JobRequest, Runners};
+use crate::plan::k8s::{self, K8sSettings};
+use crate::plan::slurm::{self, ScriptPaths, SlurmSettings};
 use crate::plan::{ci, Plan, Shard};
 use crate::spec::{Spec, DEFAULT_MAX_CELLS};
 
@@ -20,6 +22,12 @@ pub enum Format {
     Github,
     /// A GitLab child pipeline, one job per job of the plan and a report job.
     Gitlab,
+    /// An `sbatch` script: a Slurm job array, one task per job of the plan
+    /// (docs/cluster.md).
+    Slurm,
+    /// Kubernetes Indexed Jobs, one index per job of the plan, one Job per
+    /// kind of GPU (docs/cluster.md).
+    K8s,
 }
 
 #[derive(Debug, Args)]
@@ -34,17 +42,77 @@ pub struct PlanArgs {
     /// Keep only shard K of N.
     #[arg(long, value_name = "K/N", conflicts_with = "group_by")]
     pub shard: Option<Shard>,
-    /// Number of shards (jobs) for --format github|gitlab; default one per
+    /// Number of shards (jobs) for --format github|gitlab|slurm|k8s; default one per
     /// cell, or with --group-by one per group (then N shards of each group).
     #[arg(long, value_name = "N")]
     pub shards: Option<usize>,
-    /// For --format github|gitlab: one job per distinct combination of these
+    /// For --format github|gitlab|slurm|k8s: one job per distinct combination of these
     /// axes' values (e.g. gfx, or gfx,suite), so each job needs one kind of GPU.
     #[arg(long, value_name = "AXIS,…", value_delimiter = ',')]
     pub group_by: Vec<String>,
     /// Refuse matrices with more cells than this.
     #[arg(long, default_value_t = DEFAULT_MAX_CELLS)]
     pub max_cells: usize,
+    #[command(flatten)]
+    pub slurm: SlurmArgs,
+}
+
+/// Where a Slurm array runs: over the matrix file's `ci.slurm`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SlurmArgs {
+    /// For Slurm: the partition (over `ci.slurm.partition`).
+    #[arg(long, value_name = "NAME")]
+    pub partition: Option<String>,
+    /// For Slurm: the account charged (over `ci.slurm.account`).
+    #[arg(long, value_name = "NAME")]
+    pub account: Option<String>,
+    /// For Slurm: each task's time limit, as sbatch takes it (over `ci.slurm.time`).
+    #[arg(long, value_name = "TIME")]
+    pub time: Option<String>,
+    /// For Slurm: one more sbatch argument (repeatable; after `ci.slurm.args`).
+    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sbatch_args: Vec<String>,
+}
+
+impl SlurmArgs {
+    /// The matrix file's `ci.slurm`, with these flags over it.
+    pub fn settings(&self, spec: &Spec) -> SlurmSettings {
+        let mut s = slurm_settings(spec);
+        if self.partition.is_some() {
+            s.partition = self.partition.clone();
+        }
+        if self.account.is_some() {
+            s.account = self.account.clone();
+        }
+        if self.time.is_some() {
+            s.time = self.time.clone();
+        }
+        s.args.extend(self.sbatch_args.iter().cloned());
+        s
+    }
+}
+
+/// `ci.slurm` of the matrix file.
+fn slurm_settings(spec: &Spec) -> SlurmSettings {
+    let c = &spec.ci.slurm;
+    SlurmSettings {
+        partition: c.partition.clone(),
+        account: c.account.clone(),
+        time: c.time.clone(),
+        args: c.args.clone(),
+        gres: c.gres.clone(),
+    }
+}
+
+/// `ci.k8s` of the matrix file.
+fn k8s_settings(spec: &Spec) -> K8sSettings {
+    let c = &spec.ci.k8s;
+    K8sSettings {
+        image: c.image.clone(),
+        namespace: c.namespace.clone(),
+        claim: c.claim.clone(),
+        nodes: c.nodes.clone(),
+    }
 }
 
 pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -57,7 +125,7 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     }
     if !args.group_by.is_empty() && matches!(args.format, Format::Table | Format::Json) {
         return Err(Error::Usage(
-            "--group-by makes CI jobs: use it with --format github or --format gitlab".into(),
+            "--group-by makes CI jobs: use it with --format github, gitlab, slurm or k8s".into(),
         ));
     }
     let ci_jobs = |limits: CiLimits, runners: Runners| -> Result<Vec<jobs::Job>, Error> {
@@ -91,6 +159,18 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         Format::Gitlab => {
             let jobs = ci_jobs(ci::GITLAB, Runners::Tags)?;
             ci::gitlab(&plan.name, plan.cells.len(), &jobs)
+        }
+        Format::Slurm => {
+            let jobs = ci_jobs(slurm::SLURM, Runners::None)?;
+            let settings = args.slurm.settings(&spec);
+            let tasks =
+                slurm::tasks(&plan, &jobs, &settings).map_err(|e| Error::Usage(e.to_string()))?;
+            slurm::script(&plan, &tasks, &settings, &ScriptPaths::default())
+        }
+        Format::K8s => {
+            let jobs = ci_jobs(k8s::K8S, Runners::None)?;
+            k8s::manifests(&plan, &jobs, &k8s_settings(&spec))
+                .map_err(|e| Error::Usage(e.to_string()))?
         }
     };
     super::write_out(out, &text)?;

@@ -22,11 +22,13 @@ pub struct CiLimits {
     pub max_jobs: usize,
 }
 
-/// Which `ci:` list the jobs render: GitHub's `runs_on` or GitLab's `tags`.
+/// Which `ci:` list the jobs render: GitHub's `runs_on`, GitLab's `tags`,
+/// or none (Slurm and Kubernetes ask for resources instead).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Runners {
     RunsOn,
     Tags,
+    None,
 }
 
 /// What the user asked for.
@@ -52,6 +54,9 @@ pub struct Job {
     pub shard: Shard,
     /// How many cells the job runs.
     pub cells: usize,
+    /// The ids of those cells, in plan order (what a Slurm task or a
+    /// Kubernetes index asks GPUs for).
+    pub cell_ids: Vec<String>,
     /// The shell command the job runs.
     pub command: String,
     /// The rendered `ci.runs_on` or `ci.tags`, as asked.
@@ -155,6 +160,7 @@ pub fn jobs(
     let templates: &[Template] = match runners {
         Runners::RunsOn => &spec.ci.runs_on,
         Runners::Tags => &spec.ci.tags,
+        Runners::None => &[],
     };
     let mut renderer = Renderer::new(&spec.file);
     for t in templates {
@@ -184,6 +190,7 @@ pub fn jobs(
                 group: group.clone(),
                 shard,
                 cells: mine.len(),
+                cell_ids: mine.iter().map(|c| c.id.clone()).collect(),
                 runners,
             });
         }

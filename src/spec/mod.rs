@@ -371,6 +371,31 @@ pub struct CiTemplate {
     pub runs_on: Vec<Template>,
     /// GitLab `tags`.
     pub tags: Vec<Template>,
+    /// `ci.slurm` (plain values, not templates; docs/cluster.md).
+    pub slurm: SlurmCi,
+    /// `ci.k8s` (plain values, not templates; docs/cluster.md).
+    pub k8s: K8sCi,
+}
+
+/// `ci.slurm`: partition, account, time limit, more sbatch arguments, and
+/// gfx/sm processor → the site's gres type.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SlurmCi {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub time: Option<String>,
+    pub args: Vec<String>,
+    pub gres: BTreeMap<String, String>,
+}
+
+/// `ci.k8s`: image, namespace, results claim, and gfx/sm processor → node
+/// labels (the AMD node labeller's family and device id).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct K8sCi {
+    pub image: Option<String>,
+    pub namespace: Option<String>,
+    pub claim: Option<String>,
+    pub nodes: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl CiTemplate {

@@ -77,6 +77,36 @@ pub struct RawCi {
     pub runs_on: Vec<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    #[serde(default)]
+    pub slurm: Option<RawSlurm>,
+    #[serde(default)]
+    pub k8s: Option<RawK8s>,
+}
+
+/// `ci.slurm`: where the Slurm job array runs, and the site's gres type
+/// for each gfx/sm processor.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSlurm {
+    pub partition: Option<String>,
+    pub account: Option<String>,
+    pub time: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub gres: std::collections::BTreeMap<String, String>,
+}
+
+/// `ci.k8s`: the Indexed Jobs' image, namespace, results claim, and node
+/// labels for each gfx/sm processor.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawK8s {
+    pub image: Option<String>,
+    pub namespace: Option<String>,
+    pub claim: Option<String>,
+    #[serde(default)]
+    pub nodes: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -143,6 +143,27 @@ fn read_ci(cx: &Ctx, raw: Option<&RawCi>) -> CiTemplate {
     CiTemplate {
         runs_on: list("runs_on", &c.runs_on),
         tags: list("tags", &c.tags),
+        slurm: c
+            .slurm
+            .as_ref()
+            .map(|r| crate::spec::SlurmCi {
+                partition: r.partition.clone(),
+                account: r.account.clone(),
+                time: r.time.clone(),
+                args: r.args.clone(),
+                gres: r.gres.clone(),
+            })
+            .unwrap_or_default(),
+        k8s: c
+            .k8s
+            .as_ref()
+            .map(|r| crate::spec::K8sCi {
+                image: r.image.clone(),
+                namespace: r.namespace.clone(),
+                claim: r.claim.clone(),
+                nodes: r.nodes.clone(),
+            })
+            .unwrap_or_default(),
     }
 }
 
