@@ -151,65 +151,77 @@ fn push_plain(out: &mut String, case: &Case) -> bool {
 }
 
 /// One earlier failed run of a test, as JUnit's rerun elements say it.
-fn rerun_of(v: &Verdict) -> quick_junit::TestRerun {
-    use quick_junit::TestRerun;
+/// What a verdict other than a pass or a skip writes.
+struct Failure {
+    kind: NonSuccessKind,
+    message: String,
+    /// The `type` attribute: the error's kind, `timeout`.
+    kind_word: Option<String>,
+    /// The element's text: a failure's whole report.
+    text: String,
+}
+
+fn failure_of(v: &Verdict) -> Option<Failure> {
     match v {
-        Verdict::Failed { message, text } => {
-            let mut r = TestRerun::new(NonSuccessKind::Failure);
-            r.set_message(message.as_str());
-            if !text.is_empty() {
-                r.set_description(text.as_str());
-            }
-            r
-        }
-        Verdict::Error { kind, message } => {
-            let mut r = TestRerun::new(NonSuccessKind::Error);
-            r.set_message(message.as_str()).set_type(kind.as_str());
-            r
-        }
-        Verdict::Timeout { secs } => {
-            let mut r = TestRerun::new(NonSuccessKind::Error);
-            r.set_message(format!(
-                "timed out after {secs} s (timeout_per_test); killed"
-            ))
-            .set_type("timeout");
-            r
-        }
-        Verdict::Passed | Verdict::Skipped { .. } => TestRerun::new(NonSuccessKind::Failure),
+        Verdict::Passed | Verdict::Skipped { .. } => None,
+        Verdict::Failed { message, text } => Some(Failure {
+            kind: NonSuccessKind::Failure,
+            message: message.clone(),
+            kind_word: None,
+            text: text.clone(),
+        }),
+        Verdict::Error { kind, message } => Some(Failure {
+            kind: NonSuccessKind::Error,
+            message: message.clone(),
+            kind_word: Some(kind.clone()),
+            text: String::new(),
+        }),
+        Verdict::Timeout { secs } => Some(Failure {
+            kind: NonSuccessKind::Error,
+            message: format!("timed out after {secs} s (timeout_per_test); killed"),
+            kind_word: Some("timeout".to_string()),
+            text: String::new(),
+        }),
     }
 }
 
+/// An earlier failed run, as a `<flakyFailure>` or `<rerunFailure>`.
+fn rerun_of(v: &Verdict) -> quick_junit::TestRerun {
+    let Some(f) = failure_of(v) else {
+        return quick_junit::TestRerun::new(NonSuccessKind::Failure);
+    };
+    let mut r = quick_junit::TestRerun::new(f.kind);
+    r.set_message(f.message);
+    if let Some(k) = f.kind_word {
+        r.set_type(k);
+    }
+    if !f.text.is_empty() {
+        r.set_description(f.text);
+    }
+    r
+}
+
 fn test_case(case: &Case) -> TestCase {
-    let status = match &case.verdict {
-        Verdict::Passed => TestCaseStatus::success(),
-        Verdict::Skipped { message } => {
+    let status = match (&case.verdict, failure_of(&case.verdict)) {
+        (_, Some(f)) => {
+            let mut s = TestCaseStatus::non_success(f.kind);
+            s.set_message(f.message);
+            if let Some(k) = f.kind_word {
+                s.set_type(k);
+            }
+            if !f.text.is_empty() {
+                s.set_description(f.text);
+            }
+            s
+        }
+        (Verdict::Skipped { message }, None) => {
             let mut s = TestCaseStatus::skipped();
             if !message.is_empty() {
                 s.set_message(message.as_str());
             }
             s
         }
-        Verdict::Failed { message, text } => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            s.set_message(message.as_str());
-            if !text.is_empty() {
-                s.set_description(text.as_str());
-            }
-            s
-        }
-        Verdict::Error { kind, message } => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-            s.set_message(message.as_str()).set_type(kind.as_str());
-            s
-        }
-        Verdict::Timeout { secs } => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-            s.set_message(format!(
-                "timed out after {secs} s (timeout_per_test); killed"
-            ))
-            .set_type("timeout");
-            s
-        }
+        (_, None) => TestCaseStatus::success(),
     };
     let mut status = status;
     // Earlier failed runs: <flakyFailure> before a pass, <rerunFailure>
