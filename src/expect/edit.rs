@@ -405,14 +405,28 @@ fn render(adds: &[NewEntry], indent: &str) -> Vec<String> {
         if !e.cells.is_empty() {
             keys.push(format!("cells: {}", flow_map(&e.cells)));
         }
-        if !e.tests.is_empty() {
-            let tests: Vec<String> = e.tests.iter().map(|t| scalar(t)).collect();
-            keys.push(format!("tests: [{}]", tests.join(", ")));
+        let tests: Vec<String> = e.tests.iter().map(|t| scalar(t)).collect();
+        // A few tests on one line; more, one a line (a diff to review).
+        match tests.len() {
+            0 => {}
+            1..=4 => keys.push(format!("tests: [{}]", tests.join(", "))),
+            _ => keys.push(format!(
+                "tests:\n{}",
+                tests
+                    .iter()
+                    .map(|t| format!("{indent}    - {t}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )),
         }
         keys.push(format!("reason: {}", scalar(&e.reason)));
         for (i, k) in keys.iter().enumerate() {
             let lead = if i == 0 { "- " } else { "  " };
-            out.push(format!("{indent}{lead}{k}\n"));
+            out.extend(
+                format!("{indent}{lead}{k}\n")
+                    .split_inclusive('\n')
+                    .map(str::to_string),
+            );
         }
     }
     out
@@ -549,6 +563,22 @@ mod tests {
             "name: m\nexpect:\n  # why\n  - tests: [B]\n    reason: r\n"
         );
         assert!(diff.contains("\\ No newline at end of file"), "{diff}");
+    }
+
+    #[test]
+    fn many_tests_are_a_block_list_that_reads_back() {
+        let names = ["A.a", "A.b", "A.c", "A.d", "A.e"];
+        let f = Findings {
+            expect: vec![entry(&[], &names, "r")],
+            ..Findings::default()
+        };
+        let (text, _) = edited("name: m\nmatrix:\n  gfx: [a]\n", &f);
+        assert!(
+            text.contains("  - tests:\n      - A.a\n      - A.b\n"),
+            "{text}"
+        );
+        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), &text).unwrap();
+        assert_eq!(spec.expect[0].tests, names);
     }
 
     #[test]

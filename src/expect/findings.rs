@@ -336,7 +336,20 @@ fn known_failures(
             }
         }
     }
-    entries.into_values().collect()
+    entries
+        .into_iter()
+        .map(|((_, signature), mut e)| {
+            // One reason for many tests: their signature, not one message.
+            if e.tests.len() > 1 && !signature.is_empty() {
+                e.reason = format!(
+                    "{} known failures of signature {}",
+                    e.tests.len(),
+                    crate::digest::short(&signature)
+                );
+            }
+            e
+        })
+        .collect()
 }
 
 /// The cells of an entry that singles out `these` among `these` and
