@@ -220,19 +220,22 @@ fn show(
 fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
     let all = h.follow(None).map_err(db)?;
     let places = history::flaky_places(&all);
-    let flaky: Vec<_> = all.iter().filter(|t| t.verdict.is_flaky()).collect();
+    // Each flaky test with its failures, runs and why.
+    let flaky: Vec<_> = all
+        .iter()
+        .filter_map(|t| match &t.verdict {
+            history::verdict::Verdict::Flaky {
+                failures,
+                runs,
+                why,
+            } => Some((t, *failures, *runs, *why)),
+            _ => None,
+        })
+        .collect();
     if json {
         let v: Vec<serde_json::Value> = flaky
             .iter()
-            .map(|t| {
-                let (failures, runs, why) = match &t.verdict {
-                    history::verdict::Verdict::Flaky {
-                        failures,
-                        runs,
-                        why,
-                    } => (*failures, *runs, *why),
-                    _ => (0, 0, ""),
-                };
+            .map(|&(t, failures, runs, why)| {
                 serde_json::json!({
                     "matrix": t.matrix, "test": t.test, "cell": t.cell, "axes": t.axes,
                     "failures": failures, "runs": runs, "why": why,
@@ -243,15 +246,7 @@ fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
         return Ok(serde_json::to_string_pretty(&v).unwrap_or_default() + "\n");
     }
     let mut s = String::new();
-    for t in &flaky {
-        let (failures, runs, why) = match &t.verdict {
-            history::verdict::Verdict::Flaky {
-                failures,
-                runs,
-                why,
-            } => (*failures, *runs, *why),
-            _ => continue,
-        };
+    for &(t, failures, runs, why) in &flaky {
         let strip: String = t.points.iter().map(|p| p.obs.mark()).collect();
         s.push_str(&format!(
             "{} in {}: {failures} of {runs} runs failed ({why}) {strip}",
