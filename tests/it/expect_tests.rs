@@ -257,4 +257,36 @@ fn expect_refuses_a_missing_history_and_an_unreadable_matrix_file() {
         .run();
     o.assert_code(2);
     assert!(o.stderr().contains("--history off"), "{}", o.context());
+
+    // `flaky:` entries are validated as `expect:` ones, and name tests.
+    let base = "name: m\nmatrix:\n  gfx: [a]\nsteps:\n  - name: t\n    run: \"true\"\n";
+    for (flaky, says) in [
+        (
+            "flaky:\n  - cells: {gfx: a}\n    reason: r\n",
+            "m.yaml:8:10: a flaky entry names its tests",
+        ),
+        (
+            "flaky:\n  - cells: {gpu: a}\n    tests: [T.A]\n    reason: r\n",
+            "flaky entry names `gpu`, which is no axis or include key",
+        ),
+        (
+            "flaky:\n  - tests: [T.A]\n    reason: \"\"\n",
+            "a flaky entry needs a reason",
+        ),
+    ] {
+        let f = write(dir.path(), "m.yaml", &format!("{base}{flaky}"));
+        let o = Rocmatrix::new().arg("validate").arg(&f).run();
+        o.assert_code(2);
+        assert!(o.stderr().contains(says), "{says}\n{}", o.context());
+    }
+    let f = write(
+        dir.path(),
+        "m.yaml",
+        &format!("{base}flaky:\n  - tests: [T.A]\n    reason: r\n"),
+    );
+    Rocmatrix::new()
+        .arg("validate")
+        .arg(&f)
+        .run()
+        .assert_success();
 }
