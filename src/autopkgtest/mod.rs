@@ -49,9 +49,18 @@ pub async fn run(
     let deadline = Instant::now() + cx.step_timeout;
     let work = format!("{WORK_ROOT}/{}", cx.slug);
     let (tree, mut package) = match (&a.source, &a.path) {
-        (Some(src), _) => (fetch(cx, src, &work, log, deadline).await?, src.clone()),
+        (Some(src), None) => (fetch(cx, src, &work, log, deadline).await?, src.clone()),
         (None, Some(p)) => (p.clone(), String::new()),
-        (None, None) => return Ok(problem("autopkgtest names neither a source nor a path")),
+        (Some(s), Some(p)) => {
+            return Ok(problem(&format!(
+                "autopkgtest's source ({s}) and path ({p}) both rendered non-empty for this cell: give one"
+            )))
+        }
+        (None, None) => {
+            return Ok(problem(
+                "autopkgtest's source and path both rendered empty for this cell: give one",
+            ))
+        }
     };
     let installed = shell(cx, script::INSTALL, &[], log, left(deadline)).await?;
     if installed.0 != Some(0) {
@@ -81,7 +90,7 @@ pub async fn run(
     if keep.iter().any(|k| !k) && keep.iter().any(|k| *k) {
         run_tree = format!("{work}/tree");
         let filtered = control::filtered(&text, &stanzas, &keep);
-        let copy = "rm -rf \"$2\" && cp -a \"$1\" \"$2\" && printf %s \"$3\" > \"$2/debian/tests/control\"";
+        let copy = "rm -rf \"$2\" && mkdir -p \"${2%/*}\" && cp -a \"$1\" \"$2\" && printf %s \"$3\" > \"$2/debian/tests/control\"";
         let args = [tree.as_str(), run_tree.as_str(), filtered.as_str()];
         if shell(cx, copy, &args, log, left(deadline)).await?.0 != Some(0) {
             return Err(infra(

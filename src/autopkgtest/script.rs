@@ -117,7 +117,8 @@ apt-get install -y -qq --no-install-recommends autopkgtest dpkg-dev >/dev/null |
 echo "rocmatrix-autopkgtest: autopkgtest $(dpkg-query -W -f '${Version}' autopkgtest)"
 "#;
 
-/// `RUN TREE WORK PER_TEST SECS LOG_BYTES`: autopkgtest on the unbuilt
+/// `RUN TREE WORK PER_TEST SECS LOG_BYTES`: `apt-get update` (the tests'
+/// Depends are installed from the cell's archive), then autopkgtest on the unbuilt
 /// tree `TREE` with its output in `WORK/out` and its summary in
 /// `WORK/summary`, each test limited to `PER_TEST` seconds by autopkgtest
 /// and the whole to `SECS` by `timeout`; its console output (also in
@@ -128,6 +129,9 @@ pub const RUN: &str = r#"set -uo pipefail
 tree=$1 work=$2 per_test=$3 secs=$4 max=$5
 rm -rf "$work/out" "$work/summary"
 mkdir -p "$work"
+# The tests' Depends come from the cell's archive: its lists, which an
+# image build removes, are fetched again (nothing installed changes).
+apt-get update -qq >/dev/null 2>&1 || echo "rocmatrix-autopkgtest: note: apt-get update failed; Depends come from the lists the cell has"
 cd "$work" || exit 4
 timeout --kill-after=15 "$secs" autopkgtest --no-built-binaries --timeout-test="$per_test" \
   --summary-file="$work/summary" --output-dir="$work/out" "$tree" -- null 2>&1 |

@@ -55,6 +55,8 @@ pub struct CtestTemplate {
     pub regex: Option<Template>,
     pub exclude_regex: Option<Template>,
     pub timeout_per_test: Option<Duration>,
+    /// `ctest --rerun-failed` while tests fail, up to this many times.
+    pub rerun_failures: u32,
     pub args: Vec<Template>,
 }
 
@@ -121,7 +123,14 @@ pub(super) fn read_autopkgtest(
     let f = format!("{field}.autopkgtest");
     let source = raw.source.as_ref().filter(|s| !s.trim().is_empty());
     let path = raw.path.as_ref().filter(|s| !s.trim().is_empty());
+    let templated = |v: Option<&String>| v.is_some_and(|s| s.contains("{{") || s.contains("{%"));
     let (source, path) = match (source, path) {
+        // Templates may leave one of them empty per cell (`source: "{{ … }}"`
+        // beside `path:`); the adapter refuses a cell that gets both.
+        (Some(_), Some(_)) if templated(source) || templated(path) => (
+            source.map(|s| template(format!("{f}.source"), s)),
+            path.map(|p| template(format!("{f}.path"), p)),
+        ),
         (Some(_), Some(_)) | (None, None) => {
             return Err(err(
                 &f,
@@ -162,6 +171,16 @@ pub(super) fn read_suite(
             .map(|t| parse_duration(t).map_err(|e| err(&f, e.to_string())))
             .transpose()
     };
+    let reruns = |sub: &str, n: Option<u32>| -> Result<u32, SpecError> {
+        let n = n.unwrap_or(0);
+        if n > MAX_RERUNS {
+            return Err(err(
+                &format!("{field}.{sub}.rerun_failures"),
+                format!("rerun_failures is {n}; at most {MAX_RERUNS} reruns of a failing test"),
+            ));
+        }
+        Ok(n)
+    };
     let opt = |f: String, v: &Option<String>| v.as_ref().map(|s| template(f, s));
     let args = |sub: &str, a: &[String]| {
         a.iter()
@@ -182,15 +201,7 @@ pub(super) fn read_suite(
                         .to_string(),
                 ));
             }
-            let rerun_failures = g.rerun_failures.unwrap_or(0);
-            if rerun_failures > MAX_RERUNS {
-                return Err(err(
-                    &format!("{field}.gtest.rerun_failures"),
-                    format!(
-                        "rerun_failures is {rerun_failures}; at most {MAX_RERUNS} reruns of a failing test"
-                    ),
-                ));
-            }
+            let rerun_failures = reruns("gtest", g.rerun_failures)?;
             Ok(Some(SuiteTemplate::Gtest(GtestTemplate {
                 binary: template(format!("{field}.gtest.binary"), &g.binary),
                 filter: opt(format!("{field}.gtest.filter"), &g.filter),
@@ -200,6 +211,7 @@ pub(super) fn read_suite(
             })))
         }
         (None, Some(c)) => Ok(Some(SuiteTemplate::Ctest(CtestTemplate {
+            rerun_failures: reruns("ctest", c.rerun_failures)?,
             dir: template(format!("{field}.ctest.dir"), &c.dir),
             labels: opt(format!("{field}.ctest.labels"), &c.labels),
             exclude_labels: opt(format!("{field}.ctest.exclude_labels"), &c.exclude_labels),

@@ -1,0 +1,356 @@
+//! `autopkgtest:` steps against Debian's real `autopkgtest` (sid's, installed
+//! in the cell) on trees under tests/it/data/autopkgtest/, checked out into
+//! the cell as a `sources:` repository:
+//!
+//! - `restrictions/`: a test per restriction issue 39 names (allow-stderr,
+//!   skippable, flaky, needs-root, superficial, rw-build-tree,
+//!   breaks-testbed, isolation-container, isolation-machine) and plain
+//!   passes, failures, stderr and Depends; each test's JUnit verdict and
+//!   summary line must equal what autopkgtest wrote (and what autopkgtest
+//!   6.0 wrote when this was made, pinned below);
+//! - `bad-syntax/`, `bad/`: a control syntax error, a missing test file, an
+//!   unknown field, an uninstallable Depends, a test that never ends (its
+//!   per-test timeout), a test printing 4 MiB: each its own verdict, the
+//!   others still run;
+//! - a source package the archive does not have, and one whose
+//!   `debian.tar.xz` this mirror answers 404 for: the cell is an `error`
+//!   whose reason names the file (or the index) and the suite.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+use crate::harness::*;
+
+/// The tests share one environment image: the second waits and reuses it.
+static IMAGE: Mutex<()> = Mutex::new(());
+
+/// What autopkgtest 6.0 (sid, November 2026) wrote for `restrictions/`,
+/// by hand with `autopkgtest --no-built-binaries … -- null` in a sid
+/// container: name, verdict, words.
+const RESTRICTIONS: [(&str, &str, &str); 14] = [
+    ("passes", "PASS", ""),
+    ("fails", "FAIL", "non-zero exit status 1"),
+    ("stderr-fails", "FAIL", "stderr: a warning on stderr"),
+    ("stderr-allowed", "PASS", ""),
+    ("skips", "SKIP", "exit status 77 and marked as skippable"),
+    ("skip-command", "SKIP", "exit status 77 and marked as skippable"),
+    ("flaky", "FLAKY", "non-zero exit status 1"),
+    ("as-root", "PASS", ""),
+    ("superficial", "PASS", "(superficial)"),
+    ("writes-tree", "PASS", ""),
+    (
+        "breaks",
+        "SKIP",
+        "Test restriction \"breaks-testbed\" requires testbed capability \"revert-full-system\"",
+    ),
+    (
+        "in-container",
+        "SKIP",
+        "Test restriction \"isolation-container\" requires testbed capability \"isolation-container\" and/or \"isolation-machine\"",
+    ),
+    (
+        "in-machine",
+        "SKIP",
+        "Test restriction \"isolation-machine\" requires testbed capability \"isolation-machine\"",
+    ),
+    ("with-depends", "PASS", ""),
+];
+
+fn git(dir: &Path, args: &[&str]) {
+    let o = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
+}
+
+/// tests/it/data/autopkgtest as a git repository under `root` (the trees'
+/// executable bits kept), for `sources:`.
+fn tree_repo(root: &Path) -> PathBuf {
+    let repo = root.join("trees");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/autopkgtest");
+    let o = Command::new("cp")
+        .arg("-a")
+        .arg(&data)
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cp: {}", stderr(&o));
+    git(&repo, &["init", "-q"]);
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-qm", "trees"]);
+    repo
+}
+
+fn matrix(repo: &Path, steps: &str) -> String {
+    format!(
+        "name: autopkgtest\nmatrix:\n  suite: [sid]\nenvironment:\n  base: debian:sid\n  packages: [autopkgtest, dpkg-dev]\n\
+         timeout: 20m\nsources:\n  - name: trees\n    url: {}\n    ref: main\nsteps:\n{steps}",
+        repo.display()
+    )
+}
+
+/// Every `<testcase>` of a JUnit file: (name, the element's text).
+fn cases(junit: &Path) -> Vec<(String, String)> {
+    let xml = std::fs::read_to_string(junit).unwrap();
+    xml.split("<testcase ")
+        .skip(1)
+        .map(|part| {
+            let name = part
+                .split(" name=\"")
+                .nth(1)
+                .or_else(|| part.strip_prefix("name=\""))
+                .and_then(|r| r.split('"').next())
+                .unwrap_or("")
+                .to_string();
+            let body = part.split("</testcase>").next().unwrap_or("").to_string();
+            (name, body)
+        })
+        .collect()
+}
+
+fn case<'a>(all: &'a [(String, String)], name: &str) -> &'a str {
+    let found: Vec<_> = all.iter().filter(|(n, _)| n == name).collect();
+    assert_eq!(found.len(), 1, "{name}: exactly one case: {all:#?}");
+    &found[0].1
+}
+
+/// The JUnit file of step `index` (0-based) of the cell.
+fn step_junit(run: &Path, cell: &Value, index: usize) -> PathBuf {
+    let slug = format!("{:02}-", index + 1);
+    let rel = cell["junit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|j| j.contains(&slug))
+        .unwrap_or_else(|| panic!("no JUnit of step {index}: {cell:#}"));
+    run.join("cells/sid").join(rel)
+}
+
+/// autopkgtest's verdict (`PASS`…) as its JUnit element shows it.
+fn assert_verdict(body: &str, name: &str, verdict: &str, words: &str) {
+    let attr = |tag: &str| {
+        body.split(&format!("<{tag} message=\""))
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .map(|m| m.replace("&quot;", "\"").replace("&amp;", "&"))
+    };
+    match verdict {
+        "PASS" => assert!(
+            !body.contains("<failure") && !body.contains("<skipped") && !body.contains("<error"),
+            "{name} passes: {body}"
+        ),
+        "FAIL" => assert_eq!(attr("failure").as_deref(), Some(words), "{name}: {body}"),
+        "SKIP" => {
+            let m = attr("skipped").unwrap_or_else(|| panic!("{name} skipped: {body}"));
+            assert!(m.starts_with(words), "{name}: `{m}` after `{words}`");
+        }
+        "FLAKY" => {
+            assert!(
+                !body.contains("<failure"),
+                "{name} is not a failure: {body}"
+            );
+            assert_eq!(
+                attr("flakyFailure").as_deref(),
+                Some(words),
+                "{name}: {body}"
+            );
+        }
+        other => panic!("{name}: unknown verdict {other}"),
+    }
+}
+
+/// autopkgtest's own summary (copied to the cell's directory), as
+/// (name, verdict, words), the first line of each name.
+fn summary(run: &Path, slug: &str) -> Vec<(String, String, String)> {
+    let text =
+        std::fs::read_to_string(run.join("cells/sid/autopkgtest").join(slug).join("summary"))
+            .unwrap();
+    let mut out: Vec<(String, String, String)> = Vec::new();
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        let (Some(name), Some(verdict)) = (w.next(), w.next()) else {
+            continue;
+        };
+        if !["PASS", "FAIL", "SKIP", "FLAKY"].contains(&verdict) || out.iter().any(|o| o.0 == name)
+        {
+            continue;
+        }
+        let words = w.collect::<Vec<_>>().join(" ");
+        out.push((name.into(), verdict.into(), words));
+    }
+    out
+}
+
+#[test]
+fn autopkgtest_verdicts_and_summary_lines_are_autopkgtests_own_for_every_restriction() {
+    let test = "autopkgtest_verdicts_and_summary_lines_are_autopkgtests_own_for_every_restriction";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("sid");
+    let dir = tempfile::tempdir().unwrap();
+    let repo = tree_repo(dir.path());
+    let steps = "  - name: restrictions\n    timeout: 10m\n    autopkgtest:\n      path: /src/trees/restrictions\n";
+    let m = write(dir.path(), "a.yaml", &matrix(&repo, steps));
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let cell = cell_json(&run, "sid");
+    assert_eq!(cell["steps"][0]["status"], "failed", "{cell:#}");
+    let all = cases(&step_junit(&run, &cell, 0));
+    assert_eq!(all.len(), RESTRICTIONS.len(), "{all:#?}");
+    // The real tool's summary, as this run's autopkgtest wrote it: every
+    // line is a JUnit case with that verdict and words …
+    let lines = summary(&run, "01-restrictions");
+    assert_eq!(lines.len(), RESTRICTIONS.len(), "{lines:#?}");
+    for (name, verdict, words) in &lines {
+        let body = case(&all, name);
+        assert_verdict(body, name, verdict, words);
+        let line = format!(
+            "autopkgtest: {name} {verdict}{}",
+            if words.is_empty() {
+                String::new()
+            } else {
+                format!(" {words}")
+            }
+        );
+        assert!(
+            body.replace("&quot;", "\"").contains(&line),
+            "{name}: its output carries `{line}`: {body}"
+        );
+    }
+    // … and what autopkgtest 6.0 wrote when this test was made.
+    for (name, verdict, words) in RESTRICTIONS {
+        let got = lines
+            .iter()
+            .find(|l| l.0 == name)
+            .unwrap_or_else(|| panic!("{name}: {lines:#?}"));
+        assert_eq!((got.1.as_str(), got.2.as_str()), (verdict, words), "{name}");
+    }
+    // A skip by exit 77 carries the test's own first line, as a
+    // rocm-test-launcher's "no GPU" reason would be.
+    assert!(
+        case(&all, "skip-command").contains("marked as skippable: no GPU here"),
+        "{all:#?}"
+    );
+    // The output directory is in the cell's directory.
+    let out = run.join("cells/sid/autopkgtest/01-restrictions");
+    assert!(out.join("log").is_file() && out.join("fails-stdout").is_file());
+}
+
+#[test]
+fn autopkgtest_bad_input_gets_a_verdict_per_test_and_the_others_still_run() {
+    let test = "autopkgtest_bad_input_gets_a_verdict_per_test_and_the_others_still_run";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("sid");
+    let dir = tempfile::tempdir().unwrap();
+    let repo = tree_repo(dir.path());
+    let steps = "  - name: syntax\n    continue_on_error: true\n    autopkgtest:\n      path: /src/trees/bad-syntax\n  \
+                 - name: bad\n    timeout: 10m\n    autopkgtest:\n      path: /src/trees/bad\n      timeout_per_test: 20s\n";
+    let m = write(dir.path(), "a.yaml", &matrix(&repo, steps));
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let cell = cell_json(&run, "sid");
+    let syntax = cases(&step_junit(&run, &cell, 0));
+    assert_verdict(case(&syntax, "passes"), "passes", "PASS", "");
+    assert_verdict(
+        case(&syntax, "control:4"),
+        "control:4",
+        "FAIL",
+        "erroneous package: debian/tests/control:4: `Tests fails-to-parse` is not a field (expected `Name: value`)",
+    );
+    let bad = cases(&step_junit(&run, &cell, 1));
+    assert_eq!(bad.len(), 7, "{bad:#?}");
+    for ok in ["passes", "passes-too", "chatty"] {
+        assert_verdict(case(&bad, ok), ok, "PASS", "");
+    }
+    assert_verdict(
+        case(&bad, "no-such-file"),
+        "no-such-file",
+        "FAIL",
+        "erroneous package: debian/tests/control:5: debian/tests/no-such-file does not exist",
+    );
+    assert_verdict(
+        case(&bad, "unknown-field"),
+        "unknown-field",
+        "SKIP",
+        "unknown field Flavour",
+    );
+    assert_verdict(
+        case(&bad, "uninstallable"),
+        "uninstallable",
+        "FAIL",
+        "badpkg",
+    );
+    assert!(case(&bad, "uninstallable").contains("Test dependencies are unsatisfiable"));
+    assert_verdict(case(&bad, "never-ends"), "never-ends", "FAIL", "timed out");
+    // The chatty test's 4 MiB are in its output file, not in the case.
+    let chatty = std::fs::metadata(run.join("cells/sid/autopkgtest/02-bad/chatty-stdout")).unwrap();
+    assert!(chatty.len() > 4_000_000, "{}", chatty.len());
+    assert!(case(&bad, "chatty").len() < 64 * 1024);
+}
+
+#[test]
+fn autopkgtest_a_source_the_archive_does_not_serve_is_a_cell_error_naming_file_and_suite() {
+    let test =
+        "autopkgtest_a_source_the_archive_does_not_serve_is_a_cell_error_naming_file_and_suite";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("sid");
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(
+        dir.path(),
+        "a.yaml",
+        "name: unserved\nmatrix:\n  suite: [sid]\n  src: [rocmatrix-no-such-source, rocrand]\nenvironment:\n  base: debian:sid\n  packages: [autopkgtest, dpkg-dev]\n\
+         steps:\n  - name: tests\n    timeout: 10m\n    autopkgtest:\n      source: '{{ matrix.src }}'\n",
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    let run = o.run_store();
+    let none = cell_json(&run, "sid.rocmatrix-no-such-source");
+    assert_eq!(none["status"], "error", "{none:#}");
+    assert_eq!(
+        none["reason"].as_str().unwrap(),
+        "autopkgtest source rocmatrix-no-such-source: the Sources index of sid has no source package rocmatrix-no-such-source",
+        "{none:#}"
+    );
+    // rocrand's debian.tar.xz answered 404 here when this was written; a
+    // mirror that serves it runs its tests (a skip without a GPU) instead.
+    let rocrand = cell_json(&run, "sid.rocrand");
+    if rocrand["status"] == "error" {
+        let reason = rocrand["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("autopkgtest source rocrand: the mirror does not serve http")
+                && reason.contains("/rocrand_")
+                && reason.contains(".debian.tar.")
+                && reason.contains(", suite sid)"),
+            "{reason}"
+        );
+    } else {
+        eprintln!("{test}: the mirror serves rocrand's test tree now: {rocrand:#}");
+        assert_ne!(rocrand["status"], "failed", "{rocrand:#}");
+    }
+}
