@@ -566,6 +566,25 @@ mod tests {
     }
 
     #[test]
+    fn a_block_list_of_tests_loses_only_the_dropped_lines() {
+        let text = "name: m\nmatrix:\n  gfx: [a]\nflaky:\n\n  # about A and B\n  - tests:\n      - T.A   # the first\n      - T.B\n    reason: r\n";
+        let f = Findings {
+            drops: vec![Drop {
+                section: Section::Flaky,
+                index: 0,
+                tests: vec![1],
+                whole: false,
+                what: String::new(),
+                why: String::new(),
+            }],
+            ..Findings::default()
+        };
+        let (out, diff) = edited(text, &f);
+        assert_eq!(out, text.replace("      - T.B\n", ""));
+        assert!(diff.contains("\n-      - T.B\n"), "{diff}");
+    }
+
+    #[test]
     fn many_tests_are_a_block_list_that_reads_back() {
         let names = ["A.a", "A.b", "A.c", "A.d", "A.e"];
         let f = Findings {
