@@ -169,6 +169,9 @@ pub enum Error {
     /// The history database could not be opened, read or written.
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
+    /// A cluster run (`run --executor slurm`) could not be carried out.
+    #[error(transparent)]
+    Cluster(crate::cluster::ClusterError),
     /// `expect` could not read its matrix file or history.
     #[error(transparent)]
     Expect(#[from] crate::expect::ExpectError),
@@ -201,6 +204,8 @@ impl Error {
             Error::History(_) => ExitCode::Infrastructure,
             Error::Expect(e) if e.is_usage() => ExitCode::Usage,
             Error::Expect(_) => ExitCode::Infrastructure,
+            Error::Cluster(e) if e.is_usage() => ExitCode::Usage,
+            Error::Cluster(_) => ExitCode::Infrastructure,
         }
     }
 

@@ -10,6 +10,7 @@ pub mod bisect;
 pub mod budget;
 pub mod bundle;
 pub mod cli;
+pub mod cluster;
 pub mod debugger;
 pub mod digest;
 pub mod dirs;

@@ -18,6 +18,7 @@ pub mod report;
 mod repro;
 mod run;
 mod shell;
+mod slurm_run;
 mod validate;
 
 use std::io::Write;

@@ -76,9 +76,14 @@ pub struct RunArgs {
     /// push after; overrides the matrix file's `registry:`.
     #[arg(long, value_name = "REF", value_parser = crate::spec::parse_registry)]
     pub registry: Option<String>,
+    #[command(flatten)]
+    pub cluster: super::slurm_run::ClusterArgs,
 }
 
 pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    if !args.cluster.is_local() {
+        return super::slurm_run::run(&args, cx, out);
+    }
     let (source, settings) = source(&args)?;
     let total = match &source {
         RunSource::New { plan, .. } => plan.cells.len(),

@@ -249,3 +249,119 @@ fn plan_format_k8s_passes_kubernetes_validate_strict() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// Four cells in Debian containers, one of them failing a test.
+const ARRAY_MATRIX: &str = r#"name: array
+matrix:
+  case: [one, two, three, four]
+environment:
+  base: debian:bookworm
+retries: 0
+steps:
+  - name: work
+    junit: [/work/out/*.xml]
+    run: |
+      mkdir -p /work/out
+      f=0; body=""
+      if [ {{ matrix.case }} = three ]; then f=1; body='<failure message="boom">trace</failure>'; fi
+      printf '<?xml version="1.0"?>\n<testsuite name="s" tests="2" failures="%s"><testcase classname="c" name="a">%s</testcase><testcase classname="c" name="b"/></testsuite>\n' "$f" "$body" > /work/out/{{ matrix.case }}.xml
+      exit $f
+"#;
+
+/// A cell's id, status and (test, status) pairs.
+type Outcome = (String, String, Vec<(String, String)>);
+
+/// Each cell's outcome in a results.json.
+fn outcomes(results: &std::path::Path) -> Vec<Outcome> {
+    let j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results).unwrap()).unwrap();
+    let mut v: Vec<Outcome> = j["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let mut tests: Vec<(String, String)> = c["tests"]
+                .as_array()
+                .map(|ts| {
+                    ts.iter()
+                        .map(|t| (t["name"].to_string(), t["status"].to_string()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            tests.sort();
+            // Passing tests are kept as hashes only.
+            tests.push(("passed".into(), c["passed_hashes"].to_string()));
+            (c["id"].to_string(), c["status"].to_string(), tests)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `run --executor slurm` on the real cluster: two array tasks of two
+/// cells each, their shards merged, give the report a local run of the same
+/// matrix gives; and the tasks really ran through Slurm.
+#[test]
+fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
+    let Some(_engine) = crate::harness::engine_or_skip("run --executor slurm") else {
+        return;
+    };
+    let Some(s) = Slurm::start("run --executor slurm") else {
+        return;
+    };
+    crate::harness::bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let m = crate::harness::write(dir.path(), "m.yaml", ARRAY_MATRIX);
+    let local = crate::harness::Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("local"))
+        .run();
+    local.assert_code(1);
+    let local_results = local.run_store().join("report/results.json");
+
+    let slurm_dir = dir.path().join("shared");
+    let mut cmd = crate::harness::Rocmatrix::run_matrix(&m)
+        .args([
+            "--executor",
+            "slurm",
+            "--shards",
+            "2",
+            "--partition",
+            slurm::PARTITION,
+        ])
+        .arg("--slurm-dir")
+        .arg(&slurm_dir)
+        .current_dir(dir.path());
+    for (k, v) in s.env() {
+        cmd = cmd.env(k, v);
+    }
+    let ran = cmd.run();
+    ran.assert_code(1);
+    let text = ran.text();
+    assert!(text.contains("slurm: array job "), "{text}\n{}", s.logs());
+    assert!(
+        text.contains("0 pending, 0 running, 2 done of 2 tasks"),
+        "{text}"
+    );
+    let merged = outcomes(&slurm_dir.join("report/results.json"));
+    assert_eq!(merged, outcomes(&local_results), "{text}");
+    assert_eq!(merged.len(), 4);
+    let three = merged.iter().find(|c| c.0 == "\"three\"").unwrap();
+    assert_eq!(three.1, "\"failed\"");
+    assert!(three.2.iter().any(|t| t.0 == "\"a\""), "{three:?}");
+    // Each task's own run store, and its output, from Slurm.
+    for task in 1..=2 {
+        let runs = slurm_dir.join(format!("shards/{task}/runs"));
+        assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 1, "{text}");
+        let log = std::fs::read_to_string(slurm_dir.join(format!("logs/{task}.out"))).unwrap();
+        assert!(log.contains("run store:"), "{log}");
+    }
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(slurm_dir.join("array.json")).unwrap())
+            .unwrap();
+    let job = state["jobs"][0].as_str().unwrap().to_string();
+    let shown = s.show_job(&format!("{job}_2"));
+    // The task of the failing cell exits 1, as `rocmatrix run` does.
+    assert_eq!(shown.get("JobState").map(String::as_str), Some("FAILED"));
+    assert_eq!(shown.get("ExitCode").map(String::as_str), Some("1:0"));
+}

@@ -1,0 +1,270 @@
+//! `rocmatrix run FILE --executor slurm` and `run --resume DIR --executor
+//! slurm`: the plan as one Slurm job array in the shared directory
+//! `--slurm-dir` (src/cluster/), its shards merged into `DIR/report/`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, ValueEnum};
+
+use super::run::RunArgs;
+use crate::cluster::state::{self, ArrayState, TaskState};
+use crate::cluster::{array, shards, ClusterError};
+use crate::error::{Error, ExitCode};
+use crate::plan::jobs::{self, JobError, JobRequest, Runners};
+use crate::plan::slurm::{self, ScriptPaths};
+use crate::plan::Plan;
+use crate::spec::Spec;
+
+/// Where the cells run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum Executor {
+    /// On this machine.
+    #[default]
+    Local,
+    /// As a Slurm job array, one task per shard (docs/cluster.md).
+    Slurm,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct ClusterArgs {
+    /// Where the cells run: here, or as a Slurm job array (docs/cluster.md).
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    pub executor: Executor,
+    /// With --executor slurm: the directory on the cluster's shared file
+    /// system that the tasks write their shards' run stores into, and the
+    /// merged report goes (DIR/report/).
+    #[arg(long, value_name = "DIR", default_value = "rocmatrix-slurm")]
+    pub slurm_dir: PathBuf,
+    /// With --executor slurm: N array tasks (shards of the plan, or of each
+    /// --group-by group); default one per cell.
+    #[arg(long, value_name = "N")]
+    pub shards: Option<usize>,
+    /// With --executor slurm: tasks of one combination of these axes'
+    /// values each (e.g. gfx), so that each asks for one kind of GPU.
+    #[arg(long, value_name = "AXIS,…", value_delimiter = ',')]
+    pub group_by: Vec<String>,
+    #[command(flatten)]
+    pub slurm: super::plan::SlurmArgs,
+}
+
+impl ClusterArgs {
+    pub fn is_local(&self) -> bool {
+        self.executor == Executor::Local
+    }
+}
+
+impl From<ClusterError> for Error {
+    fn from(e: ClusterError) -> Self {
+        if e.is_usage() {
+            Error::Usage(e.to_string())
+        } else {
+            Error::Cluster(e)
+        }
+    }
+}
+
+fn absolute(p: &Path) -> Result<PathBuf, Error> {
+    std::path::absolute(p).map_err(|e| Error::io(p, e))
+}
+
+pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    let (dir, mut state) = match &args.resume {
+        Some(dir) => {
+            let dir = absolute(dir)?;
+            let state = ArrayState::load(&dir)?;
+            (dir, state)
+        }
+        None => {
+            let dir = absolute(&args.cluster.slurm_dir)?;
+            let state = prepare(args, &dir)?;
+            (dir, state)
+        }
+    };
+    let todo: Vec<TaskState> = state
+        .tasks
+        .iter()
+        .filter(|t| !t.cell_ids.is_empty() && !shards::complete(&dir, t))
+        .cloned()
+        .collect();
+    let mut text = String::new();
+    let mut interrupted = false;
+    if !todo.is_empty() {
+        let refs: Vec<&TaskState> = todo.iter().collect();
+        let followed = cx.runtime.block_on(async {
+            let jobs = array::submit(&dir, &mut state, &refs).await?;
+            let mut say = |line: String| eprintln!("{line}");
+            let followed = array::follow(&jobs, &mut say).await?;
+            Ok::<_, ClusterError>((jobs, followed))
+        })?;
+        let (jobs, followed) = followed;
+        interrupted = followed.interrupted;
+        for t in &todo {
+            let job = jobs
+                .iter()
+                .find(|(_, ts)| ts.contains(&t.index))
+                .map(|(j, _)| j.as_str())
+                .unwrap_or("?");
+            let how = match followed.ended.get(&t.index) {
+                Some((st, why)) if why.is_empty() || why == "None" => st.clone(),
+                Some((st, why)) => format!("{st} ({why})"),
+                None => "without Slurm knowing how".into(),
+            };
+            let why = format!(
+                "Slurm array task {} (job {job}_{}) ended {how} before this cell finished; \
+                 `rocmatrix run --resume {} --executor slurm` runs it again",
+                t.index,
+                t.index,
+                dir.display()
+            );
+            let marked = shards::mark_unfinished(&dir, &state, t, &why)?;
+            if marked > 0 {
+                text.push_str(&format!(
+                    "slurm: task {} (job {job}_{}) ended {how}: {} recorded `error`\n",
+                    t.index,
+                    t.index,
+                    crate::run::progress::count(marked, "cell")
+                ));
+            }
+        }
+    }
+    let summary = shards::merge(
+        &dir,
+        &state,
+        args.judge.baseline.as_deref(),
+        args.judge.junit,
+    )?;
+    for w in &summary.warnings {
+        text.push_str(&format!("warning: {w}\n"));
+    }
+    text.push_str(&summary.lines());
+    text.push_str(&format!(
+        "report: {}\n",
+        dir.join("report/index.html").display()
+    ));
+    let errors = shards::stores(&dir, &state)
+        .iter()
+        .map(|d| crate::store::RunStore { dir: d.clone() })
+        .any(|s| {
+            s.finished_cells().iter().any(|c| {
+                s.cell_record(c)
+                    .is_ok_and(|r| r.status == crate::store::record::Status::Error)
+            })
+        });
+    if interrupted {
+        text.push_str(&format!(
+            "interrupted: finish it with `rocmatrix run --resume {} --executor slurm`\n",
+            dir.display()
+        ));
+    }
+    super::write_out(out, &text)?;
+    Ok(judge(&summary, args, interrupted, errors))
+}
+
+/// Exit codes as a local run's: interrupted 130; test failures 1;
+/// infrastructure errors (cells a task did not finish) 3; else 0.
+fn judge(
+    summary: &crate::report::ReportSummary,
+    args: &RunArgs,
+    interrupted: bool,
+    errors: bool,
+) -> ExitCode {
+    if interrupted {
+        return ExitCode::Interrupted;
+    }
+    let failed = summary.totals.failed > 0;
+    match ExitCode::of_report(summary, args.judge.fail_on) {
+        ExitCode::TestFailure if errors && !failed => ExitCode::Infrastructure,
+        ExitCode::TestFailure => ExitCode::TestFailure,
+        _ if errors => ExitCode::Infrastructure,
+        other => other,
+    }
+}
+
+/// A new array: the plan, its tasks, the script and the state in `dir`.
+fn prepare(args: &RunArgs, dir: &Path) -> Result<ArrayState, Error> {
+    let Some(file) = &args.file else {
+        return Err(Error::Usage("give a matrix file or --resume DIR".into()));
+    };
+    if args.shard.is_some() {
+        return Err(Error::Usage(
+            "--executor slurm makes the shards itself: give --shards N, not --shard K/N".into(),
+        ));
+    }
+    if ArrayState::path(dir).exists() {
+        return Err(Error::Usage(format!(
+            "{} holds an earlier array; finish it with `rocmatrix run --resume {} --executor slurm`, \
+             or give another --slurm-dir",
+            dir.display(),
+            dir.display()
+        )));
+    }
+    let file = absolute(file)?;
+    let spec = Spec::load(&file)?;
+    let plan = Plan::build(&spec, args.max_cells)?
+        .select(&args.only)
+        .map_err(|e| Error::Usage(e.to_string()))?;
+    let c = &args.cluster;
+    let req = JobRequest {
+        only: args.only.clone(),
+        group_by: c.group_by.clone(),
+        shards: c.shards,
+    };
+    let jobs =
+        jobs::jobs(&spec, &plan, &file, &req, slurm::SLURM, Runners::None).map_err(
+            |e| match e {
+                JobError::Template(e) => Error::Spec(e),
+                other => Error::Usage(other.to_string()),
+            },
+        )?;
+    let settings = c.slurm.settings(&spec);
+    let tasks = slurm::tasks(&plan, &jobs, &settings).map_err(|e| Error::Usage(e.to_string()))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("the rocmatrix binary", e))?;
+    let paths = ScriptPaths {
+        rocmatrix: exe.display().to_string(),
+        dir: dir.display().to_string(),
+        run_args: run_args(args),
+    };
+    for sub in ["logs", "shards"] {
+        std::fs::create_dir_all(dir.join(sub)).map_err(|e| Error::io(dir.join(sub), e))?;
+    }
+    let script = slurm::script(&plan, &tasks, &settings, &paths);
+    let script_path = dir.join(state::SCRIPT);
+    crate::store::write_atomic(&script_path, script.as_bytes())?;
+    let state = ArrayState {
+        version: state::VERSION,
+        manifest: state::manifest_of(&spec, &plan),
+        tasks: tasks
+            .iter()
+            .map(|t| TaskState {
+                index: t.index,
+                shard: t.job.shard.to_string(),
+                cell_ids: t.job.cell_ids.clone(),
+                gres: t.gres.as_ref().map(|g| g.to_string()),
+                command: t.job.command.clone(),
+            })
+            .collect(),
+        options: slurm::common_options(&plan.name, &settings, &paths),
+        jobs: Vec::new(),
+    };
+    state.save(dir)?;
+    Ok(state)
+}
+
+/// What every task's `rocmatrix run` gets from this command line.
+fn run_args(args: &RunArgs) -> Vec<String> {
+    let mut a = Vec::new();
+    if let Some(r) = &args.registry {
+        a.extend(["--registry".to_string(), r.clone()]);
+    }
+    if let Some(r) = args.retries {
+        a.extend(["--retries".to_string(), r.to_string()]);
+    }
+    if let Some(j) = args.jobs {
+        a.extend(["--jobs".to_string(), j.to_string()]);
+    }
+    if args.fail_fast {
+        a.push("--fail-fast".into());
+    }
+    a
+}

@@ -1,0 +1,157 @@
+//! One submission of the array, followed to its end: `sbatch --array` per
+//! kind of GPU request, then the tasks watched through `squeue` once a
+//! second (one RPC to the controller for all of them, where `sbatch
+//! --wait` polls per job) until none is pending or running; the tasks that
+//! left the queue are asked once, through `scontrol`, how they ended.
+//! SIGINT or SIGTERM cancels the arrays (`scancel`) and says so.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use super::commands::{self, Queue};
+use super::state::{ArrayState, TaskState};
+use super::{name_cells, ClusterError};
+
+/// How often the queue is read.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// The tasks to submit, grouped by their GPU request: `(gres, indices)`.
+pub fn groups(tasks: &[&TaskState]) -> Vec<(Option<String>, Vec<usize>)> {
+    let mut out: Vec<(Option<String>, Vec<usize>)> = Vec::new();
+    for t in tasks {
+        match out.iter_mut().find(|(g, _)| *g == t.gres) {
+            Some((_, v)) => v.push(t.index),
+            None => out.push((t.gres.clone(), vec![t.index])),
+        }
+    }
+    out
+}
+
+/// Submits `tasks` of the array in `dir` (one `sbatch` per kind of GPU
+/// request); records each job id in the state as soon as it is known.
+/// Returns (job, tasks) per submission.
+pub async fn submit(
+    dir: &Path,
+    state: &mut ArrayState,
+    tasks: &[&TaskState],
+) -> Result<Vec<(String, Vec<usize>)>, ClusterError> {
+    let script = dir.join(super::state::SCRIPT);
+    let mut out = Vec::new();
+    for (gres, indices) in groups(tasks) {
+        let mut options = state.options.clone();
+        options.push(format!(
+            "--array={}",
+            crate::plan::slurm::index_ranges(&indices)
+        ));
+        if let Some(g) = &gres {
+            options.push(format!("--gres={g}"));
+        }
+        let cells = name_cells(
+            tasks
+                .iter()
+                .filter(|t| indices.contains(&t.index))
+                .flat_map(|t| &t.cell_ids),
+        );
+        let submitted = commands::sbatch(&options, &script, &cells).await;
+        let job = match submitted {
+            Ok(job) => job,
+            Err(e) => {
+                // What was submitted before this one runs on: cancel it.
+                let earlier: Vec<String> =
+                    out.iter().map(|(j, _): &(String, _)| j.clone()).collect();
+                let _ = commands::scancel(&earlier).await;
+                return Err(e);
+            }
+        };
+        state.jobs.push(job.clone());
+        state.save(dir)?;
+        out.push((job, indices));
+    }
+    Ok(out)
+}
+
+/// How the array went.
+#[derive(Debug, Default)]
+pub struct Followed {
+    /// A signal stopped it; the arrays were cancelled.
+    pub interrupted: bool,
+    /// Per task: how it ended (`JobState`, and Slurm's reason), as far as
+    /// Slurm still knows.
+    pub ended: BTreeMap<usize, (String, String)>,
+}
+
+/// Counts of the tasks: pending, running, done.
+fn counts(q: &Queue, total: usize) -> (usize, usize, usize) {
+    let pending = q.values().filter(|s| s.as_str() == "PENDING").count();
+    let running = q.len() - pending;
+    (pending, running, total.saturating_sub(q.len()))
+}
+
+/// Follows `jobs` until no task of them is queued; `say` gets a progress
+/// line whenever the counts change.
+pub async fn follow(
+    jobs: &[(String, Vec<usize>)],
+    say: &mut (dyn FnMut(String) + Send),
+) -> Result<Followed, ClusterError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let ids: Vec<String> = jobs.iter().map(|(j, _)| j.clone()).collect();
+    let total: usize = jobs.iter().map(|(_, t)| t.len()).sum();
+    let (mut int, mut term) = (
+        signal(SignalKind::interrupt()).map_err(|e| ClusterError::io("SIGINT handler", e))?,
+        signal(SignalKind::terminate()).map_err(|e| ClusterError::io("SIGTERM handler", e))?,
+    );
+    let mut last = None;
+    let mut followed = Followed::default();
+    loop {
+        let q = commands::squeue(&ids).await?;
+        let now = counts(&q, total);
+        if last != Some(now) {
+            say(format!(
+                "slurm: array job {}: {} pending, {} running, {} done of {total} tasks",
+                ids.join(", "),
+                now.0,
+                now.1,
+                now.2
+            ));
+            last = Some(now);
+        }
+        if q.is_empty() {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = int.recv() => { followed.interrupted = true; }
+            _ = term.recv() => { followed.interrupted = true; }
+        }
+        if followed.interrupted {
+            commands::scancel(&ids).await?;
+            say(format!(
+                "interrupted: cancelled Slurm array job {} (scancel); its unfinished cells are \
+                 recorded `error`",
+                ids.join(", ")
+            ));
+            wait_gone(&ids).await;
+            break;
+        }
+    }
+    for (job, tasks) in jobs {
+        for &t in tasks {
+            if let Some(end) = commands::task_end(job, t).await {
+                followed.ended.insert(t, end);
+            }
+        }
+    }
+    Ok(followed)
+}
+
+/// After `scancel`: until the tasks have left the queue (bounded).
+async fn wait_gone(ids: &[String]) {
+    for _ in 0..60 {
+        match commands::squeue(ids).await {
+            Ok(q) if q.is_empty() => return,
+            Err(_) => return,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
