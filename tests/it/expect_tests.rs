@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::harness::postgres::{Postgres, PASSWORD};
 use crate::harness::*;
 
 /// The matrix file as a maintainer keeps it: comments, an `expect:` entry
@@ -147,6 +148,31 @@ fn expect_proposes_writes_and_keeps_the_matrix_file() {
     );
     // Proposing changes nothing.
     assert_eq!(std::fs::read_to_string(&m).unwrap(), original);
+    // The same runs in a PostgreSQL history, given by URL: the same diff.
+    if let Some(pg) = Postgres::start(test) {
+        pg.create_db("keep");
+        let url = pg.url("keep");
+        Rocmatrix::new()
+            .args(["history", "import"])
+            .args(&stores)
+            .args(["--history", &url])
+            .run()
+            .assert_success();
+        let on_pg = Rocmatrix::new()
+            .args([
+                "expect",
+                "--propose",
+                "--drop-after",
+                "3",
+                "--history",
+                &url,
+            ])
+            .arg(&m)
+            .run();
+        on_pg.assert_success();
+        assert_eq!(on_pg.stdout(), diff, "{}", on_pg.context());
+        assert!(!on_pg.stderr().contains(PASSWORD), "{}", on_pg.context());
+    }
 
     // --write makes exactly that diff (as patch(1) applies it), and the
     // rest of the file stays as it was.
