@@ -58,6 +58,10 @@ pub struct Ctest {
     pub exclude_regex: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
     pub timeout_per_test: Option<Duration>,
+    /// `ctest --rerun-failed` while tests fail, up to this many times (0:
+    /// never; left out of the plan then, so cell hashes stay what they were).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rerun_failures: u32,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
 }
@@ -92,6 +96,7 @@ pub(super) fn render(
             regex: opt(&c.regex)?,
             exclude_regex: opt(&c.exclude_regex)?,
             timeout_per_test: c.timeout_per_test,
+            rerun_failures: c.rerun_failures,
             args: args(&c.args)?,
         }),
         SuiteTemplate::Autopkgtest(a) => TestSuite::Autopkgtest(Autopkgtest {

@@ -254,6 +254,7 @@ pub struct RawCtest {
     pub regex: Option<String>,
     pub exclude_regex: Option<String>,
     pub timeout_per_test: Option<String>,
+    pub rerun_failures: Option<u32>,
     #[serde(default)]
     pub args: Vec<String>,
 }

@@ -11,6 +11,8 @@ use super::{
     ctest_output, gtest_output, note, read_file, write_junit, Case, SuiteContext, SuiteError,
     SuiteOutcome,
 };
+use std::time::{Duration, Instant};
+
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Ctest;
 
@@ -41,38 +43,17 @@ pub fn command(c: &Ctest, junit: &str) -> Vec<String> {
     argv
 }
 
-/// Runs the ctest step `c`.
+/// Runs the ctest step `c`; with `rerun_failures: N`, its failing tests
+/// again through `ctest --rerun-failed`, up to N times while any fail.
 pub async fn run(
     cx: &SuiteContext<'_>,
     c: &Ctest,
     log: &super::Log<'_>,
 ) -> Result<SuiteOutcome, SuiteError> {
-    let junit = format!("/tmp/rocmatrix-ctest/{}.xml", cx.slug);
-    let argv = command(c, &junit);
-    // `cd` rather than `--test-dir`, which CTest learnt only in 3.20.
-    let script = format!(
-        "mkdir -p /tmp/rocmatrix-ctest && cd {} && exec \"$@\"",
-        crate::plan::ci::shell_quote(&c.dir)
-    );
-    let mut cmd = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
-    cmd.extend(argv);
+    let deadline = Instant::now() + cx.step_timeout;
     note(log, &format!("rocmatrix: ctest in {}\n", c.dir));
-    let mut console = ctest_output::Results::default();
-    let mut sink = |b: &[u8]| {
-        console.feed(b);
-        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
-        (*l)(b);
-    };
-    let outcome = cx
-        .engine
-        .exec(
-            cx.container,
-            cmd,
-            cx.env.clone(),
-            &mut sink,
-            Some(cx.step_timeout),
-        )
-        .await?;
+    let junit = format!("{TMP}/{}.xml", cx.slug);
+    let (outcome, console) = exec(cx, c, command(c, &junit), cx.step_timeout, log).await?;
     if outcome == ExecOutcome::TimedOut {
         return Ok(SuiteOutcome {
             cases: Vec::new(),
@@ -81,9 +62,7 @@ pub async fn run(
             problem: None,
         });
     }
-    let text = read_file(cx, &junit).await?;
-    let cases: Option<Vec<Case>> = text.as_deref().and_then(gtest_output::parse_xml);
-    let Some(mut cases) = cases else {
+    let Some(mut cases) = read_cases(cx, &junit, &console, c).await? else {
         let code = match outcome {
             ExecOutcome::Exited(c) => c,
             ExecOutcome::TimedOut => -1,
@@ -98,7 +77,7 @@ pub async fn run(
             )),
         });
     };
-    console.refine(&mut cases, c.timeout_per_test);
+    rerun_failed(cx, c, &mut cases, deadline, log).await?;
     let path = cx.junit_dir.join("ctest.xml");
     let cases = write_junit(path.clone(), "ctest", cases).await?;
     Ok(SuiteOutcome {
@@ -109,10 +88,111 @@ pub async fn run(
     })
 }
 
+/// Where CTest writes its JUnit in the container.
+const TMP: &str = "/tmp/rocmatrix-ctest";
+
+/// Runs `argv` (a `ctest` command line) in the build directory for at
+/// most `timeout`, the log and the console parser fed as it prints.
+async fn exec(
+    cx: &SuiteContext<'_>,
+    c: &Ctest,
+    argv: Vec<String>,
+    timeout: Duration,
+    log: &super::Log<'_>,
+) -> Result<(ExecOutcome, ctest_output::Results), SuiteError> {
+    // `cd` rather than `--test-dir`, which CTest learnt only in 3.20.
+    let script = format!(
+        "mkdir -p {TMP} && cd {} && exec \"$@\"",
+        crate::plan::ci::shell_quote(&c.dir)
+    );
+    let mut cmd = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
+    cmd.extend(argv);
+    let mut console = ctest_output::Results::default();
+    let mut sink = |b: &[u8]| {
+        console.feed(b);
+        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
+        (*l)(b);
+    };
+    let outcome = cx
+        .engine
+        .exec(cx.container, cmd, cx.env.clone(), &mut sink, Some(timeout))
+        .await?;
+    Ok((outcome, console))
+}
+
+/// CTest's JUnit at `junit`, with the verdicts its console lines give.
+async fn read_cases(
+    cx: &SuiteContext<'_>,
+    junit: &str,
+    console: &ctest_output::Results,
+    c: &Ctest,
+) -> Result<Option<Vec<Case>>, SuiteError> {
+    let text = read_file(cx, junit).await?;
+    let mut cases = text.as_deref().and_then(gtest_output::parse_xml);
+    if let Some(cases) = cases.as_mut() {
+        console.refine(cases, c.timeout_per_test);
+    }
+    Ok(cases)
+}
+
+/// `rerun_failures: N`: `ctest --rerun-failed` (CTest's own list of the
+/// tests that failed last time) while any test fails, up to N times and
+/// within the step's time. A test that then passes is flaky (its earlier
+/// runs kept as `<flakyFailure>`s); one that fails every time keeps its
+/// last failure, the earlier ones as `<rerunFailure>`s.
+async fn rerun_failed(
+    cx: &SuiteContext<'_>,
+    c: &Ctest,
+    cases: &mut [Case],
+    deadline: Instant,
+    log: &super::Log<'_>,
+) -> Result<(), SuiteError> {
+    for attempt in 1..=c.rerun_failures {
+        let failing = cases.iter().filter(|k| k.verdict.is_failure()).count();
+        let left = deadline.saturating_duration_since(Instant::now());
+        if failing == 0 || left.is_zero() {
+            break;
+        }
+        note(
+            log,
+            &format!(
+                "rocmatrix: ctest --rerun-failed: {failing} failing test{} again ({attempt} of {})\n",
+                if failing == 1 { "" } else { "s" },
+                c.rerun_failures
+            ),
+        );
+        let junit = format!("{TMP}/{}-rerun-{attempt}.xml", cx.slug);
+        let mut argv = command(c, &junit);
+        argv.insert(1, "--rerun-failed".into());
+        let (outcome, console) = exec(cx, c, argv, left, log).await?;
+        if outcome == ExecOutcome::TimedOut {
+            break;
+        }
+        let Some(again) = read_cases(cx, &junit, &console, c).await? else {
+            break;
+        };
+        for a in again {
+            let Some(k) = cases
+                .iter_mut()
+                .find(|k| k.verdict.is_failure() && k.suite == a.suite && k.name == a.name)
+            else {
+                continue;
+            };
+            let passed = !a.verdict.is_failure();
+            k.reruns.push(std::mem::replace(&mut k.verdict, a.verdict));
+            if passed {
+                k.time = a.time;
+            } else {
+                k.output = a.output;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[test]
     fn command_line() {
@@ -123,6 +203,7 @@ mod tests {
             regex: Some("^fft".into()),
             exclude_regex: None,
             timeout_per_test: Some(Duration::from_secs(90)),
+            rerun_failures: 0,
             args: vec!["-j2".into()],
         };
         assert_eq!(

@@ -490,3 +490,60 @@ fn gtest_rerun_failures_tells_a_flaky_test_from_a_failing_one() {
     assert_eq!(c["counts"]["flaky"], 1, "{c:#}");
     assert_eq!(c["counts"]["failed"], 1, "{c:#}");
 }
+
+#[test]
+fn ctest_rerun_failures_reruns_what_ctest_says_failed_and_tells_flaky_from_failing() {
+    let test = "ctest_rerun_failures_reruns_what_ctest_says_failed_and_tells_flaky_from_failing";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    // `second_time` fails until a marker exists; `always` never passes;
+    // `passes` must not be run again (CTest's --rerun-failed list).
+    let m = write(
+        dir.path(),
+        "ctest-rerun.yaml",
+        "name: ctest-rerun\nmatrix:\n  os: [bookworm]\nenvironment:\n  base: debian:bookworm\n  packages: [cmake, make]\n\
+         timeout: 5m\nsteps:\n  - name: configure\n    gpu: none\n    run: |\n      mkdir -p /work/p && cd /work/p\n      \
+         cat > CMakeLists.txt <<'CMAKE'\n      cmake_minimum_required(VERSION 3.16)\n      project(reruns NONE)\n      \
+         enable_testing()\n      add_test(NAME passes COMMAND sh -c \"echo ran >> /work/p/passes.count\")\n      \
+         add_test(NAME second_time COMMAND sh -c \"test -e /work/p/m || { touch /work/p/m; echo queue not ready yet; exit 1; }\")\n      \
+         add_test(NAME always COMMAND sh -c \"echo wrong answer; exit 1\")\n      CMAKE\n      \
+         cmake -S . -B build\n  - name: tests\n    timeout: 2m\n    continue_on_error: true\n    ctest:\n      dir: /work/p/build\n      rerun_failures: 2\n  \
+         - name: count\n    run: test \"$(wc -l < /work/p/passes.count)\" = 1\n",
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let cell = cell_json(&run, "bookworm");
+    assert_eq!(
+        cell["steps"][2]["status"], "passed",
+        "passes ran once: {cell:#}"
+    );
+    let junit = run
+        .join("cells/bookworm")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    let flaky = case(&all, "second_time.second_time");
+    assert_eq!(flaky.matches("<flakyFailure").count(), 1, "{flaky}");
+    assert!(!flaky.contains("<failure"), "{flaky}");
+    let failing = case(&all, "always.always");
+    assert!(failing.contains("<failure"), "{failing}");
+    assert_eq!(failing.matches("<rerunFailure").count(), 2, "{failing}");
+    let log = std::fs::read_to_string(run.join("cells/bookworm/logs/02-tests.log")).unwrap();
+    assert!(
+        log.contains("ctest --rerun-failed: 2 failing tests again (1 of 2)")
+            && log.contains("ctest --rerun-failed: 1 failing test again (2 of 2)"),
+        "{log}"
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report/results.json")).unwrap())
+            .unwrap();
+    let c = &results["cells"][0];
+    assert_eq!(c["counts"]["flaky"], 1, "{c:#}");
+    assert_eq!(c["counts"]["failed"], 1, "{c:#}");
+}
