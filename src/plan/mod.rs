@@ -4,6 +4,7 @@
 pub mod build;
 pub mod cache;
 pub mod ci;
+pub mod debci;
 pub mod glob;
 pub mod jobs;
 pub mod k8s;
