@@ -153,12 +153,29 @@ impl History {
             Scope::Test(t) => Rows::Named(t),
             Scope::Recent { .. } => Rows::OfRuns(&ids),
         };
+        // The wanted tests by cell, looked up without allocating per row.
+        let wanted: Option<HashMap<&str, std::collections::HashSet<&str>>> = match scope {
+            Scope::Recent { wanted, .. } => {
+                let mut by_cell: HashMap<&str, std::collections::HashSet<&str>> = HashMap::new();
+                for (cell, test) in wanted {
+                    by_cell
+                        .entry(cell.as_str())
+                        .or_default()
+                        .insert(test.as_str());
+                }
+                Some(by_cell)
+            }
+            _ => None,
+        };
         // (matrix, cell, test) → run index → row.
         let mut rows: BTreeMap<(String, String, String), BTreeMap<usize, StoredTest>> =
             BTreeMap::new();
         for t in self.backend.tests(which).map_err(e)? {
-            if let Scope::Recent { wanted, .. } = scope {
-                if !wanted.contains(&(t.cell.clone(), t.test.clone())) {
+            if let Some(w) = &wanted {
+                if !w
+                    .get(t.cell.as_str())
+                    .is_some_and(|c| c.contains(t.test.as_str()))
+                {
                     continue;
                 }
             }

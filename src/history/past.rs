@@ -100,8 +100,9 @@ pub struct TestPast {
     /// For a regression: what changed underneath between the run before it
     /// and the run it began in.
     pub changed: Vec<String>,
-    /// Its outcome in each of the window's runs of its cell.
-    pub strip: Vec<Mark>,
+    /// Its outcome in each of the window's runs of its cell, oldest first:
+    /// `✓✓✗✗` (`~` passed on a rerun, `·` not run).
+    pub strip: String,
 }
 
 impl Past {
@@ -282,23 +283,7 @@ fn test_past(
             }
         }
     }
-    let strip = t
-        .points
-        .iter()
-        .map(|p| {
-            let (css, outcome) = match p.obs {
-                Obs::Pass => ("pass", "passed"),
-                Obs::Fail => ("fail", "failed"),
-                Obs::Rerun => ("flaky", "passed on a rerun"),
-                Obs::Absent => ("skip", "did not run"),
-            };
-            Mark {
-                mark: p.obs.mark(),
-                css,
-                title: format!("{}: {outcome}", at(p.run)),
-            }
-        })
-        .collect();
+    let strip = t.points.iter().map(|p| p.obs.mark()).collect();
     TestPast {
         kind,
         words,

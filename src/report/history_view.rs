@@ -60,7 +60,7 @@ pub fn section(past: &Past, reg: Option<&Regressions>, cap: usize) -> Option<His
             kind: t.kind.word(),
             words: t.words.clone(),
             changed: t.changed.join(", "),
-            marks: t.strip.iter().map(|m| m.mark).collect(),
+            marks: t.strip.clone(),
         })
         .collect();
     Some(HistoryView {

@@ -234,8 +234,8 @@ pub struct TestView {
     pub history_kind: &'static str,
     /// For a regression: what changed underneath when it began.
     pub changed: String,
-    /// Its outcome in its cell's last recorded runs, oldest first.
-    pub strip: Vec<crate::history::past::Mark>,
+    /// Its outcome in its cell's last recorded runs, oldest first: `✓✓✗`.
+    pub strip: String,
 }
 
 #[derive(Serialize)]
@@ -647,7 +647,7 @@ fn test_view(t: &TestResult, caps: Caps) -> TestView {
         history: String::new(),
         history_kind: "",
         changed: String::new(),
-        strip: Vec::new(),
+        strip: String::new(),
     }
 }
 
