@@ -1,7 +1,7 @@
 //! Read-only questions for those who keep a matrix's expectations
 //! (`rocmatrix expect`): how each cell of a matrix ended, run after run.
 
-use super::backend::StoredCell;
+use super::backend::{Rows, StoredCell, StoredTest};
 use super::{error, History, HistoryError};
 
 /// A cell of one recorded run of a matrix.
@@ -35,5 +35,13 @@ impl History {
             .collect();
         out.sort_by(|a, b| (a.run, &a.cell.cell).cmp(&(b.run, &b.cell.cell)));
         Ok(out)
+    }
+
+    /// The non-passing test rows of the runs `ids`.
+    pub fn rows_of_runs(&mut self, ids: &[String]) -> Result<Vec<StoredTest>, HistoryError> {
+        let location = self.location.clone();
+        self.backend
+            .tests(Rows::OfRuns(ids))
+            .map_err(|m| error(&location, &m.0))
     }
 }
