@@ -85,6 +85,16 @@ fn cells_match(e: &Expectation, axes: &BTreeMap<String, String>) -> bool {
 
 /// Whether pattern `p` names `test` (`classname.name`).
 pub fn test_matches(p: &str, test: &str) -> bool {
+    if !p.contains(['*', '?']) {
+        // No glob: a comparison of each name (no allocation).
+        return p == test
+            || test.rsplit_once('.').is_some_and(|(class, name)| {
+                p == name
+                    || p.strip_prefix(class)
+                        .and_then(|r| r.strip_prefix("::"))
+                        .is_some_and(|r| r == name)
+            });
+    }
     if glob::matches(p, test) {
         return true;
     }
@@ -499,10 +509,11 @@ fn drops(
         }
         let mut dropped = Vec::new();
         let mut passed_all = true;
+        let in_cells: Vec<&TestHistory> = all.iter().filter(|t| cells_match(e, &t.axes)).collect();
         for (k, p) in e.tests.iter().enumerate() {
-            let points = all
+            let points = in_cells
                 .iter()
-                .filter(|t| cells_match(e, &t.axes) && test_matches(p, &t.test))
+                .filter(|t| test_matches(p, &t.test))
                 .flat_map(|t| t.points.iter().filter(|pt| window.contains(&pt.run)));
             let (mut failed, mut passed) = (false, false);
             for pt in points {
@@ -573,6 +584,11 @@ mod tests {
         ));
         assert!(covers(&rule(&[], &["A"]), &axes, "Suite.A"));
         assert!(covers(&rule(&[], &["Suite::A"]), &axes, "Suite.A"));
+        assert!(covers(&rule(&[], &["Su*::A"]), &axes, "Suite.A"));
+        assert!(!covers(&rule(&[], &["Suite::B"]), &axes, "Suite.A"));
+        assert!(!covers(&rule(&[], &["Suit::A"]), &axes, "Suite.A"));
+        assert!(covers(&rule(&[], &["a.b.C"]), &axes, "a.b.C"));
+        assert!(covers(&rule(&[], &["a.b::C"]), &axes, "a.b.C"));
         assert!(covers(&rule(&[("gfx", "gfx1151")], &[]), &axes, "Suite.B"));
         assert!(!covers(
             &rule(&[("gfx", "gfx1030")], &["*"]),
