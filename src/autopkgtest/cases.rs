@@ -6,7 +6,8 @@
 //! - `FAIL …` fails with autopkgtest's words as the message and its detail
 //!   lines (`badpkg: …`) and the test's stderr as the text;
 //! - `SKIP …` is skipped with autopkgtest's words, followed by the first
-//!   line the test printed (rocm-test-launcher's reason) when it ran;
+//!   line the test printed on stdout, else on stderr (rocm-test-launcher's
+//!   reason) when it ran;
 //! - `FLAKY …` is flaky: a pass with the failure as a `<flakyFailure>`;
 //! - a test autopkgtest never judged is an error (`not-run`), and a stanza
 //!   it would have refused the whole run over fails with `file:line`.
@@ -167,7 +168,9 @@ fn verdict(l: &Line, stdout: &str, stderr: &str) -> Verdict {
     match l.verdict {
         Word::Pass => Verdict::Passed,
         Word::Skip => {
-            let said = first_line(stderr).or_else(|| first_line(stdout));
+            // rocm-test-launcher says why on stdout; a test's stderr may
+            // hold a compiler's warnings first.
+            let said = first_line(stdout).or_else(|| first_line(stderr));
             let message = match said {
                 Some(s) if l.words.starts_with("exit status 77") => format!("{}: {s}", l.words),
                 _ => l.words.clone(),
