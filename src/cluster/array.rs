@@ -15,6 +15,10 @@ use super::{name_cells, ClusterError};
 
 /// How often the queue is read.
 pub const POLL: Duration = Duration::from_secs(1);
+/// How long a controller may not answer before the run gives up on it.
+pub const GIVE_UP: Duration = Duration::from_secs(120);
+/// How long cancelled tasks are waited for to leave the queue.
+pub const CANCEL_WAIT: Duration = Duration::from_secs(45);
 
 /// The tasks to submit, grouped by their GPU request: `(gres, indices)`.
 pub fn groups(tasks: &[&TaskState]) -> Vec<(Option<String>, Vec<usize>)> {
@@ -103,8 +107,35 @@ pub async fn follow(
     );
     let mut last = None;
     let mut followed = Followed::default();
+    let mut failing_since: Option<std::time::Instant> = None;
     loop {
-        let q = commands::squeue(&ids).await?;
+        // A controller that does not answer for a while (a restart) is
+        // waited for, up to GIVE_UP; then the run stops with an error and
+        // the array is left to the cluster (resume reads its shards).
+        let q = match commands::squeue(&ids).await {
+            Ok(q) => {
+                failing_since = None;
+                q
+            }
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > GIVE_UP {
+                    return Err(ClusterError::Command {
+                        program: "squeue".into(),
+                        message: format!(
+                            "the Slurm controller has not answered for {} s ({e}); array job {} \
+                             may still run: `rocmatrix run --resume DIR --executor slurm` \
+                             follows what is left of it",
+                            GIVE_UP.as_secs(),
+                            ids.join(", ")
+                        ),
+                    });
+                }
+                say(format!("slurm: squeue failed, trying again: {e}"));
+                tokio::time::sleep(POLL).await;
+                continue;
+            }
+        };
         let now = counts(&q, total);
         if last != Some(now) {
             say(format!(
@@ -125,7 +156,12 @@ pub async fn follow(
             _ = term.recv() => { followed.interrupted = true; }
         }
         if followed.interrupted {
-            commands::scancel(&ids).await?;
+            if let Err(e) = commands::scancel(&ids).await {
+                say(format!(
+                    "interrupted: scancel {} failed: {e}",
+                    ids.join(" ")
+                ));
+            }
             say(format!(
                 "interrupted: cancelled Slurm array job {} (scancel); its unfinished cells are \
                  recorded `error`",
@@ -135,23 +171,30 @@ pub async fn follow(
             break;
         }
     }
-    for (job, tasks) in jobs {
+    // How each task ended; a controller that stops answering is not asked
+    // about the rest.
+    'ask: for (job, tasks) in jobs {
         for &t in tasks {
-            if let Some(end) = commands::task_end(job, t).await {
-                followed.ended.insert(t, end);
+            match tokio::time::timeout(commands::DEADLINE, commands::task_end(job, t)).await {
+                Ok(Some(end)) => {
+                    followed.ended.insert(t, end);
+                }
+                Ok(None) => {}
+                Err(_) => break 'ask,
             }
         }
     }
     Ok(followed)
 }
 
-/// After `scancel`: until the tasks have left the queue (bounded).
+/// After `scancel`: until the tasks have left the queue, for at most
+/// [`CANCEL_WAIT`] (Slurm's own KillWait is 30 s by default).
 async fn wait_gone(ids: &[String]) {
-    for _ in 0..60 {
-        match commands::squeue(ids).await {
-            Ok(q) if q.is_empty() => return,
-            Err(_) => return,
-            Ok(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+    let deadline = std::time::Instant::now() + CANCEL_WAIT;
+    while std::time::Instant::now() < deadline {
+        match tokio::time::timeout(CANCEL_WAIT, commands::squeue(ids)).await {
+            Ok(Ok(q)) if !q.is_empty() => tokio::time::sleep(Duration::from_millis(500)).await,
+            _ => return,
         }
     }
 }

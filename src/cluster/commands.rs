@@ -13,7 +13,7 @@ use super::ClusterError;
 
 /// How long one client command may take before the controller is taken as
 /// not answering.
-pub const DEADLINE: Duration = Duration::from_secs(60);
+pub const DEADLINE: Duration = Duration::from_secs(30);
 
 /// Runs `program args…`, its output as text; a missing program, a
 /// deadline passed or a failing exit is an error that names `cells`.
