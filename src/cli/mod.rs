@@ -223,7 +223,12 @@ impl GpuSource {
         use crate::run::gpu_gate::{CdiGate, HostGate, KfdGate, NvidiaGate};
         let installed = self.cdi()?;
         let kfd = match crate::gpu::inventory::Inventory::read(&self.sysfs_root) {
-            Ok(inv) => Some(KfdGate::new(&inv, &self.dev_root, &installed)),
+            // Inside a Slurm job: only the GPUs the job was given.
+            Ok(inv) => Some(KfdGate::new(
+                &crate::cluster::gpus::slurm_share(inv),
+                &self.dev_root,
+                &installed,
+            )),
             Err(e) => {
                 tracing::warn!("KFD inventory unreadable, no cell gets an AMD GPU: {e}");
                 None

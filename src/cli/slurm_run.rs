@@ -64,6 +64,13 @@ impl From<ClusterError> for Error {
     }
 }
 
+fn absolute_lossy(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
 fn absolute(p: &Path) -> Result<PathBuf, Error> {
     std::path::absolute(p).map_err(|e| Error::io(p, e))
 }
@@ -265,6 +272,20 @@ fn run_args(args: &RunArgs) -> Vec<String> {
     }
     if args.fail_fast {
         a.push("--fail-fast".into());
+    }
+    // Where the tasks find GPUs, when not the standard places.
+    let g = &args.gpus;
+    for (flag, value, default) in [
+        ("--sysfs-root", &g.sysfs_root, "/sys"),
+        ("--dev-root", &g.dev_root, "/dev"),
+        ("--proc-root", &g.proc_root, "/proc"),
+    ] {
+        if value != Path::new(default) {
+            a.extend([flag.to_string(), absolute_lossy(value)]);
+        }
+    }
+    for d in &g.cdi_spec_dirs {
+        a.extend(["--cdi-spec-dir".to_string(), absolute_lossy(d)]);
     }
     a
 }

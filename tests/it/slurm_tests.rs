@@ -365,3 +365,280 @@ fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
     assert_eq!(shown.get("JobState").map(String::as_str), Some("FAILED"));
     assert_eq!(shown.get("ExitCode").map(String::as_str), Some("1:0"));
 }
+
+/// `rocmatrix run M --executor slurm …` against the cluster `s`, in `dir`.
+fn executor(s: &Slurm, dir: &std::path::Path, m: &std::path::Path) -> crate::harness::Rocmatrix {
+    let mut cmd = crate::harness::Rocmatrix::run_matrix(m)
+        .args(["--executor", "slurm"])
+        .current_dir(dir);
+    for (k, v) in s.env() {
+        cmd = cmd.env(k, v);
+    }
+    cmd
+}
+
+/// What cannot be submitted is a clear error before anything runs, naming
+/// the cells: no sbatch (3), a partition or a gres type the cluster does
+/// not have (2: sbatch's own words).
+#[test]
+fn what_slurm_cannot_run_is_refused_naming_the_cells() {
+    let Some(s) = Slurm::start("slurm refusals") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let m = crate::harness::write(dir.path(), "m.yaml", GPU_MATRIX);
+    let d = |name: &str| dir.path().join(name).display().to_string();
+
+    let ran = executor(&s, dir.path(), &m)
+        .args(["--only", "gfx=gfx1100", "--slurm-dir", &d("a")])
+        .env("PATH", "/nonexistent")
+        .run();
+    ran.assert_code(3);
+    let err = ran.stderr();
+    assert!(err.contains("`sbatch` cannot be run"), "{err}");
+    assert!(
+        err.contains("cells gfx1100.bookworm, gfx1100.trixie not run"),
+        "{err}"
+    );
+
+    let ran = executor(&s, dir.path(), &m)
+        .args([
+            "--only",
+            "gfx=gfx1100",
+            "--partition",
+            "nope",
+            "--slurm-dir",
+            &d("b"),
+        ])
+        .run();
+    ran.assert_code(2);
+    let err = ran.stderr();
+    assert!(err.contains("sbatch refused the array"), "{err}");
+    assert!(err.to_lowercase().contains("invalid partition"), "{err}");
+    assert!(err.contains("gfx1100.bookworm"), "{err}");
+
+    // gfx942 mapped to a gres type no node has.
+    let other = GPU_MATRIX.replace("gfx942: fake", "gfx942: mi300x");
+    let m2 = crate::harness::write(dir.path(), "m2.yaml", &other);
+    let ran = executor(&s, dir.path(), &m2)
+        .args(["--only", "gfx=gfx942", "--slurm-dir", &d("c")])
+        .run();
+    ran.assert_code(2);
+    let err = ran.stderr();
+    assert!(
+        err.contains("sbatch refused the array (cells gfx942.bookworm, gfx942.trixie not run)"),
+        "{err}"
+    );
+    assert!(s.job_states().is_empty(), "{:?}", s.job_states());
+}
+
+/// Two cells; `slow` sleeps on its first attempt only (a cache volume of
+/// the test's own remembers the attempt).
+fn interrupt_matrix(key: &str) -> String {
+    format!(
+        r#"name: interrupt
+matrix:
+  case: [quick, slow]
+environment:
+  base: debian:bookworm
+retries: 0
+cache:
+  - path: /state
+    key: "{key}"
+steps:
+  - name: work
+    run: |
+      if [ {{{{ matrix.case }}}} = slow ] && [ ! -e /state/once ]; then
+        touch /state/once; echo sleeping; sleep 600
+      fi
+      echo done
+"#
+    )
+}
+
+/// Ctrl-C cancels the array (scancel) and says so; the cell its task did
+/// not finish is `error`; `--resume` submits only that task again, and
+/// the merged report then has every cell passed.
+#[test]
+fn sigint_cancels_the_array_and_resume_submits_only_the_unfinished_task() {
+    let Some(_engine) = crate::harness::engine_or_skip("slurm interrupt") else {
+        return;
+    };
+    let Some(s) = Slurm::start("slurm interrupt") else {
+        return;
+    };
+    crate::harness::bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let key = format!(
+        "slurm-interrupt-{}",
+        dir.path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace('.', "")
+    );
+    let m = crate::harness::write(dir.path(), "m.yaml", &interrupt_matrix(&key));
+    let slurm_dir = dir.path().join("shared");
+    let child = executor(&s, dir.path(), &m)
+        .args(["--shards", "2"])
+        .arg("--slurm-dir")
+        .arg(&slurm_dir)
+        .spawn();
+    let deadline = Instant::now() + Duration::from_secs(240);
+    // Task 2's progress says when the slow cell's step runs (its first
+    // command marks the attempt in the volume).
+    let task2 = || std::fs::read_to_string(slurm_dir.join("logs/2.out")).unwrap_or_default();
+    while !task2().contains("slow: step 1/1 work") {
+        assert!(
+            Instant::now() < deadline,
+            "the slow cell did not start in 240 s\ntask 2: {}\n{}",
+            task2(),
+            s.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = child.id();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = wait_output(child, Duration::from_secs(180));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(130), "{text}\n{}", s.logs());
+    assert!(
+        text.contains("interrupted: cancelled Slurm array job"),
+        "{text}"
+    );
+    assert!(text.contains("--executor slurm"), "{text}");
+    assert!(s.job_states().is_empty(), "{:?}", s.job_states());
+    let merged = outcomes(&slurm_dir.join("report/results.json"));
+    let status = |o: &[Outcome], id: &str| {
+        o.iter()
+            .find(|c| c.0 == format!("\"{id}\""))
+            .map(|c| c.1.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(status(&merged, "quick"), "\"passed\"", "{text}");
+    assert_eq!(status(&merged, "slow"), "\"error\"", "{text}");
+
+    let mut resume = crate::harness::Rocmatrix::new()
+        .args(["run", "--executor", "slurm", "--resume"])
+        .arg(&slurm_dir)
+        .current_dir(dir.path());
+    for (k, v) in s.env() {
+        resume = resume.env(k, v);
+    }
+    let out = wait_output(resume.spawn(), Duration::from_secs(240));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("0 pending, 0 running, 1 done of 1 tasks"),
+        "{text}"
+    );
+    let merged = outcomes(&slurm_dir.join("report/results.json"));
+    assert_eq!(status(&merged, "quick"), "\"passed\"", "{text}");
+    assert_eq!(status(&merged, "slow"), "\"passed\"", "{text}");
+    // Task 1 was not run again: still its one run store.
+    let runs = std::fs::read_dir(slurm_dir.join("shards/1/runs"))
+        .unwrap()
+        .count();
+    assert_eq!(runs, 1);
+}
+
+/// The output of `child`, killing it after `limit` (a "no hang" deadline).
+fn wait_output(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {limit:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Inside an array task, rocmatrix leases only the GPU Slurm gave the
+/// job: of a node with two GPUs (a real-format KFD topology of a gfx1103
+/// APU and a gfx1102 card, and stand-in device nodes), a task given one
+/// (`--gres=gpu:1`) runs the cell of that GPU's target, and the cell of
+/// the other is skipped: that GPU is not the task's, though it is on the
+/// node.
+#[test]
+fn a_task_leases_only_the_gpu_slurm_gave_it() {
+    let test = "slurm GPU share";
+    let Some(_engine) = crate::harness::engine_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let dev = dir.path().join("dev");
+    if !crate::harness::stand_in_nodes(&dev, &["kfd", "dri/renderD128", "dri/renderD129"])
+        && crate::harness::unavailable(test, "mknod needs root")
+    {
+        return;
+    }
+    let Some(s) = Slurm::start(test) else {
+        return;
+    };
+    crate::harness::bases::ensure("bookworm");
+    let sysfs =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/apu-dgpu");
+    let m = crate::harness::write(
+        dir.path(),
+        "m.yaml",
+        "name: share\nmatrix:\n  gfx: [gfx1103, gfx1102]\nenvironment:\n  base: debian:bookworm\ngpu:\n  need: required\n  target: '{{ matrix.gfx }}'\n  policy: exact\nsteps:\n  - name: devices\n    run: |\n      ls /dev/dri\n      echo \"visible=$ROCR_VISIBLE_DEVICES\"\n",
+    );
+    let slurm_dir = dir.path().join("shared");
+    let ran = executor(&s, dir.path(), &m)
+        .args(["--shards", "1"])
+        .arg("--sysfs-root")
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .arg("--slurm-dir")
+        .arg(&slurm_dir)
+        .run();
+    ran.assert_success();
+    let text = ran.text();
+    let script = std::fs::read_to_string(slurm_dir.join("array.sh")).unwrap();
+    assert!(script.contains("#SBATCH --gres=gpu:1\n"), "{script}");
+    let store = std::fs::read_dir(slurm_dir.join("shards/1/runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let cells: Vec<serde_json::Value> = ["gfx1103", "gfx1102"]
+        .iter()
+        .map(|c| crate::harness::cell_json(&store, c))
+        .collect();
+    let passed: Vec<&serde_json::Value> =
+        cells.iter().filter(|c| c["status"] == "passed").collect();
+    let skipped: Vec<&serde_json::Value> =
+        cells.iter().filter(|c| c["status"] == "skipped").collect();
+    assert_eq!((passed.len(), skipped.len()), (1, 1), "{text}\n{cells:#?}");
+    let tail = passed[0]["steps"][0]["log_tail"].as_str().unwrap();
+    assert_eq!(
+        tail.lines().filter(|l| l.starts_with("renderD")).count(),
+        1,
+        "only the given GPU's render node: {tail}"
+    );
+    let reason = skipped[0]["reason"].as_str().unwrap();
+    let other = skipped[0]["values"]["gfx"].as_str().unwrap();
+    assert!(reason.contains(&format!("no {other} GPU")), "{reason}");
+}

@@ -1,0 +1,96 @@
+//! Inside a Slurm job the node's GPUs are Slurm's to give: a `rocmatrix
+//! run` started by an array task leases only the GPUs its job was given,
+//! never the others on the node (another job's). Slurm names them in
+//! `SLURM_JOB_GPUS` (the gres indices, in gres.conf's order), and sets
+//! `ROCR_VISIBLE_DEVICES` and `CUDA_VISIBLE_DEVICES` to the same indices
+//! (or, where a site's prolog rewrites them, to `GPU-<uuid>` names).
+//!
+//! An index is taken as the position of the GPU in the KFD topology's node
+//! order, which is the order ROCm enumerates them in and the order
+//! `AutoDetect=rsmi` writes gres.conf in; a site whose gres.conf lists the
+//! render nodes in another order should list them in that one. A job
+//! given no GPU (no `--gres=gpu`) leases none.
+
+use crate::gpu::inventory::Inventory;
+
+/// What the job was given, if this process runs in a Slurm job: the
+/// entries of `SLURM_JOB_GPUS`, else of `ROCR_VISIBLE_DEVICES` (indices or
+/// `GPU-…` names); empty for a job without GPUs.
+pub fn given(env: &dyn Fn(&str) -> Option<String>) -> Option<Vec<String>> {
+    env("SLURM_JOB_ID").filter(|v| !v.trim().is_empty())?;
+    let list = env("SLURM_JOB_GPUS")
+        .or_else(|| env("ROCR_VISIBLE_DEVICES"))
+        .unwrap_or_default();
+    Some(
+        list.split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
+}
+
+/// The GPUs of `inv` that `given` names, by position or by uuid.
+pub fn restrict(mut inv: Inventory, given: &[String]) -> Inventory {
+    let mut index = 0usize;
+    inv.gpus.retain(|g| {
+        let keep = given.iter().any(|e| {
+            e.parse::<usize>().is_ok_and(|i| i == index) || g.uuid.as_deref() == Some(e.as_str())
+        });
+        index += 1;
+        keep
+    });
+    inv
+}
+
+/// `inv` as this process may lease it: inside a Slurm job, only the GPUs
+/// the job was given (and a line in the log that says which).
+pub fn slurm_share(inv: Inventory) -> Inventory {
+    let Some(given) = given(&|k| std::env::var(k).ok()) else {
+        return inv;
+    };
+    let before = inv.gpus.len();
+    let inv = restrict(inv, &given);
+    tracing::info!(
+        "in Slurm job {}: leasing {} of the node's {before} GPUs (SLURM_JOB_GPUS={})",
+        std::env::var("SLURM_JOB_ID").unwrap_or_default(),
+        inv.gpus.len(),
+        given.join(",")
+    );
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn fixture() -> Inventory {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/apu-dgpu");
+        Inventory::read(&root).unwrap()
+    }
+
+    #[test]
+    fn a_job_leases_only_what_slurm_gave_it() {
+        let inv = fixture();
+        assert_eq!(inv.gpus.len(), 2);
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(given(&env(&[("SLURM_JOB_GPUS", "1")])), None);
+        let g = given(&env(&[("SLURM_JOB_ID", "7"), ("SLURM_JOB_GPUS", "1")])).unwrap();
+        let kept = restrict(inv.clone(), &g);
+        assert_eq!(kept.gpus.len(), 1);
+        assert_eq!(kept.gpus[0].processor, "gfx1102");
+        // No GPU given: none leased.
+        let g = given(&env(&[("SLURM_JOB_ID", "7")])).unwrap();
+        assert!(restrict(inv.clone(), &g).gpus.is_empty());
+        // By uuid, as a prolog may name them.
+        let uuid = inv.gpus[1].uuid.clone().unwrap();
+        assert_eq!(restrict(inv, &[uuid]).gpus.len(), 1);
+    }
+}
