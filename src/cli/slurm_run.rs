@@ -99,9 +99,34 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
     if !todo.is_empty() {
         let refs: Vec<&TaskState> = todo.iter().collect();
         let followed = cx.runtime.block_on(async {
-            let jobs = array::submit(&dir, &mut state, &refs).await?;
             let mut say = |line: String| eprintln!("{line}");
-            let followed = array::follow(&jobs, &mut say).await?;
+            // Tasks an earlier controller submitted that still run are
+            // followed, not submitted again.
+            let mut jobs = array::still_queued(&state.jobs).await?;
+            let mut followed = array::Followed::default();
+            if !jobs.is_empty() {
+                say(format!(
+                    "slurm: following array job {} of the earlier submission",
+                    jobs.iter()
+                        .map(|(j, _)| j.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                followed = array::follow(&jobs, &mut say).await?;
+            }
+            let rest: Vec<&TaskState> = refs
+                .iter()
+                .copied()
+                .filter(|t| !shards::complete(&dir, t))
+                .filter(|t| !jobs.iter().any(|(_, ts)| ts.contains(&t.index)))
+                .collect();
+            if !followed.interrupted && !rest.is_empty() {
+                let submitted = array::submit(&dir, &mut state, &rest).await?;
+                let more = array::follow(&submitted, &mut say).await?;
+                followed.interrupted = more.interrupted;
+                followed.ended.extend(more.ended);
+                jobs.extend(submitted);
+            }
             Ok::<_, ClusterError>((jobs, followed))
         })?;
         let (jobs, followed) = followed;

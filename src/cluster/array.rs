@@ -75,6 +75,21 @@ pub async fn submit(
     Ok(out)
 }
 
+/// The tasks of `jobs` (earlier submissions) still pending or running:
+/// (job, tasks) for each job that has any. A controller lost while its
+/// array ran, resumed, follows these instead of submitting them again.
+pub async fn still_queued(jobs: &[String]) -> Result<Vec<(String, Vec<usize>)>, ClusterError> {
+    let q = commands::squeue(jobs).await?;
+    let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+    for (job, task) in q.keys() {
+        match out.iter_mut().find(|(j, _)| j == job) {
+            Some((_, ts)) => ts.push(*task),
+            None => out.push((job.clone(), vec![*task])),
+        }
+    }
+    Ok(out)
+}
+
 /// How the array went.
 #[derive(Debug, Default)]
 pub struct Followed {

@@ -642,3 +642,135 @@ fn a_task_leases_only_the_gpu_slurm_gave_it() {
     let other = skipped[0]["values"]["gfx"].as_str().unwrap();
     assert!(reason.contains(&format!("no {other} GPU")), "{reason}");
 }
+
+/// Collects a child's stderr as it comes, for waiting on a line.
+fn stderr_reader(child: &mut std::process::Child) -> std::sync::Arc<std::sync::Mutex<String>> {
+    use std::io::Read;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let mut err = child.stderr.take().unwrap();
+    let into = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            into.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    seen
+}
+
+/// Waits (bounded) until `what` holds.
+fn wait_until(what: &str, s: &Slurm, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(240);
+    while !ok() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not in 240 s\n{}",
+            s.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A controller killed while its array runs is resumed from the shared
+/// directory: the new one follows the task still running instead of
+/// submitting it again. That task, killed mid-run (scancel), leaves its
+/// cell `error` (exit 3, saying how the task ended); the next `--resume`
+/// submits only it, and everything passes.
+#[test]
+fn a_lost_controller_resumes_and_a_killed_task_is_error_then_rerun() {
+    let Some(_engine) = crate::harness::engine_or_skip("slurm lost controller") else {
+        return;
+    };
+    let Some(s) = Slurm::start("slurm lost controller") else {
+        return;
+    };
+    crate::harness::bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let key = format!(
+        "slurm-lost-{}",
+        dir.path()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace('.', "")
+    );
+    let m = crate::harness::write(dir.path(), "m.yaml", &interrupt_matrix(&key));
+    let slurm_dir = dir.path().join("shared");
+    let mut first = executor(&s, dir.path(), &m)
+        .args(["--shards", "2"])
+        .arg("--slurm-dir")
+        .arg(&slurm_dir)
+        .spawn();
+    let task2 = || std::fs::read_to_string(slurm_dir.join("logs/2.out")).unwrap_or_default();
+    wait_until("the slow cell's step", &s, || {
+        task2().contains("slow: step 1/1 work")
+    });
+    // The controller is lost; its array runs on.
+    first.kill().unwrap();
+    let _ = first.wait();
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(slurm_dir.join("array.json")).unwrap())
+            .unwrap();
+    let job = state["jobs"][0].as_str().unwrap().to_string();
+
+    let resume = || {
+        let mut r = crate::harness::Rocmatrix::new()
+            .args(["run", "--executor", "slurm", "--resume"])
+            .arg(&slurm_dir)
+            .current_dir(dir.path());
+        for (k, v) in s.env() {
+            r = r.env(k, v);
+        }
+        r
+    };
+    let mut second = resume().spawn();
+    let said = stderr_reader(&mut second);
+    wait_until("the resumed controller following the array", &s, || {
+        said.lock()
+            .unwrap()
+            .contains(&format!("following array job {job}"))
+    });
+    // The task is killed mid-run.
+    let out = s
+        .client("scancel")
+        .arg(format!("{job}_2"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = wait_output(second, Duration::from_secs(180));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        said.lock().unwrap()
+    );
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains(&format!("slurm: task 2 (job {job}_2) ended CANCELLED")),
+        "{text}"
+    );
+    let merged = outcomes(&slurm_dir.join("report/results.json"));
+    let status = |o: &[Outcome], id: &str| {
+        o.iter()
+            .find(|c| c.0 == format!("\"{id}\""))
+            .map(|c| c.1.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(status(&merged, "slow"), "\"error\"", "{text}");
+    assert_eq!(status(&merged, "quick"), "\"passed\"", "{text}");
+
+    let out = wait_output(resume().spawn(), Duration::from_secs(240));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("done of 1 tasks"), "{text}");
+    let merged = outcomes(&slurm_dir.join("report/results.json"));
+    assert_eq!(status(&merged, "slow"), "\"passed\"", "{text}");
+}
