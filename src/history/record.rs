@@ -195,7 +195,14 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
                     .unwrap_or_default(),
                 hash: test_hash(&t.suite, &t.classname, &t.name),
                 test,
-                outcome: t.status.as_str().to_string(),
+                // A failure the matrix's `flaky:` list counts as flaky (no
+                // rerun passed) is a failure to the history: the list must
+                // not hide a test that breaks for good.
+                outcome: if t.status == TestStatus::Flaky && t.reruns == 0 {
+                    "failed".to_string()
+                } else {
+                    t.status.as_str().to_string()
+                },
                 time: t.time,
                 reruns: t.reruns,
                 message: first_line(&t.message),

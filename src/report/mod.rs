@@ -305,8 +305,7 @@ fn compare_and_write(
             reg.add_named_removed(catcher.found);
         }
     }
-    let past = history.map(|h| crate::history::past::record_and_read(h, results));
-    write_outputs(results, regressions.as_ref(), past.as_ref(), out)?;
+    let past = write_outputs(results, regressions.as_ref(), history, out)?;
     Ok((regressions, past))
 }
 
@@ -362,26 +361,32 @@ fn summarise(
     }
 }
 
-/// Writes results.json, summary.md and index.html for already collected results.
+/// Writes results.json, summary.md and index.html for already collected
+/// results; with a history, records them into it (while results.json is
+/// written: it needs nothing of the history) and returns what it says.
 pub fn write_outputs(
     results: &Results,
     reg: Option<&Regressions>,
-    past: Option<&Past>,
+    history: Option<&Recorder>,
     out: &Path,
-) -> Result<(), ReportError> {
+) -> Result<Option<Past>, ReportError> {
     // Three independent files, side by side: results.json (the whole
     // model), the cell pages, and summary.md with index.html.
     std::thread::scope(|scope| {
         let json =
             scope.spawn(|| write_json(results, reg, &crate::store::layout::results_file(out)));
-        let cells = scope.spawn(|| write_cell_pages(results, reg, past, out));
-        let pages = write_pages(results, reg, past, out);
+        let past = history.map(|h| crate::history::past::record_and_read(h, results));
         let joined = |r: Result<Result<(), ReportError>, _>| {
             r.unwrap_or_else(|p| std::panic::resume_unwind(p))
         };
+        let pages = std::thread::scope(|inner| {
+            let cells = inner.spawn(|| write_cell_pages(results, reg, past.as_ref(), out));
+            let pages = write_pages(results, reg, past.as_ref(), out);
+            joined(cells.join())?;
+            pages
+        });
         joined(json.join())?;
-        joined(cells.join())?;
-        pages
+        pages.map(|()| past)
     })
 }
 
