@@ -236,7 +236,10 @@ impl GpuSource {
         };
         Ok(std::sync::Arc::new(HostGate {
             kfd,
-            nvidia: NvidiaGate::new(self.nvidia(), &installed),
+            nvidia: NvidiaGate::new(
+                crate::cluster::gpus::slurm_share_nvidia(self.nvidia()),
+                &installed,
+            ),
             cdi: CdiGate::new(installed),
         }))
     }

@@ -9,9 +9,12 @@
 //! order, which is the order ROCm enumerates them in and the order
 //! `AutoDetect=rsmi` writes gres.conf in; a site whose gres.conf lists the
 //! render nodes in another order should list them in that one. A job
-//! given no GPU (no `--gres=gpu`) leases none.
+//! given no GPU (no `--gres=gpu`) leases none. NVIDIA GPUs alike: by their
+//! position in device-minor order (`/dev/nvidiaN`, the order gres.conf's
+//! `File=/dev/nvidia[0-7]` and `AutoDetect=nvml` give), or by `GPU-…` uuid.
 
 use crate::gpu::inventory::Inventory;
+use crate::gpu::nvidia::NvidiaInventory;
 
 /// What the job was given, if this process runs in a Slurm job: the
 /// entries of `SLURM_JOB_GPUS`, else of `ROCR_VISIBLE_DEVICES` (indices or
@@ -40,6 +43,28 @@ pub fn restrict(mut inv: Inventory, given: &[String]) -> Inventory {
         keep
     });
     inv
+}
+
+/// The NVIDIA GPUs of `inv` that `given` names, by position (minor order)
+/// or by uuid.
+pub fn restrict_nvidia(mut inv: NvidiaInventory, given: &[String]) -> NvidiaInventory {
+    let mut index = 0usize;
+    inv.gpus.retain(|g| {
+        let keep = given
+            .iter()
+            .any(|e| e.parse::<usize>().is_ok_and(|i| i == index) || g.uuid == *e);
+        index += 1;
+        keep
+    });
+    inv
+}
+
+/// [`slurm_share`] for the NVIDIA inventory.
+pub fn slurm_share_nvidia(inv: NvidiaInventory) -> NvidiaInventory {
+    match given(&|k| std::env::var(k).ok()) {
+        Some(given) => restrict_nvidia(inv, &given),
+        None => inv,
+    }
 }
 
 /// `inv` as this process may lease it: inside a Slurm job, only the GPUs
@@ -92,5 +117,24 @@ mod tests {
         // By uuid, as a prolog may name them.
         let uuid = inv.gpus[1].uuid.clone().unwrap();
         assert_eq!(restrict(inv, &[uuid]).gpus.len(), 1);
+    }
+
+    #[test]
+    fn nvidia_gpus_by_minor_order_or_uuid() {
+        let gpu = |minor: u32| crate::gpu::nvidia::NvidiaGpu {
+            minor,
+            uuid: format!("GPU-{minor}"),
+            model: "H100".into(),
+            pci: String::new(),
+            compute_cap: Some("9.0".into()),
+        };
+        let inv = NvidiaInventory {
+            gpus: vec![gpu(0), gpu(1), gpu(2)],
+            ..Default::default()
+        };
+        let kept = restrict_nvidia(inv.clone(), &["1".into(), "GPU-2".into()]);
+        let minors: Vec<u32> = kept.gpus.iter().map(|g| g.minor).collect();
+        assert_eq!(minors, [1, 2]);
+        assert!(restrict_nvidia(inv, &[]).gpus.is_empty());
     }
 }
