@@ -102,14 +102,20 @@ fn cases(junit: &Path) -> Vec<(String, String)> {
     xml.split("<testcase ")
         .skip(1)
         .map(|part| {
-            let name = part
-                .split(" name=\"")
-                .nth(1)
-                .or_else(|| part.strip_prefix("name=\""))
+            let tag = &part[..part.find('>').unwrap_or(part.len())];
+            let name = tag
+                .strip_prefix("name=\"")
+                .or_else(|| tag.split(" name=\"").nth(1))
                 .and_then(|r| r.split('"').next())
                 .unwrap_or("")
                 .to_string();
-            let body = part.split("</testcase>").next().unwrap_or("").to_string();
+            // A self-closed case ends at its tag; a case's text, at its
+            // end tag (never past the next suite).
+            let body = if tag.ends_with('/') {
+                tag.to_string()
+            } else {
+                part.split("</testcase>").next().unwrap_or("").to_string()
+            };
             (name, body)
         })
         .collect()
@@ -199,7 +205,8 @@ fn autopkgtest_verdicts_and_summary_lines_are_autopkgtests_own_for_every_restric
     bases::ensure("sid");
     let dir = tempfile::tempdir().unwrap();
     let repo = tree_repo(dir.path());
-    let steps = "  - name: restrictions\n    timeout: 10m\n    autopkgtest:\n      path: /src/trees/restrictions\n";
+    let steps = "  - name: restrictions\n    timeout: 10m\n    continue_on_error: true\n    autopkgtest:\n      path: /src/trees/restrictions\n  \
+                 - name: gtest\n    timeout: 10m\n    autopkgtest:\n      path: /src/trees/gtest\n";
     let m = write(dir.path(), "a.yaml", &matrix(&repo, steps));
     let o = Rocmatrix::run_matrix(&m)
         .progress_plain()
@@ -248,6 +255,35 @@ fn autopkgtest_verdicts_and_summary_lines_are_autopkgtests_own_for_every_restric
     // The output directory is in the cell's directory.
     let out = run.join("cells/sid/autopkgtest/01-restrictions");
     assert!(out.join("log").is_file() && out.join("fails-stdout").is_file());
+    // A googletest binary run as the ROCm team's run-tests scripts run
+    // theirs: autopkgtest's one verdict, and the googletest cases its XML
+    // in $AUTOPKGTEST_ARTIFACTS holds, under that test.
+    let junit = step_junit(&run, &cell, 1);
+    let gtest = cases(&junit);
+    assert_eq!(gtest.len(), 4, "{gtest:#?}");
+    assert_verdict(
+        case(&gtest, "run-tests"),
+        "run-tests",
+        "FAIL",
+        "non-zero exit status 1",
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    for (name, classname) in [
+        ("Adds", "rmx-gtest/run-tests/Arith"),
+        ("Subtracts", "rmx-gtest/run-tests/Arith"),
+    ] {
+        assert!(
+            xml.contains(&format!("name=\"{name}\" classname=\"{classname}\""))
+                || xml.contains(&format!("classname=\"{classname}\" name=\"{name}\"")),
+            "{name} under {classname}: {xml}"
+        );
+    }
+    assert_verdict(case(&gtest, "Adds"), "Adds", "PASS", "");
+    assert!(
+        case(&gtest, "Subtracts").contains("<failure")
+            && case(&gtest, "Subtracts").contains("two minus two is not one")
+    );
+    assert!(case(&gtest, "Skips").contains("<skipped"), "{gtest:#?}");
 }
 
 #[test]
@@ -352,5 +388,54 @@ fn autopkgtest_a_source_the_archive_does_not_serve_is_a_cell_error_naming_file_a
     } else {
         eprintln!("{test}: the mirror serves rocrand's test tree now: {rocrand:#}");
         assert_ne!(rocrand["status"], "failed", "{rocrand:#}");
+    }
+}
+
+/// The flagship's run store (tests/fixtures/debian-autopkgtest/NOTES.md).
+#[test]
+fn autopkgtest_flagship_run_store() {
+    let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debian-autopkgtest/run");
+    let launcher = "exit status 77 and marked as skippable: /dev/kfd not present, system either lacks AMD GPU or &apos;amdgpu&apos; driver is not loaded.";
+    for suite in ["sid", "experimental"] {
+        for gfx in ["gfx90a", "gfx1030", "gfx1100"] {
+            let id = format!("{suite}.{gfx}.hip-compile");
+            let cell = cell_json(&run, &id);
+            assert_eq!(cell["status"], "passed", "{cell:#}");
+            let all = cases(
+                &run.join("cells")
+                    .join(&id)
+                    .join(cell["junit"][0].as_str().unwrap()),
+            );
+            assert_verdict(
+                case(&all, "compile-for-target"),
+                "compile-for-target",
+                "PASS",
+                "",
+            );
+            assert!(case(&all, "run-on-gpu").contains(launcher), "{all:#?}");
+            let rocfft = cell_json(&run, &format!("{suite}.{gfx}.rocfft"));
+            if suite == "sid" {
+                assert_eq!(rocfft["status"], "passed", "{rocfft:#}");
+                let junit = run
+                    .join("cells")
+                    .join(format!("{suite}.{gfx}.rocfft"))
+                    .join(rocfft["junit"][0].as_str().unwrap());
+                let all = cases(&junit);
+                assert_eq!(all.len(), 1);
+                assert!(
+                    case(&all, "librocfft0-tests").contains(launcher),
+                    "{all:#?}"
+                );
+                assert!(std::fs::read_to_string(&junit)
+                    .unwrap()
+                    .contains("classname=\"rocfft\""));
+            } else {
+                assert_eq!(rocfft["status"], "error", "{rocfft:#}");
+                assert_eq!(
+                    rocfft["reason"],
+                    "autopkgtest source rocfft: the mirror does not serve http://deb.debian.org/debian/pool/main/r/rocfft/rocfft_7.2.4-1%7eexp1.debian.tar.xz (rocfft 7.2.4-1~exp1, suite experimental): E: Download Failed"
+                );
+            }
+        }
     }
 }
