@@ -99,7 +99,14 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
     if !todo.is_empty() {
         let refs: Vec<&TaskState> = todo.iter().collect();
         let followed = cx.runtime.block_on(async {
-            let mut say = |line: String| eprintln!("{line}");
+            // Progress lines, unless --progress quiet (the interruption's
+            // line is said anyway).
+            let quiet = args.progress == crate::run::progress::ProgressMode::Quiet;
+            let mut say = |line: String| {
+                if !quiet || line.starts_with("interrupted") {
+                    eprintln!("{line}")
+                }
+            };
             // Tasks an earlier controller submitted that still run are
             // followed, not submitted again.
             let mut jobs = array::still_queued(&state.jobs).await?;
