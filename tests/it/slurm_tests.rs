@@ -456,6 +456,35 @@ steps:
     )
 }
 
+/// Marks the slow cell's first attempt in its cache volume from outside
+/// (read from the shard's plan), so the next attempt is quick whether or
+/// not the cut-short one got to its first command.
+fn mark_attempt(slurm_dir: &std::path::Path) {
+    let runs = slurm_dir.join("shards/2/runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("plan.json")).unwrap()).unwrap();
+    let volume = plan["cells"][0]["caches"][0]["volume"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let out = crate::harness::docker::docker([
+        "run",
+        "--rm",
+        "-v",
+        &format!("{volume}:/state"),
+        "debian:bookworm",
+        "touch",
+        "/state/once",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// Ctrl-C cancels the array (scancel) and says so; the cell its task did
 /// not finish is `error`; `--resume` submits only that task again, and
 /// the merged report then has every cell passed.
@@ -497,7 +526,6 @@ fn sigint_cancels_the_array_and_resume_submits_only_the_unfinished_task() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_secs(1));
     let pid = child.id();
     assert!(std::process::Command::new("kill")
         .args(["-INT", &pid.to_string()])
@@ -526,6 +554,7 @@ fn sigint_cancels_the_array_and_resume_submits_only_the_unfinished_task() {
     };
     assert_eq!(status(&merged, "quick"), "\"passed\"", "{text}");
     assert_eq!(status(&merged, "slow"), "\"error\"", "{text}");
+    mark_attempt(&slurm_dir);
 
     let mut resume = crate::harness::Rocmatrix::new()
         .args(["run", "--executor", "slurm", "--resume"])
@@ -762,6 +791,7 @@ fn a_lost_controller_resumes_and_a_killed_task_is_error_then_rerun() {
     };
     assert_eq!(status(&merged, "slow"), "\"error\"", "{text}");
     assert_eq!(status(&merged, "quick"), "\"passed\"", "{text}");
+    mark_attempt(&slurm_dir);
 
     let out = wait_output(resume().spawn(), Duration::from_secs(240));
     let text = format!(
