@@ -190,9 +190,12 @@ async fn run_autopkgtest(
     // summary and output directory are still there to read.
     let whole = left(deadline).saturating_sub(Duration::from_secs(30));
     let whole = whole.max(Duration::from_secs(5));
+    // By default a test may take what is left, less a margin in which
+    // autopkgtest still writes its own `timed out` verdict before `timeout`
+    // ends it.
     let per_test = a
         .timeout_per_test
-        .unwrap_or(whole)
+        .unwrap_or(whole.saturating_sub(Duration::from_secs(15)))
         .min(whole)
         .max(Duration::from_secs(1));
     let args = [
