@@ -114,12 +114,16 @@ impl ExitCode {
     /// `bisect`: 0 when a first bad (or, with `--regress success`, first
     /// good) point was found; 1 when the ends do not behave as claimed;
     /// 3 when an end could not be probed at all; 130 when interrupted.
-    pub fn of_bisect(interrupted: bool, outcome: Option<&str>) -> ExitCode {
+    pub fn of_bisect(
+        interrupted: bool,
+        outcome: Option<crate::bisect::store::AnswerOutcome>,
+    ) -> ExitCode {
+        use crate::bisect::store::AnswerOutcome;
         match (interrupted, outcome) {
             (true, _) => ExitCode::Interrupted,
-            (false, Some("found")) => ExitCode::Success,
-            (false, Some("infrastructure")) => ExitCode::Infrastructure,
-            (false, _) => ExitCode::TestFailure,
+            (false, Some(AnswerOutcome::Found)) => ExitCode::Success,
+            (false, Some(AnswerOutcome::Infrastructure)) => ExitCode::Infrastructure,
+            (false, Some(AnswerOutcome::WrongEnds) | None) => ExitCode::TestFailure,
         }
     }
 

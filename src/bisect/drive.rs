@@ -17,7 +17,7 @@ use super::judge::{self, Regress, Target as Judged, Verdict};
 use super::probe::{self, Setup};
 use super::search::Search;
 use super::space::{self, Space};
-use super::store::{Answer, BisectStore, Bisection, Probe, Request, BISECT_VERSION};
+use super::store::{Answer, AnswerOutcome, BisectStore, Bisection, Probe, Request, BISECT_VERSION};
 use super::BisectError;
 use crate::engine::Engine;
 use crate::plan::Plan;
@@ -317,7 +317,7 @@ impl Driver<'_> {
             })
             .collect();
         b.answer = Some(Answer {
-            outcome: "found".into(),
+            outcome: AnswerOutcome::Found,
             message,
             last_old: Some(outcome.last_old),
             first_new: Some(outcome.first_new),
@@ -344,7 +344,7 @@ impl Driver<'_> {
         };
         let (outcome, message) = match &last {
             Some(p) if p.verdict == Verdict::Skip && infrastructure(&p.status) => (
-                "infrastructure",
+                AnswerOutcome::Infrastructure,
                 format!(
                     "the {} end {label} could not be probed: {}",
                     &flag[2..],
@@ -368,14 +368,17 @@ impl Driver<'_> {
                     _ => format!("cannot be judged ({}){shown}", p.why),
                 };
                 (
-                    "wrong-ends",
+                    AnswerOutcome::WrongEnds,
                     format!("the ends do not behave as claimed: {flag} {label} {what}"),
                 )
             }
-            None => ("wrong-ends", format!("{flag} {label} was not probed")),
+            None => (
+                AnswerOutcome::WrongEnds,
+                format!("{flag} {label} was not probed"),
+            ),
         };
         b.answer = Some(Answer {
-            outcome: outcome.into(),
+            outcome,
             message,
             last_old: None,
             first_new: None,

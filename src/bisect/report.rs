@@ -418,7 +418,7 @@ mod tests {
                 probe(5, 2, Verdict::Good, "passed", None),
             ],
             answer: Some(Answer {
-                outcome: "found".into(),
+                outcome: crate::bisect::store::AnswerOutcome::Found,
                 message: String::new(),
                 last_old: Some(2),
                 first_new: Some(4),

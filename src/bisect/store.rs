@@ -78,12 +78,23 @@ pub struct ProbeBuild {
     pub snapshot: String,
 }
 
+/// How a bisection ended, as `bisect.json` spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnswerOutcome {
+    /// A first bad (or, with `--regress success`, first good) point between
+    /// two probed points.
+    Found,
+    /// An end does not behave as claimed.
+    WrongEnds,
+    /// An end could not be probed at all.
+    Infrastructure,
+}
+
 /// The answer, once found.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Answer {
-    /// `found` (a first bad, or first good with `--regress success`, point
-    /// between two probed points) or `wrong-ends`.
-    pub outcome: String,
+    pub outcome: AnswerOutcome,
     /// In words.
     pub message: String,
     /// The last point in the old state (index).
@@ -253,5 +264,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("is not a bisection"), "{e}");
+    }
+
+    #[test]
+    fn an_answers_outcome_is_spelled_in_bisect_json_as_before() {
+        for (outcome, word) in [
+            (AnswerOutcome::Found, "\"found\""),
+            (AnswerOutcome::WrongEnds, "\"wrong-ends\""),
+            (AnswerOutcome::Infrastructure, "\"infrastructure\""),
+        ] {
+            assert_eq!(serde_json::to_string(&outcome).unwrap(), word);
+            assert_eq!(
+                serde_json::from_str::<AnswerOutcome>(word).unwrap(),
+                outcome
+            );
+        }
     }
 }

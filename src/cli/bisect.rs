@@ -113,11 +113,7 @@ pub fn run(args: BisectArgs, cx: &super::Context, out: &mut dyn Write) -> Result
     super::write_out(out, &text)?;
     Ok(ExitCode::of_bisect(
         finished.interrupted,
-        finished
-            .bisection
-            .answer
-            .as_ref()
-            .map(|a| a.outcome.as_str()),
+        finished.bisection.answer.as_ref().map(|a| a.outcome),
     ))
 }
 
