@@ -389,7 +389,7 @@ fn suite_steps_and_classify_rules_are_validated_with_positions() {
     let e = err(&format!("{base}  - name: nothing\n    timeout: 5m\n"));
     assert!(
         e.to_string()
-            .contains("has nothing to run: give `run`, `gtest` or `ctest`"),
+            .contains("has nothing to run: give `run`, `gtest`, `ctest` or `autopkgtest`"),
         "{e}"
     );
     assert!(e.to_string().contains("m.yaml:4:"), "{e}");
@@ -400,6 +400,24 @@ fn suite_steps_and_classify_rules_are_validated_with_positions() {
         e.to_string().contains("give `gtest` or `ctest`, not both"),
         "{e}"
     );
+    // autopkgtest: one of source and path (both only as templates that a
+    // cell renders one of), and not beside another suite.
+    for step in [
+        "autopkgtest: {source: rocfft, path: /src/rocfft}",
+        "autopkgtest: {}",
+    ] {
+        let e = err(&format!("{base}  - name: a\n    {step}\n"));
+        assert!(e.to_string().contains("m.yaml:5:"), "{e}");
+        assert!(e.to_string().contains("give one of them"), "{e}");
+    }
+    let e = err(&format!(
+        "{base}  - name: a\n    gtest: {{binary: /t}}\n    autopkgtest: {{source: rocfft}}\n"
+    ));
+    assert!(e.to_string().contains("not two"), "{e}");
+    let e = err(&format!(
+        "{base}  - name: a\n    autopkgtest: {{source: rocfft, flavour: x}}\n"
+    ));
+    assert!(e.to_string().contains("flavour"), "{e}");
     let e = err(&format!(
         "{base}  - name: t\n    gtest: {{binary: /t, timeout_per_test: soon}}\n"
     ));
