@@ -76,6 +76,13 @@ fn absolute(p: &Path) -> Result<PathBuf, Error> {
 }
 
 pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
+    if args.rerun_failed {
+        return Err(Error::Usage(
+            "--rerun-failed is not supported with --executor slurm yet: the array's tasks \
+             resume their shards' unfinished and `error` cells only"
+                .into(),
+        ));
+    }
     let (dir, mut state) = match &args.resume {
         Some(dir) => {
             let dir = absolute(dir)?;
@@ -97,75 +104,12 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
     let mut text = String::new();
     let mut interrupted = false;
     if !todo.is_empty() {
-        let refs: Vec<&TaskState> = todo.iter().collect();
-        let followed = cx.runtime.block_on(async {
-            // Progress lines, unless --progress quiet (the interruption's
-            // line is said anyway).
-            let quiet = args.progress == crate::run::progress::ProgressMode::Quiet;
-            let mut say = |line: String| {
-                if !quiet || line.starts_with("interrupted") {
-                    eprintln!("{line}")
-                }
-            };
-            // Tasks an earlier controller submitted that still run are
-            // followed, not submitted again.
-            let mut jobs = array::still_queued(&state.jobs).await?;
-            let mut followed = array::Followed::default();
-            if !jobs.is_empty() {
-                say(format!(
-                    "slurm: following array job {} of the earlier submission",
-                    jobs.iter()
-                        .map(|(j, _)| j.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-                followed = array::follow(&jobs, &mut say).await?;
-            }
-            let rest: Vec<&TaskState> = refs
-                .iter()
-                .copied()
-                .filter(|t| !shards::complete(&dir, t))
-                .filter(|t| !jobs.iter().any(|(_, ts)| ts.contains(&t.index)))
-                .collect();
-            if !followed.interrupted && !rest.is_empty() {
-                let submitted = array::submit(&dir, &mut state, &rest).await?;
-                let more = array::follow(&submitted, &mut say).await?;
-                followed.interrupted = more.interrupted;
-                followed.ended.extend(more.ended);
-                jobs.extend(submitted);
-            }
-            Ok::<_, ClusterError>((jobs, followed))
-        })?;
-        let (jobs, followed) = followed;
+        let quiet = args.progress == crate::run::progress::ProgressMode::Quiet;
+        let (jobs, followed) = cx
+            .runtime
+            .block_on(execute(&dir, &mut state, &todo, quiet))?;
         interrupted = followed.interrupted;
-        for t in &todo {
-            let job = jobs
-                .iter()
-                .find(|(_, ts)| ts.contains(&t.index))
-                .map(|(j, _)| j.as_str())
-                .unwrap_or("?");
-            let how = match followed.ended.get(&t.index) {
-                Some((st, why)) if why.is_empty() || why == "None" => st.clone(),
-                Some((st, why)) => format!("{st} ({why})"),
-                None => "without Slurm knowing how".into(),
-            };
-            let why = format!(
-                "Slurm array task {} (job {job}_{}) ended {how} before this cell finished; \
-                 `rocmatrix run --resume {} --executor slurm` runs it again",
-                t.index,
-                t.index,
-                dir.display()
-            );
-            let marked = shards::mark_unfinished(&dir, &state, t, &why)?;
-            if marked > 0 {
-                text.push_str(&format!(
-                    "slurm: task {} (job {job}_{}) ended {how}: {} recorded `error`\n",
-                    t.index,
-                    t.index,
-                    crate::run::progress::count(marked, "cell")
-                ));
-            }
-        }
+        text.push_str(&mark(&dir, &state, &todo, &jobs, &followed)?);
     }
     let summary = shards::merge(
         &dir,
@@ -198,6 +142,89 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
     }
     super::write_out(out, &text)?;
     Ok(judge(&summary, args, interrupted, errors))
+}
+
+/// Submitted arrays: (job, task indices) each.
+type Jobs = Vec<(String, Vec<usize>)>;
+
+/// Follows what an earlier controller submitted that still runs, then
+/// submits the incomplete rest of `todo` and follows it. Progress lines go
+/// to stderr unless `quiet` (the interruption's line is said anyway).
+async fn execute(
+    dir: &Path,
+    state: &mut ArrayState,
+    todo: &[TaskState],
+    quiet: bool,
+) -> Result<(Jobs, array::Followed), ClusterError> {
+    let mut say = |line: String| {
+        if !quiet || line.starts_with("interrupted") {
+            eprintln!("{line}")
+        }
+    };
+    let mut jobs = array::still_queued(&state.jobs).await?;
+    let mut followed = array::Followed::default();
+    if !jobs.is_empty() {
+        let ids: Vec<&str> = jobs.iter().map(|(j, _)| j.as_str()).collect();
+        say(format!(
+            "slurm: following array job {} of the earlier submission",
+            ids.join(", ")
+        ));
+        followed = array::follow(&jobs, &mut say).await?;
+    }
+    let rest: Vec<&TaskState> = todo
+        .iter()
+        .filter(|t| !shards::complete(dir, t))
+        .filter(|t| !jobs.iter().any(|(_, ts)| ts.contains(&t.index)))
+        .collect();
+    if !followed.interrupted && !rest.is_empty() {
+        let submitted = array::submit(dir, state, &rest).await?;
+        let more = array::follow(&submitted, &mut say).await?;
+        followed.interrupted = more.interrupted;
+        followed.ended.extend(more.ended);
+        jobs.extend(submitted);
+    }
+    Ok((jobs, followed))
+}
+
+/// Records `error` for every cell of `todo` that its task did not finish,
+/// saying how the task ended; a line per task that left any.
+fn mark(
+    dir: &Path,
+    state: &ArrayState,
+    todo: &[TaskState],
+    jobs: &Jobs,
+    followed: &array::Followed,
+) -> Result<String, Error> {
+    let mut text = String::new();
+    for t in todo {
+        let job = jobs
+            .iter()
+            .find(|(_, ts)| ts.contains(&t.index))
+            .map(|(j, _)| j.as_str())
+            .unwrap_or("?");
+        let how = match followed.ended.get(&t.index) {
+            Some((st, why)) if why.is_empty() || why == "None" => st.clone(),
+            Some((st, why)) => format!("{st} ({why})"),
+            None => "without Slurm knowing how".into(),
+        };
+        let why = format!(
+            "Slurm array task {} (job {job}_{}) ended {how} before this cell finished; \
+             `rocmatrix run --resume {} --executor slurm` runs it again",
+            t.index,
+            t.index,
+            dir.display()
+        );
+        let marked = shards::mark_unfinished(dir, state, t, &why)?;
+        if marked > 0 {
+            text.push_str(&format!(
+                "slurm: task {} (job {job}_{}) ended {how}: {} recorded `error`\n",
+                t.index,
+                t.index,
+                crate::run::progress::count(marked, "cell")
+            ));
+        }
+    }
+    Ok(text)
 }
 
 /// Exit codes as a local run's: interrupted 130; test failures 1;
@@ -304,6 +331,21 @@ fn run_args(args: &RunArgs) -> Vec<String> {
     }
     if args.fail_fast {
         a.push("--fail-fast".into());
+    }
+    if let Some(n) = args.build_jobs {
+        a.extend(["--build-jobs".to_string(), n.to_string()]);
+    }
+    if args.network != "auto" {
+        a.extend(["--network".to_string(), args.network.clone()]);
+    }
+    if let Some(lock) = &args.locked {
+        a.extend(["--locked".to_string(), absolute_lossy(lock)]);
+    }
+    if args.coverage {
+        a.push("--coverage".into());
+    }
+    if args.max_cells != crate::spec::DEFAULT_MAX_CELLS {
+        a.extend(["--max-cells".to_string(), args.max_cells.to_string()]);
     }
     // Where the tasks find GPUs, when not the standard places.
     let g = &args.gpus;

@@ -526,6 +526,9 @@ fn sigint_cancels_the_array_and_resume_submits_only_the_unfinished_task() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // And the quick task has finished (its summary's last line).
+    let task1 = || std::fs::read_to_string(slurm_dir.join("logs/1.out")).unwrap_or_default();
+    wait_until("the quick task", &s, || task1().contains("run store:"));
     let pid = child.id();
     assert!(std::process::Command::new("kill")
         .args(["-INT", &pid.to_string()])
