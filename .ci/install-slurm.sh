@@ -18,6 +18,7 @@ need=()
 for c in slurmctld slurmd munged sbatch; do
     command -v "$c" >/dev/null 2>&1 || need+=("$c")
 done
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
     apt_get update -qq </dev/null
     # Where systemd runs, the packages' postinst starts munge (and tries
