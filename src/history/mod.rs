@@ -153,31 +153,22 @@ impl History {
             Scope::Test(t) => Rows::Named(t),
             Scope::Recent { .. } => Rows::OfRuns(&ids),
         };
-        // The wanted tests by cell, looked up without allocating per row.
-        let wanted: Option<HashMap<&str, std::collections::HashSet<&str>>> = match scope {
-            Scope::Recent { wanted, .. } => {
-                let mut by_cell: HashMap<&str, std::collections::HashSet<&str>> = HashMap::new();
-                for (cell, test) in wanted {
-                    by_cell
-                        .entry(cell.as_str())
-                        .or_default()
-                        .insert(test.as_str());
-                }
-                Some(by_cell)
-            }
+        // The wanted tests' names, looked up without allocating per row.
+        // Their rows in every cell are kept: a flaky test's other cells are
+        // where the axis values that single out its flaky ones are found.
+        let wanted: Option<std::collections::HashSet<&str>> = match scope {
+            Scope::Recent { wanted, .. } => Some(wanted.iter().map(|(_, t)| t.as_str()).collect()),
             _ => None,
         };
         // (matrix, cell, test) → run index → row.
         let mut rows: BTreeMap<(String, String, String), BTreeMap<usize, StoredTest>> =
             BTreeMap::new();
         for t in self.backend.tests(which).map_err(e)? {
-            if let Some(w) = &wanted {
-                if !w
-                    .get(t.cell.as_str())
-                    .is_some_and(|c| c.contains(t.test.as_str()))
-                {
-                    continue;
-                }
+            if wanted
+                .as_ref()
+                .is_some_and(|w| !w.contains(t.test.as_str()))
+            {
+                continue;
             }
             if let Some(&(i, name)) = order.get(t.run.as_str()) {
                 rows.entry((name.to_string(), t.cell.clone(), t.test.clone()))

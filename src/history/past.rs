@@ -357,3 +357,96 @@ fn terminal_lines(tests: &HashMap<(String, String), TestPast>) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{passset_digest, CellRow, TestRow};
+    use super::*;
+
+    /// Run `k` of matrix `m`: cells `(suite, gfx, failing)` running test `Q.D`.
+    fn run(k: i64, cells: &[(&str, &str, bool)]) -> RunRecord {
+        let hash = crate::results::model::test_hash("s", "Q", "D");
+        let mut r = RunRecord {
+            run: format!("run-{k}"),
+            started_ms: 1_000 + k,
+            name: "m".into(),
+            matrix_hash: String::new(),
+            sources: BTreeMap::new(),
+            environments: Vec::new(),
+            cells: Vec::new(),
+            tests: Vec::new(),
+            passsets: BTreeMap::new(),
+        };
+        for (suite, gfx, fail) in cells {
+            let cell = format!("{suite}.{gfx}");
+            let passed: Vec<u64> = if *fail { vec![] } else { vec![hash] };
+            let digest = passset_digest(&passed);
+            r.passsets.insert(digest.clone(), passed);
+            r.cells.push(CellRow {
+                cell: cell.clone(),
+                axes: BTreeMap::from([
+                    ("suite".to_string(), suite.to_string()),
+                    ("gfx".to_string(), gfx.to_string()),
+                ]),
+                outcome: if *fail { "failed" } else { "passed" }.into(),
+                inputs: "same".into(),
+                passed: digest,
+                signatures: Vec::new(),
+            });
+            if *fail {
+                r.tests.push(TestRow {
+                    cell,
+                    test: "Q.D".into(),
+                    hash,
+                    outcome: "failed".into(),
+                    time: None,
+                    reruns: 0,
+                    signature: String::new(),
+                    message: "queue never drained".into(),
+                });
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn a_flaky_test_failing_now_in_one_cell_is_placed_by_its_other_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = History::open(&Location::Sqlite(dir.path().join("h.sqlite"))).unwrap();
+        // Flaky on gfx1151 in both suites; steady on gfx1030. In the last
+        // run it fails only in a.gfx1151: b.gfx1151's rows, not failing
+        // now, must still count as flaky for the place to be gfx=gfx1151.
+        let plan = [
+            [false, true, false, false],
+            [false, false, false, true],
+            [false, false, false, false],
+            [false, true, false, false],
+        ];
+        let mut last = None;
+        for (k, fails) in plan.iter().enumerate() {
+            let r = run(
+                k as i64,
+                &[
+                    ("a", "gfx1030", fails[0]),
+                    ("a", "gfx1151", fails[1]),
+                    ("b", "gfx1030", fails[2]),
+                    ("b", "gfx1151", fails[3]),
+                ],
+            );
+            h.record(&r).unwrap();
+            last = Some(r);
+        }
+        let past = read(&mut h, last.as_ref().unwrap(), true).unwrap();
+        let t = &past.tests[&("a.gfx1151".to_string(), "Q.D".to_string())];
+        assert_eq!(t.kind, Kind::Flaky);
+        assert_eq!(t.words, "flaky (2 of 4 runs), only where gfx=gfx1151");
+        assert_eq!(t.strip, "✗✓✓✗");
+        assert_eq!(past.tests.len(), 1, "only the tests failing now");
+        assert_eq!(past.cells["b.gfx1151"].len(), 4);
+        assert!(
+            past.text.contains("1 failing test: 1 flaky"),
+            "{}",
+            past.text
+        );
+    }
+}
