@@ -28,6 +28,9 @@ pub enum Format {
     /// Kubernetes Indexed Jobs, one index per job of the plan, one Job per
     /// kind of GPU (docs/cluster.md).
     K8s,
+    /// The autopkgtest jobs as the ROCm team's debci workers take them:
+    /// `ARCH+gfxNNNN SUITE SOURCE`, one line each (docs/autopkgtest.md).
+    Debci,
 }
 
 #[derive(Debug, Args)]
@@ -123,7 +126,9 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     if let Some(s) = args.shard {
         plan = plan.shard(s);
     }
-    if !args.group_by.is_empty() && matches!(args.format, Format::Table | Format::Json) {
+    if !args.group_by.is_empty()
+        && matches!(args.format, Format::Table | Format::Json | Format::Debci)
+    {
         return Err(Error::Usage(
             "--group-by makes CI jobs: use it with --format github, gitlab, slurm or k8s".into(),
         ));
@@ -172,6 +177,7 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             k8s::manifests(&plan, &jobs, &k8s_settings(&spec))
                 .map_err(|e| Error::Usage(e.to_string()))?
         }
+        Format::Debci => crate::plan::debci::render(&plan.cells),
     };
     super::write_out(out, &text)?;
     Ok(ExitCode::Success)

@@ -745,3 +745,35 @@ fn merging_the_runs_of_grouped_jobs_warns_of_nothing() {
     let again = std::fs::read_to_string(dir.path().join("again/results.json")).unwrap();
     assert!(again.contains("shard 1/2 appears twice"), "{again}");
 }
+
+#[test]
+fn plan_format_debci_names_the_workers_label_suite_and_source_of_each_autopkgtest_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = repo().join("matrix/debian-autopkgtest.yaml");
+    let text = ok(rocmatrix(
+        dir.path(),
+        &["plan", m.to_str().unwrap(), "--format", "debci"],
+    ));
+    assert!(
+        text.lines()
+            .any(|l| l == "amd64+gfx1030 sid rocfft  # cells: sid.gfx1030.rocfft"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.contains(" rocfft ")).count(),
+        6,
+        "two suites × three gfx targets: {text}"
+    );
+    let refused = rocmatrix(
+        dir.path(),
+        &[
+            "plan",
+            m.to_str().unwrap(),
+            "--format",
+            "debci",
+            "--group-by",
+            "suite",
+        ],
+    );
+    refused.assert_code(2);
+}
