@@ -101,10 +101,10 @@ pub fn runner_command(nonce: &str, hooks: &[String], steps: &[(usize, &Step)]) -
             format!(
                 "bash -eo pipefail -c -- \"${{{}}}\" {}",
                 args.len() - 4,
-                shell_quote(&path)
+                crate::plan::ci::shell_quote(&path)
             )
         } else {
-            format!("bash -eo pipefail {}", shell_quote(&path))
+            format!("bash -eo pipefail {}", crate::plan::ci::shell_quote(&path))
         };
         // The step's own clock ($EPOCHREALTIME, bash 5; `-` without it):
         // its end marker says how long it ran, so a kill that came late
@@ -114,7 +114,7 @@ pub fn runner_command(nonce: &str, hooks: &[String], steps: &[(usize, &Step)]) -
              t=${{EPOCHREALTIME/[.,]/}}\n\
              ROCMATRIX_STEP={name} {cmd} 2>&1; rc=$?; o=$(oom)\n\
              if [ -n \"$t\" ]; then ms=$(( (${{EPOCHREALTIME/[.,]/}} - t) / 1000 )); else ms=-; fi\n",
-            name = shell_quote(&step.name),
+            name = crate::plan::ci::shell_quote(&step.name),
         ));
         if !step.junit.is_empty() {
             script.push_str(&stage_junit(*index, &step.junit));
@@ -148,17 +148,6 @@ fn stage_junit(index: usize, globs: &[String]) -> String {
          cp -a --parents -- \"$a\" {dir}/; fi; done ) >/dev/null 2>&1\n",
         globs = globs.join(" ")
     )
-}
-
-fn shell_quote(word: &str) -> String {
-    if !word.is_empty()
-        && word
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/._-=:,+".contains(&b))
-    {
-        return word.to_string();
-    }
-    format!("'{}'", word.replace('\'', r"'\''"))
 }
 
 /// A marker the runner wrote between steps.
@@ -831,7 +820,7 @@ mod tests {
     fn quoting_survives_the_shell() {
         for w in ["plain", "it's", "a b", "", "$(x)", "\"q\""] {
             let out = std::process::Command::new("bash")
-                .args(["-c", &format!("printf %s {}", shell_quote(w))])
+                .args(["-c", &format!("printf %s {}", crate::plan::ci::shell_quote(w))])
                 .output()
                 .unwrap();
             assert_eq!(String::from_utf8_lossy(&out.stdout), w);
