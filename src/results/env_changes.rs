@@ -5,6 +5,8 @@
 //! the base image and its suite's Release date, build snapshots and source
 //! commits. Environments without a counterpart are new or gone.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::facts::{EnvironmentFacts, DEFAULT_PACKAGES};
@@ -215,13 +217,7 @@ fn between(before: &EnvironmentFacts, now: &EnvironmentFacts, globs: &[&str]) ->
             to,
         });
     }
-    for (key, from, to) in changes(&before.sources, &now.sources) {
-        other.push(ValueChange {
-            what: format!("source {key}"),
-            from,
-            to,
-        });
-    }
+    other.extend(source_changes(&before.sources, &now.sources));
     c.other = other;
     if !c.packages.is_empty() || !c.other.is_empty() {
         c.state = EnvState::Changed;
@@ -229,10 +225,79 @@ fn between(before: &EnvironmentFacts, now: &EnvironmentFacts, globs: &[&str]) ->
     c
 }
 
+/// Sources that moved, came or went. The facts key a source by its name
+/// and the ref a cell asked for (`gadget (6caaf39…)`), so a source pinned
+/// to a commit that the new run pins to another reads as one gone and one
+/// new; where a name has exactly one ref on each side, it is one source
+/// that moved: `source gadget 6caaf39… → 8d6356a…`, with both refs.
+fn source_changes(
+    before: &BTreeMap<String, String>,
+    now: &BTreeMap<String, String>,
+) -> Vec<ValueChange> {
+    let name_of = |key: &str| key.split(" (").next().unwrap_or(key).to_string();
+    let refs =
+        |m: &BTreeMap<String, String>, name: &str| m.keys().filter(|k| name_of(k) == name).count();
+    let mut out = Vec::new();
+    // Name → (its key and commit before, its key and commit now).
+    type Side = Option<(String, String)>;
+    let mut moved: BTreeMap<String, (Side, Side)> = BTreeMap::new();
+    for (key, from, to) in changes(before, now) {
+        let name = name_of(&key);
+        let one_each = refs(before, &name) == 1 && refs(now, &name) == 1;
+        match (from, to) {
+            (Some(f), None) if one_each => moved.entry(name).or_default().0 = Some((key, f)),
+            (None, Some(t)) if one_each => moved.entry(name).or_default().1 = Some((key, t)),
+            (from, to) => out.push(ValueChange {
+                what: format!("source {key}"),
+                from,
+                to,
+            }),
+        }
+    }
+    for (name, (was, is)) in moved {
+        // `gadget (v1.2)` → `v1.2`; a ref that is its commit says nothing more.
+        let named = |key: &str, commit: &str| {
+            let r = key
+                .strip_prefix(&name)
+                .unwrap_or("")
+                .trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')')
+                .to_string();
+            (!r.is_empty() && !commit.starts_with(&r)).then_some(r)
+        };
+        match (was, is) {
+            (Some((wk, w)), Some((ik, i))) => out.push(ValueChange {
+                what: match (named(&wk, &w), named(&ik, &i)) {
+                    (None, None) => format!("source {name}"),
+                    (a, b) => format!(
+                        "source {name} ({} → {})",
+                        a.unwrap_or_else(|| crate::digest::short(&w).to_string()),
+                        b.unwrap_or_else(|| crate::digest::short(&i).to_string())
+                    ),
+                },
+                from: Some(w),
+                to: Some(i),
+            }),
+            (Some((wk, w)), None) => out.push(ValueChange {
+                what: format!("source {wk}"),
+                from: Some(w),
+                to: None,
+            }),
+            (None, Some((ik, i))) => out.push(ValueChange {
+                what: format!("source {ik}"),
+                from: None,
+                to: Some(i),
+            }),
+            (None, None) => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn facts(env: &str, identity: &str, pkgs: &[(&str, &str)]) -> EnvironmentFacts {
         EnvironmentFacts {
@@ -315,5 +380,45 @@ mod tests {
         let base = results(vec![facts("aaa", "id1", &[])]);
         let run = results(vec![facts("xxx", "id1", &[("bash", "5.3")])]);
         assert_eq!(compare(&run, &base)[0].state, EnvState::Unknown);
+    }
+
+    #[test]
+    fn a_source_pinned_to_another_commit_is_one_source_that_moved() {
+        let map = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let old = "6caaf39aa1b2c3d4e5f60718293a4b5c6d7e8f90";
+        let new = "8d6356a1b2c3d4e5f60718293a4b5c6d7e8f9012";
+        let before = map(&[
+            (&format!("gadget ({})", &old[..7]), old),
+            ("tool (main)", "aaaa"),
+        ]);
+        let now = map(&[
+            (&format!("gadget ({})", &new[..7]), new),
+            ("tool (main)", "bbbb"),
+        ]);
+        let texts: Vec<String> = source_changes(&before, &now)
+            .iter()
+            .map(ValueChange::text)
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "source tool (main) aaaa → bbbb".to_string(),
+                format!("source gadget {old} → {new}"),
+            ]
+        );
+        // Tags: the refs say which.
+        let before = map(&[("gadget (v1.2)", old)]);
+        let now = map(&[("gadget (v1.3)", new)]);
+        assert_eq!(
+            source_changes(&before, &now)[0].what,
+            "source gadget (v1.2 → v1.3)"
+        );
+        // Two refs of one source on a side are not paired.
+        let now = map(&[("gadget (v1.3)", new), ("gadget (v1.4)", old)]);
+        assert_eq!(source_changes(&before, &now).len(), 3);
     }
 }
