@@ -32,6 +32,20 @@ pub struct CoverageChange {
     /// Of `lost`, the targets a cell of the later environment asks for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_with_cells: Vec<String>,
+    /// How the device code is stored, when that changed: `uncompressed`
+    /// → `CCOB v3 zstd`. A loader that cannot read compressed bundles (or
+    /// one that rewrites a target's ISA in place, as Debian's extended
+    /// compatibility does for gfx1031 and gfx1011) reads the two sides
+    /// differently even where the targets are the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageChange>,
+}
+
+/// How a library's device code was stored on each side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StorageChange {
+    pub from: String,
+    pub to: String,
 }
 
 impl CoverageChange {
@@ -49,6 +63,12 @@ impl CoverageChange {
                 " (regression: cells ask for {})",
                 self.lost_with_cells.join(", ")
             ));
+        }
+        if let Some(st) = &self.storage {
+            if !self.gained.is_empty() || !self.lost.is_empty() {
+                s.push(';');
+            }
+            s.push_str(&format!(" device code {} → {}", st.from, st.to));
         }
         s
     }
@@ -70,16 +90,48 @@ pub fn library_key(path: &str) -> String {
     }
 }
 
-/// Per library key, its targets (a key seen twice merges).
-fn targets_by_library(c: &EnvironmentCoverage) -> BTreeMap<String, Vec<String>> {
-    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+/// One library key's targets, and how its device code is stored.
+#[derive(Default)]
+struct Library {
+    targets: Vec<String>,
+    /// `CCOB v3 zstd` …, distinct; empty: no compressed bundle.
+    compression: Vec<String>,
+    /// Targets only in compressed bundles.
+    compressed: usize,
+}
+
+impl Library {
+    /// `uncompressed`, `CCOB v3 zstd`, or `CCOB v3 zstd and uncompressed`;
+    /// `None` without device code.
+    fn storage(&self) -> Option<String> {
+        if self.targets.is_empty() {
+            return None;
+        }
+        let packed = self.compression.join(", ");
+        Some(match (self.compression.is_empty(), self.compressed) {
+            (true, _) => "uncompressed".to_string(),
+            (false, n) if n >= self.targets.len() => packed,
+            (false, _) => format!("{packed} and uncompressed"),
+        })
+    }
+}
+
+/// Per library key, its targets and storage (a key seen twice merges).
+fn libraries(c: &EnvironmentCoverage) -> BTreeMap<String, Library> {
+    let mut m: BTreeMap<String, Library> = BTreeMap::new();
     for l in &c.libraries {
-        let t = m.entry(library_key(&l.library)).or_default();
+        let lib = m.entry(library_key(&l.library)).or_default();
         for g in &l.targets {
-            if !t.contains(g) {
-                t.push(g.clone());
+            if !lib.targets.contains(g) {
+                lib.targets.push(g.clone());
             }
         }
+        for c in &l.compression {
+            if !lib.compression.contains(c) {
+                lib.compression.push(c.clone());
+            }
+        }
+        lib.compressed += l.compressed.len();
     }
     m
 }
@@ -92,18 +144,23 @@ pub fn between(
     from: &str,
     to: &str,
 ) -> Vec<CoverageChange> {
-    let a = targets_by_library(before);
-    let b = targets_by_library(after);
-    let empty = Vec::new();
+    let a = libraries(before);
+    let b = libraries(after);
+    let none = Library::default();
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
     keys.into_iter()
         .filter_map(|k| {
-            let (old, new) = (a.get(k).unwrap_or(&empty), b.get(k).unwrap_or(&empty));
+            let (was, is) = (a.get(k).unwrap_or(&none), b.get(k).unwrap_or(&none));
+            let (old, new) = (&was.targets, &is.targets);
             let gained: Vec<String> = new.iter().filter(|t| !old.contains(t)).cloned().collect();
             let lost: Vec<String> = old.iter().filter(|t| !new.contains(t)).cloned().collect();
-            if gained.is_empty() && lost.is_empty() {
+            let storage = match (was.storage(), is.storage()) {
+                (Some(from), Some(to)) if from != to => Some(StorageChange { from, to }),
+                _ => None,
+            };
+            if gained.is_empty() && lost.is_empty() && storage.is_none() {
                 return None;
             }
             let lost_with_cells = lost
@@ -120,6 +177,7 @@ pub fn between(
                 gained,
                 lost,
                 lost_with_cells,
+                storage,
             })
         })
         .collect()
@@ -310,5 +368,43 @@ mod tests {
             "librocfft.so: trixie → experimental: +gfx942 −gfx1011 (regression: cells ask for gfx1011)"
         );
         assert_eq!(regressions(&c), 1);
+    }
+
+    #[test]
+    fn a_switch_to_compressed_bundles_is_a_change_even_with_the_same_targets() {
+        let a = cov(
+            "aaaa",
+            &[],
+            &[("/usr/lib/librocsparse.so.0.1", &["gfx1030"])],
+        );
+        let mut b = cov(
+            "bbbb",
+            &[],
+            &[("/usr/lib/librocsparse.so.1.0", &["gfx1030", "gfx942"])],
+        );
+        b.libraries[0].compressed = vec!["gfx1030".into(), "gfx942".into()];
+        b.libraries[0].compression = vec!["CCOB v3 zstd".into()];
+        let c = between(&a, &b, "trixie", "experimental");
+        assert_eq!(
+            c[0].line(),
+            "librocsparse.so: trixie → experimental: +gfx942; device code uncompressed → CCOB v3 zstd"
+        );
+        let json = serde_json::to_value(&c[0]).unwrap();
+        assert_eq!(json["storage"]["to"], "CCOB v3 zstd");
+        // The same targets, now compressed: still a change.
+        let mut d = cov(
+            "dddd",
+            &[],
+            &[("/usr/lib/librocsparse.so.1.0", &["gfx1030"])],
+        );
+        d.libraries[0].compressed = vec!["gfx1030".into()];
+        d.libraries[0].compression = vec!["CCOB v3 zstd".into()];
+        let c = between(&a, &d, "trixie", "experimental");
+        assert_eq!(
+            c[0].line(),
+            "librocsparse.so: trixie → experimental: device code uncompressed → CCOB v3 zstd"
+        );
+        assert_eq!(regressions(&c), 0);
+        assert!(between(&d, &d, "a", "b").is_empty());
     }
 }
