@@ -249,14 +249,18 @@ fn test_past(
         }
         // Failing all through a window that does not reach back to the
         // matrix's first run: it may have begun earlier.
-        Verdict::KnownSince { since } if cut => (
-            Kind::Known,
-            format!(
-                "failing in all of the last {} runs, since {} or earlier",
-                runs.len(),
-                at(*since)
-            ),
-        ),
+        Verdict::KnownSince { since }
+            if cut && t.points.first().is_some_and(|p| p.run == *since) =>
+        {
+            (
+                Kind::Known,
+                format!(
+                    "failing in all of the last {} runs, since {} or earlier",
+                    t.points.len(),
+                    at(*since)
+                ),
+            )
+        }
         Verdict::KnownSince { since } => (Kind::Known, format!("known since {}", at(*since))),
         Verdict::Flaky {
             failures, runs: n, ..
@@ -267,7 +271,7 @@ fn test_past(
                 if cut { "the last " } else { "" }
             ),
         ),
-        v => (Kind::Other, format!("{v:?}")),
+        _ => (Kind::Other, super::describe(t, runs, latest)),
     };
     if let Some(p) = places.filter(|p| !p.is_empty() && kind == Kind::Flaky) {
         words.push_str(&format!(", only where {}", p.join(", ")));
@@ -448,5 +452,29 @@ mod tests {
             "{}",
             past.text
         );
+    }
+
+    #[test]
+    fn a_test_failing_through_the_whole_window_may_have_begun_before_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = History::open(&Location::Sqlite(dir.path().join("h.sqlite"))).unwrap();
+        let mut last = None;
+        for k in 0..(WINDOW as i64 + 5) {
+            let r = run(k, &[("a", "gfx1030", true)]);
+            h.record(&r).unwrap();
+            last = Some(r);
+        }
+        let past = read(&mut h, last.as_ref().unwrap(), true).unwrap();
+        let t = &past.tests[&("a.gfx1030".to_string(), "Q.D".to_string())];
+        assert_eq!(t.kind, Kind::Known);
+        assert!(
+            t.words
+                .starts_with("failing in all of the last 20 runs, since run-5 (")
+                && t.words.ends_with(") or earlier"),
+            "{}",
+            t.words
+        );
+        assert_eq!(t.strip, "✗".repeat(WINDOW));
+        assert!(past.text.contains("(25 runs of m)"), "{}", past.text);
     }
 }
