@@ -35,6 +35,9 @@ pub struct RawSpec {
     pub gpu: Option<RawGpu>,
     pub timeout: Option<String>,
     pub retries: Option<u32>,
+    /// The default of `gtest.rerun_failures`/`ctest.rerun_failures` for
+    /// suite steps that do not give their own.
+    pub rerun_failures: Option<u32>,
     pub fail_fast: Option<bool>,
     pub max_parallel: Option<usize>,
     pub registry: Option<String>,

@@ -162,6 +162,7 @@ pub(super) fn read_suite(
     field: &str,
     gtest: Option<&RawGtest>,
     ctest: Option<&RawCtest>,
+    default_reruns: Option<u32>,
     template: &dyn Fn(String, &str) -> Template,
     err: &dyn Fn(&str, String) -> SpecError,
 ) -> Result<Option<SuiteTemplate>, SpecError> {
@@ -171,11 +172,16 @@ pub(super) fn read_suite(
             .map(|t| parse_duration(t).map_err(|e| err(&f, e.to_string())))
             .transpose()
     };
-    let reruns = |sub: &str, n: Option<u32>| -> Result<u32, SpecError> {
-        let n = n.unwrap_or(0);
+    // A step's own `rerun_failures:`, else the matrix file's.
+    let reruns = |sub: &str, own: Option<u32>| -> Result<u32, SpecError> {
+        let n = own.or(default_reruns).unwrap_or(0);
         if n > MAX_RERUNS {
             return Err(err(
-                &format!("{field}.{sub}.rerun_failures"),
+                &if own.is_some() {
+                    format!("{field}.{sub}.rerun_failures")
+                } else {
+                    "rerun_failures".to_string()
+                },
                 format!("rerun_failures is {n}; at most {MAX_RERUNS} reruns of a failing test"),
             ));
         }

@@ -22,6 +22,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 struct Ctx<'a> {
     path: &'a Path,
     tree: &'a Node,
+    /// The matrix file's `rerun_failures:`, for suite steps without their own.
+    rerun_failures: Option<u32>,
 }
 
 impl Ctx<'_> {
@@ -48,7 +50,11 @@ impl Ctx<'_> {
 pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
     let tree = parse_tree(path, text)?;
     let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| serde_error(path, &e))?;
-    let cx = Ctx { path, tree: &tree };
+    let cx = Ctx {
+        path,
+        tree: &tree,
+        rerun_failures: raw.rerun_failures,
+    };
 
     let (axes, include, exclude) = match tree.get("matrix") {
         Some(m) => read_matrix(&cx, m)?,
@@ -279,6 +285,7 @@ fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate
             &f,
             s.gtest.as_ref(),
             s.ctest.as_ref(),
+            cx.rerun_failures,
             &|field, src| cx.template(field, src),
             &|field, m| cx.err(field, m),
         )?;

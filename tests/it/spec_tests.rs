@@ -465,3 +465,28 @@ fn report_junit_files_are_merged_unless_asked_per_cell() {
     let e = err("matrix:\n  a: [1]\nreport:\n  junit: per-suite\n").to_string();
     assert!(e.contains("m.yaml:4:") && e.contains("per-cell"), "{e}");
 }
+
+#[test]
+fn rerun_failures_is_a_steps_own_or_the_matrix_files_default() {
+    use rocmatrix::spec::SuiteTemplate;
+    let s = spec(
+        "matrix:\n  a: [1]\nrerun_failures: 2\nsteps:\n  - name: g\n    gtest:\n      binary: /t\n  \
+         - name: c\n    ctest:\n      dir: /b\n      rerun_failures: 0\n  - name: own\n    gtest:\n      binary: /u\n      rerun_failures: 3\n",
+    );
+    let reruns: Vec<u32> = s
+        .steps
+        .iter()
+        .map(|st| match &st.suite {
+            Some(SuiteTemplate::Gtest(g)) => g.rerun_failures,
+            Some(SuiteTemplate::Ctest(c)) => c.rerun_failures,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(reruns, [2, 0, 3]);
+    let e = err("matrix:\n  a: [1]\nrerun_failures: 99\nsteps:\n  - name: g\n    gtest:\n      binary: /t\n")
+        .to_string();
+    assert!(
+        e.contains("m.yaml:3:") && e.contains("at most 10 reruns"),
+        "{e}"
+    );
+}
