@@ -637,7 +637,9 @@ fn ci_section_errors_point_at_the_line() {
         ran.stderr()
     );
     assert!(
-        ran.stderr().contains("expected `runs_on` or `tags`"),
+        // The known fields grew with `ci.slurm` and `ci.k8s` (issue 40).
+        ran.stderr()
+            .contains("expected one of `runs_on`, `tags`, `slurm`, `k8s`"),
         "{}",
         ran.stderr()
     );
