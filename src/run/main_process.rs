@@ -820,7 +820,10 @@ mod tests {
     fn quoting_survives_the_shell() {
         for w in ["plain", "it's", "a b", "", "$(x)", "\"q\""] {
             let out = std::process::Command::new("bash")
-                .args(["-c", &format!("printf %s {}", crate::plan::ci::shell_quote(w))])
+                .args([
+                    "-c",
+                    &format!("printf %s {}", crate::plan::ci::shell_quote(w)),
+                ])
                 .output()
                 .unwrap();
             assert_eq!(String::from_utf8_lossy(&out.stdout), w);

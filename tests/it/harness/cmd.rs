@@ -204,14 +204,28 @@ impl Ran {
         self
     }
 
-    /// The run directory under `--out` (the newest, when there are several).
+    /// The run directory under `--out` that this invocation made: the one
+    /// its `run store:` line names, else the newest by name. (Run ids
+    /// made in one second do not sort by time: two shards run one after
+    /// the other may sort either way.)
     #[track_caller]
     pub fn run_store(&self) -> PathBuf {
         let out = self
             .out
             .as_ref()
             .unwrap_or_else(|| panic!("`{}` has no --out", self.shown));
-        super::run_dir(out)
+        let named = self
+            .stdout()
+            .lines()
+            .filter_map(|l| l.strip_prefix("run store: "))
+            .filter_map(|p| {
+                std::path::Path::new(p.trim())
+                    .file_name()
+                    .map(|n| n.to_owned())
+            })
+            .map(|id| out.join("runs").join(id))
+            .find(|dir| dir.is_dir());
+        named.unwrap_or_else(|| super::run_dir(out))
     }
 }
 
