@@ -25,6 +25,21 @@ impl Sqlite {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(DbError::of)?;
         }
+        // Two processes opening a new file at once: switching it to WAL
+        // takes a lock that SQLite's busy handler does not wait for, so the
+        // loser is told "database is locked" at once; it waits here instead.
+        let start = std::time::Instant::now();
+        loop {
+            match Self::setup(path) {
+                Err(e) if e.0.contains("locked") && start.elapsed() < BUSY => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn setup(path: &Path) -> Result<Sqlite, DbError> {
         let mut conn = Connection::open(path).map_err(DbError::of)?;
         conn.busy_timeout(BUSY).map_err(DbError::of)?;
         conn.pragma_update(None, "journal_mode", "WAL")
