@@ -357,15 +357,16 @@ pub fn flaky_places(all: &[TestHistory]) -> BTreeMap<(String, String), Vec<Strin
         .collect()
 }
 
+/// A run as the history's words name it: `RUN (DATE)`.
+pub fn run_and_date(r: &RunRow) -> String {
+    format!("{} ({})", r.run, record::time_of(r.started_ms))
+}
+
 /// How a failing test of the latest run reads against its history, in
 /// words: `new`, `failing since RUN (DATE)`, `known since RUN (DATE)`,
 /// `flaky (K of N)`.
 pub fn describe(t: &TestHistory, runs: &[RunRow], latest: usize) -> String {
-    let at = |i: usize| {
-        runs.get(i)
-            .map(|r| format!("{} ({})", r.run, record::time_of(r.started_ms)))
-            .unwrap_or_default()
-    };
+    let at = |i: usize| runs.get(i).map(run_and_date).unwrap_or_default();
     match &t.verdict {
         Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
             "new".to_string()

@@ -235,11 +235,7 @@ fn test_past(
 ) -> TestPast {
     let runs = &followed.runs;
     let cut = followed.earlier > 0;
-    let at = |i: usize| {
-        runs.get(i)
-            .map(|r| format!("{} ({})", r.run, record::time_of(r.started_ms)))
-            .unwrap_or_default()
-    };
+    let at = |i: usize| runs.get(i).map(super::run_and_date).unwrap_or_default();
     let (kind, mut words) = match &t.verdict {
         Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
             (Kind::New, "new".to_string())
@@ -307,10 +303,7 @@ fn cell_strip(runs: &[RunRow], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
                 "failed" => ('✗', "fail"),
                 _ => ('!', "error"),
             };
-            let when = runs
-                .get(*i)
-                .map(|r| format!("{} ({})", r.run, record::time_of(r.started_ms)))
-                .unwrap_or_default();
+            let when = runs.get(*i).map(super::run_and_date).unwrap_or_default();
             Mark {
                 mark,
                 css,
