@@ -135,6 +135,7 @@ pub fn assign(
                 gpu: crate::spec::GpuUse::None,
                 continue_on_error: s.continue_on_error,
                 backtrace: None,
+                rerun_failures: 0,
             });
         }
         let caches = super::cache::render(spec, r, &ctx, render::Subject::Build(&key))?;

@@ -92,6 +92,10 @@ pub struct Step {
     /// Run the failing command again under gdb (`backtrace:`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<spec::BacktraceSpec>,
+    /// Run the step again, up to this many times, while its JUnit has
+    /// failing tests (a `run:` step with `junit:`; suites rerun their own).
+    #[serde(default, skip_serializing_if = "suite::is_zero")]
+    pub rerun_failures: u32,
 }
 
 /// What GPUs a cell asks for.
@@ -260,6 +264,7 @@ impl Plan {
                     gpu: s.gpu.unwrap_or(spec.gpu.need),
                     continue_on_error: s.continue_on_error,
                     backtrace: s.backtrace.clone(),
+                    rerun_failures: s.rerun_failures,
                 });
             }
             let mut sources = Vec::with_capacity(spec.sources.len());

@@ -107,7 +107,7 @@ pub(super) fn render(
     })
 }
 
-fn is_zero(n: &u32) -> bool {
+pub(super) fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 

@@ -116,6 +116,7 @@ fn step(name: &str, run: String) -> Step {
         gpu: GpuUse::None,
         continue_on_error: false,
         backtrace: None,
+        rerun_failures: 0,
     }
 }
 

@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::events::{Event, Events};
 use super::gpu_gate::{GpuGate, GpuGrant};
 use super::main_process;
+use super::step_reruns;
 use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, Engine, EngineError, ExecOutcome};
 use crate::image::untar;
@@ -461,9 +462,12 @@ async fn run_steps(
             cell_dir: &dir,
             per_gpu: gpu.per_gpu,
         };
-        let (record, suite_junit) = run_step(cx, cell, &at, &mut p.ooms_seen).await?;
+        let (record, suite_junit, reran) = run_step(cx, cell, &at, &mut p.ooms_seen).await?;
         p.junit.extend(suite_junit);
-        if record.status != Status::Timeout && !step.junit.is_empty() {
+        if let Some(reran) = reran {
+            p.junit.extend(reran.files);
+            p.messages.extend(reran.messages);
+        } else if record.status != Status::Timeout && !step.junit.is_empty() {
             let dest = dir.join("junit").join(step_slug(i, &step.name));
             let (files, msgs) =
                 collect_junit(cx.engine, container, &step.junit, &dest, &dir).await?;
@@ -488,11 +492,11 @@ async fn run_steps(
 
 /// Where a step runs: its container, its place in the cell, the cell's
 /// directory in the run store.
-struct StepAt<'a> {
-    container: &'a str,
-    index: usize,
-    step: &'a Step,
-    cell_dir: &'a Path,
+pub(super) struct StepAt<'a> {
+    pub(super) container: &'a str,
+    pub(super) index: usize,
+    pub(super) step: &'a Step,
+    pub(super) cell_dir: &'a Path,
     per_gpu: &'a [Vec<String>],
 }
 
@@ -547,13 +551,14 @@ pub(super) fn not_run_step(
 /// Runs one step by exec, its output streamed into its log, and judges how
 /// it ended; then its test suite, if it has one and the script passed.
 /// `ooms_seen` tells a new out-of-memory kill from an old one. Returns the
-/// record and the suite's JUnit file (relative to the cell directory).
+/// record, the suite's JUnit file (relative to the cell directory) and, for
+/// a step with `rerun_failures:`, its JUnit collected with its reruns.
 async fn run_step(
     cx: &CellEnv<'_>,
     cell: &Cell,
     at: &StepAt<'_>,
     ooms_seen: &mut u64,
-) -> Result<(StepRecord, Option<String>), CellError> {
+) -> Result<(StepRecord, Option<String>, Option<step_reruns::Reran>), CellError> {
     let (step, slug) = (at.step, step_slug(at.index, &at.step.name));
     let mut open = OpenStep::begin(cx, cell, at.index, step, at.cell_dir).await?;
     let (log, t) = (&mut open.log, open.started);
@@ -574,6 +579,19 @@ async fn run_step(
             .await?;
         judge_exec(cx.engine, at.container, outcome, step, log, ooms_seen).await?
     };
+    let mut reran = None;
+    if step.rerun_failures > 0 && status != Status::Timeout {
+        let r = step_reruns::run_again_while_failing(
+            cx,
+            at,
+            log,
+            (status, exit_code, reason),
+            ooms_seen,
+        )
+        .await?;
+        (status, exit_code, reason) = r.judged.clone();
+        reran = Some(r);
+    }
     let mut suite_junit = None;
     if let (Some(suite), Status::Passed) = (&step.suite, status) {
         let remaining = step.timeout.saturating_sub(t.elapsed());
@@ -598,7 +616,7 @@ async fn run_step(
     let record = open
         .finish(cx, cell, step, (status, exit_code, reason))
         .await?;
-    Ok((record, suite_junit))
+    Ok((record, suite_junit, reran))
 }
 
 /// A step under way: its log open, its start reported.
@@ -836,7 +854,7 @@ async fn oom_kills(engine: &Engine, container: &str) -> u64 {
 }
 
 /// Finds files matching `globs` in the container and copies them out into `dest`.
-async fn collect_junit(
+pub(super) async fn collect_junit(
     engine: &Engine,
     container: &str,
     globs: &[String],

@@ -49,7 +49,8 @@ const RUNNER_ARGS_MAX: usize = 1024 * 1024;
 pub const JUNIT_STAGING: &str = "/rocmatrix/junit";
 
 /// The steps a cell runs from its main process: the leading steps with no
-/// test suite, as long as their scripts fit on one command line.
+/// test suite and no reruns (`rerun_failures:` runs a step again by exec),
+/// as long as their scripts fit on one command line.
 pub fn leading_steps(cell: &Cell) -> usize {
     let mut bytes = 0;
     cell.steps
@@ -58,7 +59,7 @@ pub fn leading_steps(cell: &Cell) -> usize {
             if passed_inline(&s.run) {
                 bytes += s.run.len();
             }
-            s.suite.is_none() && bytes <= RUNNER_ARGS_MAX
+            s.suite.is_none() && s.rerun_failures == 0 && bytes <= RUNNER_ARGS_MAX
         })
         .count()
 }
@@ -740,6 +741,7 @@ mod tests {
             gpu: crate::spec::GpuUse::None,
             continue_on_error,
             backtrace: None,
+            rerun_failures: 0,
         };
         let steps = [
             step("one", "echo \"one $0\"; exit 3", true),
@@ -786,6 +788,7 @@ mod tests {
             gpu: crate::spec::GpuUse::None,
             continue_on_error: false,
             backtrace: None,
+            rerun_failures: 0,
         };
         let n = "rocmatrix-0123";
         let hooks = [

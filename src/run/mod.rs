@@ -15,6 +15,8 @@ pub mod repro;
 pub mod runner;
 pub mod scheduler;
 pub mod shell;
+mod stages;
+mod step_reruns;
 pub mod signals;
 pub mod sweep;
 pub mod watchdog;

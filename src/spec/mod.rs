@@ -227,6 +227,9 @@ pub struct StepTemplate {
     pub continue_on_error: bool,
     /// A debugger's view of the step's failing command (or crashing test).
     pub backtrace: Option<BacktraceSpec>,
+    /// A `run:` step with `junit:`: run it again, up to this many times,
+    /// while its JUnit has failing tests.
+    pub rerun_failures: u32,
 }
 
 /// When a step's failing command is run again under gdb, and how.

@@ -35,8 +35,8 @@ pub struct RawSpec {
     pub gpu: Option<RawGpu>,
     pub timeout: Option<String>,
     pub retries: Option<u32>,
-    /// The default of `gtest.rerun_failures`/`ctest.rerun_failures` for
-    /// suite steps that do not give their own.
+    /// The default of `gtest.rerun_failures`/`ctest.rerun_failures` and of
+    /// a `run:` step's with `junit:`, for steps that do not give their own.
     pub rerun_failures: Option<u32>,
     pub fail_fast: Option<bool>,
     pub max_parallel: Option<usize>,
@@ -167,6 +167,9 @@ pub struct RawStep {
     #[serde(default)]
     pub continue_on_error: bool,
     pub backtrace: Option<RawBacktrace>,
+    /// A `run:` step with `junit:` run again while its JUnit has failing
+    /// tests (suite steps give theirs under `gtest:`/`ctest:`).
+    pub rerun_failures: Option<u32>,
 }
 
 /// `backtrace: {on: error|crash, break: […], timeout, frames}`.

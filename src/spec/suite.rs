@@ -156,6 +156,52 @@ pub(super) fn read_autopkgtest(
     }))
 }
 
+/// A `run:` step's `rerun_failures:` (its own, else the matrix file's):
+/// only a step with `junit:` and no suite has one, since its JUnit is what
+/// says which tests failed; a suite's reruns are its adapter's.
+pub(super) fn read_step_reruns(
+    field: &str,
+    own: Option<u32>,
+    default_reruns: Option<u32>,
+    has_suite: bool,
+    has_junit: bool,
+    err: &dyn Fn(&str, String) -> SpecError,
+) -> Result<u32, SpecError> {
+    let at = format!("{field}.rerun_failures");
+    if own.is_some() && has_suite {
+        return Err(err(
+            &at,
+            "a suite step reruns its failing tests through its adapter: give \
+             `gtest.rerun_failures` or `ctest.rerun_failures`"
+                .to_string(),
+        ));
+    }
+    if own.is_some() && !has_junit {
+        return Err(err(
+            &at,
+            "rerun_failures runs a `run:` step again while its JUnit has failing tests: \
+             give the step `junit:` too"
+                .to_string(),
+        ));
+    }
+    if has_suite || !has_junit {
+        return Ok(0);
+    }
+    let n = own.or(default_reruns).unwrap_or(0);
+    if n > MAX_RERUNS {
+        let at = if own.is_some() {
+            at
+        } else {
+            "rerun_failures".to_string()
+        };
+        return Err(err(
+            &at,
+            format!("rerun_failures is {n}; at most {MAX_RERUNS} reruns of a failing step"),
+        ));
+    }
+    Ok(n)
+}
+
 /// Reads the step's `gtest:` or `ctest:` into a template; `field` is the
 /// step's dotted path (`steps[2]`).
 pub(super) fn read_suite(

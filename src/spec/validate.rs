@@ -308,6 +308,14 @@ fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate
             Some(b) => Some(read_backtrace(cx, &format!("{f}.backtrace"), b)?),
             None => None,
         };
+        let rerun_failures = suite::read_step_reruns(
+            &f,
+            s.rerun_failures,
+            cx.rerun_failures,
+            suite.is_some(),
+            !s.junit.is_empty(),
+            &|field, m| cx.err(field, m),
+        )?;
         if s.run.is_none() && suite.is_none() {
             return Err(cx.err(
                 &f,
@@ -331,6 +339,7 @@ fn read_steps(cx: &Ctx, field: &str, raw: &[RawStep]) -> Result<Vec<StepTemplate
             gpu,
             continue_on_error: s.continue_on_error,
             backtrace,
+            rerun_failures,
         });
     }
     Ok(steps)

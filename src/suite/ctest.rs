@@ -171,21 +171,7 @@ async fn rerun_failed(
         let Some(again) = read_cases(cx, &junit, &console, c).await? else {
             break;
         };
-        for a in again {
-            let Some(k) = cases
-                .iter_mut()
-                .find(|k| k.verdict.is_failure() && k.suite == a.suite && k.name == a.name)
-            else {
-                continue;
-            };
-            let passed = !a.verdict.is_failure();
-            k.reruns.push(std::mem::replace(&mut k.verdict, a.verdict));
-            if passed {
-                k.time = a.time;
-            } else {
-                k.output = a.output;
-            }
-        }
+        super::rerun::fold_attempt(cases, again);
     }
     Ok(())
 }

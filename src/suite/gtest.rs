@@ -176,20 +176,8 @@ async fn rerun_failures(
             let Some(again) = judged.cases.into_iter().next() else {
                 break;
             };
-            match again.verdict {
-                Verdict::Passed => {
-                    let earlier = std::mem::replace(&mut case.verdict, Verdict::Passed);
-                    case.reruns.push(earlier);
-                    case.time = again.time;
-                    break;
-                }
-                v if v.is_failure() => {
-                    let earlier = std::mem::replace(&mut case.verdict, v);
-                    case.reruns.push(earlier);
-                    case.output = again.output;
-                }
-                // Skipped when run alone: the failure stands as it was.
-                _ => break,
+            if !case.fold_rerun(again) {
+                break;
             }
         }
     }

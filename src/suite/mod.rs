@@ -21,6 +21,7 @@ pub mod gtest;
 pub mod gtest_output;
 pub mod junit_out;
 mod process;
+pub mod rerun;
 mod trailer;
 
 use std::path::PathBuf;

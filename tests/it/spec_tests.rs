@@ -490,3 +490,28 @@ fn rerun_failures_is_a_steps_own_or_the_matrix_files_default() {
         "{e}"
     );
 }
+
+#[test]
+fn a_run_step_reruns_only_with_junit_and_a_suite_step_under_its_suite() {
+    let s = spec(
+        "matrix:\n  a: [1]\nrerun_failures: 2\nsteps:\n  - name: j\n    run: t\n    junit: [o.xml]\n  \
+         - name: plain\n    run: make\n  - name: own\n    run: t\n    junit: [o.xml]\n    rerun_failures: 1\n",
+    );
+    let reruns: Vec<u32> = s.steps.iter().map(|st| st.rerun_failures).collect();
+    assert_eq!(
+        reruns,
+        [2, 0, 1],
+        "the default reaches run: steps with junit: only"
+    );
+    let e = err("matrix:\n  a: [1]\nsteps:\n  - name: s\n    run: make\n    rerun_failures: 2\n")
+        .to_string();
+    assert!(
+        e.contains("m.yaml:6:") && e.contains("give the step `junit:`"),
+        "{e}"
+    );
+    let e = err(
+        "matrix:\n  a: [1]\nsteps:\n  - name: g\n    gtest:\n      binary: /t\n    rerun_failures: 2\n",
+    )
+    .to_string();
+    assert!(e.contains("gtest.rerun_failures"), "{e}");
+}

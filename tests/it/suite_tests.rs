@@ -547,3 +547,83 @@ fn ctest_rerun_failures_reruns_what_ctest_says_failed_and_tells_flaky_from_faili
     assert_eq!(c["counts"]["flaky"], 1, "{c:#}");
     assert_eq!(c["counts"]["failed"], 1, "{c:#}");
 }
+
+#[test]
+fn a_run_steps_rerun_failures_runs_it_again_while_its_junit_fails() {
+    let test = "a_run_steps_rerun_failures_runs_it_again_while_its_junit_fails";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    // Each attempt writes the same file: `second_time` fails on the first
+    // attempt only, `always` (in the `mixed` cell) on every one, `passes`
+    // never. The step exits 1 while any of its tests fails.
+    let m = write(
+        dir.path(),
+        "step-rerun.yaml",
+        "name: step-rerun\nmatrix:\n  mode: [mixed, flaky]\nenvironment:\n  base: debian:bookworm\n\
+         timeout: 5m\nsteps:\n  - name: tests\n    gpu: none\n    continue_on_error: true\n    rerun_failures: 2\n    \
+         junit: [out/*.xml]\n    run: |\n      n=$(( $(cat /work/n 2>/dev/null || echo 0) + 1 )); echo $n > /work/n\n      \
+         mkdir -p /work/out; f=0\n      if [ $n -ge 2 ]; then second='<testcase classname=\"t\" name=\"second_time\"/>'; \
+         else f=1; second='<testcase classname=\"t\" name=\"second_time\"><failure message=\"queue not ready yet\">try '$n'</failure></testcase>'; fi\n      \
+         always=''\n      if [ {{ matrix.mode }} = mixed ]; then f=1; always='<testcase classname=\"t\" name=\"always\"><failure message=\"wrong answer\">try '$n'</failure></testcase>'; fi\n      \
+         printf '<testsuites><testsuite name=\"t\"><testcase classname=\"t\" name=\"passes\"/>%s%s</testsuite></testsuites>\\n' \"$second\" \"$always\" > /work/out/results.xml\n      \
+         exit $f\n  - name: count\n    run: echo attempts $(cat /work/n)\n",
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("report/results.json")).unwrap())
+            .unwrap();
+    let counts = |cell: &str| {
+        results["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == cell)
+            .unwrap_or_else(|| panic!("{cell}: {results:#}"))["counts"]
+            .clone()
+    };
+
+    // mixed: always fails, so the step ran three times.
+    let cell = cell_json(&run, "mixed");
+    assert_eq!(cell["steps"][0]["status"], "failed", "{cell:#}");
+    assert_eq!(cell["junit"].as_array().unwrap().len(), 1, "{cell:#}");
+    let junit = run
+        .join("cells/mixed")
+        .join(cell["junit"][0].as_str().unwrap());
+    let all = cases(&junit);
+    let flaky = case(&all, "t.second_time");
+    assert_eq!(flaky.matches("<flakyFailure").count(), 1, "{flaky}");
+    assert!(flaky.contains("queue not ready yet"), "{flaky}");
+    assert!(!flaky.contains("<failure"), "{flaky}");
+    let failing = case(&all, "t.always");
+    assert!(failing.contains("<failure"), "{failing}");
+    assert_eq!(failing.matches("<rerunFailure").count(), 2, "{failing}");
+    let passes = case(&all, "t.passes");
+    assert!(!passes.contains("Failure"), "{passes}");
+    let log = std::fs::read_to_string(run.join("cells/mixed/logs/01-tests.log")).unwrap();
+    assert!(
+        log.contains("2 failing tests; running the step again (1 of 2)")
+            && log.contains("1 failing test; running the step again (2 of 2)"),
+        "{log}"
+    );
+    let count = std::fs::read_to_string(run.join("cells/mixed/logs/02-count.log")).unwrap();
+    assert!(count.contains("attempts 3"), "{count}");
+    assert!(run.join("cells/mixed/junit/01-tests.rerun-2").is_dir());
+    assert_eq!(counts("mixed")["flaky"], 1);
+    assert_eq!(counts("mixed")["failed"], 1);
+
+    // flaky: the second attempt passes, and so does the step.
+    let cell = cell_json(&run, "flaky");
+    assert_eq!(cell["steps"][0]["status"], "passed", "{cell:#}");
+    let count = std::fs::read_to_string(run.join("cells/flaky/logs/02-count.log")).unwrap();
+    assert!(count.contains("attempts 2"), "{count}");
+    assert_eq!(counts("flaky")["flaky"], 1);
+    assert_eq!(counts("flaky")["failed"], 0);
+}
