@@ -15,7 +15,6 @@ pub mod repro;
 pub mod runner;
 pub mod scheduler;
 pub mod shell;
-mod stages;
 mod step_reruns;
 pub mod signals;
 pub mod sweep;
