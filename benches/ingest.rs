@@ -118,7 +118,7 @@ fn child(mode: &str, dir: &Path, out: &Path) {
         }
         "collect" => {
             let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
-            let r = rocmatrix::results::collect(
+            let r = rocmatrix::analysis::collect(
                 &src,
                 Default::default(),
                 &mut rocmatrix::results::NoSink,
@@ -131,19 +131,19 @@ fn child(mode: &str, dir: &Path, out: &Path) {
             let mut w =
                 rocmatrix::report::junit::JunitWriter::create(&out.join("junit.xml"), "bench")
                     .expect("junit");
-            let r = rocmatrix::results::collect(&src, Default::default(), &mut w);
+            let r = rocmatrix::analysis::collect(&src, Default::default(), &mut w);
             let bytes = w.finish().expect("finish");
             println!("testcases {} junit.xml {bytes} bytes", r.totals().total());
         }
         "signatures" => {
             let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
-            let r = rocmatrix::results::collect(
+            let r = rocmatrix::analysis::collect(
                 &src,
                 Default::default(),
                 &mut rocmatrix::results::NoSink,
             );
             let t = Instant::now();
-            let sigs = rocmatrix::results::signature::find(&r);
+            let sigs = rocmatrix::analysis::signature::find(&r);
             let find = t.elapsed().as_secs_f64();
             // `collect` finds the signatures too: take them out once to
             // compare with collecting alone.

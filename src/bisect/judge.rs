@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::search::State;
-use crate::results::signature::{skeleton, Signature};
+use crate::analysis::signature::{skeleton, Signature};
 use crate::store::record::Status;
 
 /// Why a probe that failed with a signature other than the judged one
@@ -113,7 +113,7 @@ impl Shown {
     /// A pseudo-signature for what has no failure text (a timeout).
     pub fn plain(text: &str) -> Shown {
         Shown {
-            id: crate::results::signature::id(text),
+            id: crate::analysis::signature::id(text),
             text: text.to_string(),
             message: text.to_string(),
         }

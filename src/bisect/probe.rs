@@ -158,7 +158,7 @@ fn signatures(run_dir: &std::path::Path) -> Vec<Shown> {
         }
     };
     source.expect.clear();
-    let results = crate::results::collect(
+    let results = crate::analysis::collect(
         &source,
         crate::results::junit::Limits::default(),
         &mut crate::results::NoSink,

@@ -124,7 +124,7 @@ pub fn axis_values(plan: &Plan, axis: &str) -> Vec<String> {
         }
     }
     if values.iter().all(|v| is_version(v)) {
-        values.sort_by(|a, b| crate::results::attribution::compare_versions(a, b));
+        values.sort_by(|a, b| crate::analysis::attribution::compare_versions(a, b));
     }
     values
 }

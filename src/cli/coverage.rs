@@ -93,7 +93,7 @@ pub fn run(
             let before = coverage(&reports, &args.gfx, policy, root);
             let name = |p: &std::path::Path| p.display().to_string();
             let new_name = args.paths.first().map(|p| name(p)).unwrap_or_default();
-            crate::results::coverage_changes::between(
+            crate::analysis::coverage_changes::between(
                 &as_stored(&before, &args.gfx),
                 &as_stored(&rows, &args.gfx),
                 &name(old),

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::analysis::regress::{compare_signatures, Class};
+use crate::analysis::{compare, load_baseline};
 use crate::error::{Error, ExitCode, FailOn};
 use crate::report::changes_view;
 use crate::report::ReportError;
-use crate::results::regress::{compare_signatures, Class};
-use crate::results::{compare, load_baseline};
 
 #[derive(Debug, Args)]
 pub struct DiffArgs {

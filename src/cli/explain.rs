@@ -7,10 +7,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::analysis::{collect, load_baseline, signature};
 use crate::error::{Error, ExitCode};
 use crate::report::{why, ReportError};
 use crate::results::junit::Limits;
-use crate::results::{collect, load_baseline, signature, NoSink, Source};
+use crate::results::{NoSink, Source};
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {

@@ -109,7 +109,7 @@ fn import(location: &Location, runs: &[PathBuf], out: &mut dyn Write) -> Result<
     let mut h = open(location)?;
     let mut text = String::new();
     for dir in runs {
-        let results = crate::results::regress::load_baseline(dir)?;
+        let results = crate::analysis::regress::load_baseline(dir)?;
         let rec = record::of_run(&[dir.as_path()], &results)
             .map_err(|e| Error::Usage(format!("{}: {e}", dir.display())))?;
         let added = h.record(&rec).map_err(db)?;

@@ -6,9 +6,9 @@
 
 use serde::Serialize;
 
-use crate::results::env_changes::EnvState;
-use crate::results::regress::{CellClass, Class};
-use crate::results::{Regressions, Results};
+use crate::analysis::env_changes::EnvState;
+use crate::analysis::regress::{CellClass, Class, Regressions};
+use crate::results::Results;
 
 /// Changes listed in the one-line summary before "and N more".
 pub const LINE_ITEMS: usize = 8;

@@ -7,8 +7,8 @@
 use serde::Serialize;
 
 use super::view::{CellView, View};
+use crate::analysis::regress::{Class, Regressions};
 use crate::history::past::Past;
-use crate::results::regress::{Class, Regressions};
 
 /// `summary.md`'s and index.html's section on the failing tests.
 #[derive(Debug, Serialize)]

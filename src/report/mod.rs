@@ -26,14 +26,13 @@ use std::path::{Path, PathBuf};
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 
+use crate::analysis;
+use crate::analysis::regress::{self, NameCatcher, Regressions};
 use crate::history::past::{Past, Recorder};
 use crate::results::collect::Sink;
 use crate::results::junit::{Case, Limits};
-use crate::results::regress::{self, NameCatcher};
 use crate::results::source::CellSource;
-use crate::results::{
-    collect, CellResult, Counts, Regressions, Results, ResultsError, Source, TestStatus,
-};
+use crate::results::{collect, CellResult, Counts, Results, ResultsError, Source, TestStatus};
 
 /// `summary.md` is cut to fit this (GitHub's job-summary limit).
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
@@ -231,8 +230,8 @@ pub fn build_with(
     let mut junit = junit_files::JunitOut::create(source.report.junit, out, &title)?;
     let mut names = base.as_ref().map(NameCatcher::new);
     let mut results = match names.as_mut() {
-        Some(n) => collect(source, Limits::default(), &mut Both(junit.sink(), n)),
-        None => collect(source, Limits::default(), junit.sink()),
+        Some(n) => analysis::collect(source, Limits::default(), &mut Both(junit.sink(), n)),
+        None => analysis::collect(source, Limits::default(), junit.sink()),
     };
     // junit.xml is finished (its body copied in behind the totals) on a
     // thread of its own while the comparison and the other outputs are
@@ -340,7 +339,7 @@ fn summarise(
         .unwrap_or_default();
     changes.extend(results.coverage_changes.iter().map(|c| c.line()));
     let coverage_regressions =
-        crate::results::coverage_changes::regressions(&results.coverage_changes);
+        crate::analysis::coverage_changes::regressions(&results.coverage_changes);
     ReportSummary {
         coverage_regressions,
         changes,

@@ -6,12 +6,10 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
+use crate::analysis::regress::{CellClass, Class, Regressions};
 use crate::results::junit::clip;
 use crate::results::model::StepResult;
-use crate::results::regress::{CellClass, Class};
-use crate::results::{
-    CellResult, CellVerdict, Counts, Regressions, Results, TestResult, TestStatus,
-};
+use crate::results::{CellResult, CellVerdict, Counts, Results, TestResult, TestStatus};
 use crate::store::record::Status as CellStatus;
 
 /// How much of each list the view shows.
@@ -115,7 +113,7 @@ pub struct RegView {
     pub classes: Vec<ClassView>,
     pub cells: Vec<CellChangeView>,
     /// Failure signatures new, known and gone against the baseline.
-    pub signatures: crate::results::regress::SignatureChanges,
+    pub signatures: crate::analysis::regress::SignatureChanges,
     /// What changed underneath each environment, with its cells' regressions.
     pub environments: Vec<super::changes_view::EnvChangeView>,
     /// gfx targets libraries gained and lost against the baseline.
@@ -665,7 +663,7 @@ fn step_view(s: &StepResult, caps: Caps) -> StepView {
             String::new()
         },
         error_line: if s.status.is_failure() {
-            crate::results::signature::error_line(&s.log_tail)
+            crate::analysis::signature::error_line(&s.log_tail)
                 .unwrap_or_default()
                 .to_string()
         } else {
@@ -676,7 +674,7 @@ fn step_view(s: &StepResult, caps: Caps) -> StepView {
         backtrace: s
             .backtrace
             .as_ref()
-            .map(|b| b.top(crate::results::signature::TOP_FRAMES))
+            .map(|b| b.top(crate::analysis::signature::TOP_FRAMES))
             .unwrap_or_default(),
         backtrace_file: s
             .backtrace

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
+use crate::analysis::signature::{Seen, Signature};
 use crate::results::junit::clip;
-use crate::results::signature::{Seen, Signature};
 use crate::results::{CellVerdict, Results};
 
 /// Cell ids and places listed per signature before "and N more".

@@ -296,6 +296,8 @@ fn classified_case(case: &Case, why: &Classified) -> Case {
 /// Worker threads read and parse the JUnit files ([`readers`]); the calling
 /// thread judges each test and feeds `sink`, file after file in the
 /// source's order, so memory stays bounded and the order is the files'.
+/// The analysis' fields (`signatures`, `coverage_changes`) stay empty:
+/// `crate::analysis::collect` fills them.
 pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results {
     let classifier = Classifier::new(&source.classify);
     let cells = readers::read_all(source, limits, |events| {
@@ -305,7 +307,7 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
             .map(|cs| collect_cell(source, cs, (limits, &classifier), sink, events))
             .collect::<Vec<_>>()
     });
-    let mut results = Results {
+    Results {
         version: RESULTS_VERSION,
         name: source.name.clone(),
         runs: source.runs.clone(),
@@ -318,10 +320,7 @@ pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results 
         signatures: Vec::new(),
         environments: source.environments.clone(),
         coverage_changes: Vec::new(),
-    };
-    results.signatures = super::signature::find(&results);
-    results.coverage_changes = super::coverage_changes::along(&results);
-    results
+    }
 }
 
 /// Collects one cell: judges the events of its JUnit files, in order, and

@@ -1,29 +1,26 @@
-//! Results: reading JUnit files, the result model, collecting a run (or
-//! merged shard runs, or plain JUnit directories) into it, and classifying
-//! regressions against a baseline.
+//! Results: reading JUnit files, the result model, and collecting a run (or
+//! merged shard runs, or plain JUnit directories) into it, each test judged
+//! by the matrix's `expect:` and `classify:` rules as it is read. What the
+//! results mean (signatures, regressions, changes) is `crate::analysis`,
+//! which stands above this room: nothing here uses it.
 //!
 //! Data flow: [`source::Source`] (what to read) → [`collect::collect`] (one
 //! streaming pass over every JUnit file, with an optional [`collect::Sink`]
-//! that sees every test) → [`model::Results`] → [`regress::compare`].
+//! that sees every test) → [`model::Results`] → `crate::analysis`.
 
-pub mod attribution;
 pub mod classify;
 pub mod collect;
-pub mod coverage_changes;
-pub mod env_changes;
 pub mod facts;
+pub mod findings;
 pub mod junit;
 pub mod model;
 mod readers;
-pub mod regress;
-pub mod signature;
 pub mod source;
 
 use std::path::{Path, PathBuf};
 
 pub use collect::{collect, NoSink, Sink};
 pub use model::{CellResult, CellVerdict, Counts, Results, TestResult, TestStatus};
-pub use regress::{compare, load_baseline, Class, Regressions};
 pub use source::Source;
 
 /// Errors reading results. Problems inside JUnit files are not errors: they

@@ -368,16 +368,16 @@ pub struct Results {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coverage: Vec<crate::store::coverage::EnvironmentCoverage>,
     /// Why cells fail: failures grouped by normalised text, with the axis
-    /// values that separate their cells ([`super::signature`]).
+    /// values that separate their cells (`crate::analysis::signature`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub signatures: Vec<super::signature::Signature>,
+    pub signatures: Vec<super::findings::Signature>,
     /// The versions that matter per environment (`lock.json`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub environments: Vec<super::facts::EnvironmentFacts>,
     /// gfx targets libraries gain and lose from one environment to the next
-    /// along the matrix ([`super::coverage_changes::along`]).
+    /// along the matrix (`crate::analysis::coverage_changes::along`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub coverage_changes: Vec<super::coverage_changes::CoverageChange>,
+    pub coverage_changes: Vec<super::findings::CoverageChange>,
 }
 
 impl Results {

@@ -39,6 +39,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("autopkgtest", 4),
     ("run", 5),
     ("results", 6),
+    ("analysis", 6),
     ("report", 7),
     ("cluster", 7),
     ("bisect", 7),
@@ -596,6 +597,38 @@ fn architecture_no_module_imports_a_higher_floor() {
         }
     }
     fail_with("imports from a higher floor", &problems);
+}
+
+/// Modules beside each other on one floor where the first never imports the
+/// second: the second stands on the first (the results model and its
+/// reading know nothing of the analysis made from them).
+const ONE_WAY: &[(&str, &str)] = &[("results", "analysis")];
+
+#[test]
+fn architecture_one_way_between_neighbours() {
+    let mut problems = Vec::new();
+    for rel in src_files() {
+        let Some(module) = module_of(&rel) else {
+            continue;
+        };
+        let text = code(&read(&rel));
+        for (at, used) in crate_uses(&text) {
+            if ONE_WAY.contains(&(module, used.as_str())) {
+                problems.push(format!(
+                    "{rel}:{}: `{module}` uses `crate::{used}`, which stands on it",
+                    line_at(&text, at)
+                ));
+            }
+        }
+    }
+    for (lower, upper) in ONE_WAY {
+        assert_eq!(
+            floor_of(lower),
+            floor_of(upper),
+            "{SELF}: ONE_WAY pairs `{lower}` and `{upper}` of different floors"
+        );
+    }
+    fail_with("imports against a one-way pair", &problems);
 }
 
 #[test]

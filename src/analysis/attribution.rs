@@ -14,8 +14,6 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
-
 /// More axes than this are tried only in conjunctions of up to three.
 const FULL_SEARCH_AXES: usize = 12;
 
@@ -25,33 +23,7 @@ pub struct Point<'a> {
     pub failing: bool,
 }
 
-/// One predicate of a rule: `axis ∈ values`, phrased.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Predicate {
-    pub axis: String,
-    pub values: Vec<String>,
-    /// `llvm ≤ 21`, `args=yn`, `gfx ∈ {gfx900, gfx1030}`.
-    pub text: String,
-}
-
-/// What the data says about where a signature occurs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Attribution {
-    /// Whether `predicates` select exactly the failing cells.
-    pub exact: bool,
-    /// The rule (exact) or the best single predicate (not exact); empty when
-    /// no predicate says anything.
-    pub predicates: Vec<Predicate>,
-    /// The first passing value past an ordered range: `passes from llvm=22`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub boundaries: Vec<String>,
-    /// Cells where the signature occurs.
-    pub failing: usize,
-    /// Cells where the step or test ran, with or without it.
-    pub ran: usize,
-    /// The whole finding in one sentence.
-    pub text: String,
-}
+pub use crate::results::findings::{Attribution, Predicate};
 
 /// Attributes the failing points among `points` to axes `keys`.
 pub fn attribute(keys: &[String], points: &[Point]) -> Attribution {

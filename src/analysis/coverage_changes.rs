@@ -8,71 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::model::Results;
+use crate::results::model::Results;
 use crate::store::coverage::EnvironmentCoverage;
 
-/// One library whose targets changed between two environments.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CoverageChange {
-    /// The library's file name without its version (`librocfft.so`).
-    pub library: String,
-    /// What is compared: `baseline` or axis values (`trixie`), and the later
-    /// side (`experimental`).
-    pub from: String,
-    pub to: String,
-    /// The environment hashes (short) of both sides.
-    pub from_environment: String,
-    pub to_environment: String,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gained: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lost: Vec<String>,
-    /// Of `lost`, the targets a cell of the later environment asks for.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lost_with_cells: Vec<String>,
-    /// How the device code is stored, when that changed: `uncompressed`
-    /// → `CCOB v3 zstd`. A loader that cannot read compressed bundles (or
-    /// one that rewrites a target's ISA in place, as Debian's extended
-    /// compatibility does for gfx1031 and gfx1011) reads the two sides
-    /// differently even where the targets are the same.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub storage: Option<StorageChange>,
-}
-
-/// How a library's device code was stored on each side.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StorageChange {
-    pub from: String,
-    pub to: String,
-}
-
-impl CoverageChange {
-    /// `librocfft.so: trixie → experimental: +gfx942 +gfx1151 −gfx1011`.
-    pub fn line(&self) -> String {
-        let mut s = format!("{}: {} → {}:", self.library, self.from, self.to);
-        for g in &self.gained {
-            s.push_str(&format!(" +{g}"));
-        }
-        for g in &self.lost {
-            s.push_str(&format!(" −{g}"));
-        }
-        if !self.lost_with_cells.is_empty() {
-            s.push_str(&format!(
-                " (regression: cells ask for {})",
-                self.lost_with_cells.join(", ")
-            ));
-        }
-        if let Some(st) = &self.storage {
-            if !self.gained.is_empty() || !self.lost.is_empty() {
-                s.push(';');
-            }
-            s.push_str(&format!(" device code {} → {}", st.from, st.to));
-        }
-        s
-    }
-}
+pub use crate::results::findings::{CoverageChange, StorageChange};
 
 /// `/usr/lib/x86_64-linux-gnu/librocfft.so.0.1` → `librocfft.so`;
 /// `libfoo-6.1.2.so` stays as it is (a version inside the name is part of it).

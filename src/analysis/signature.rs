@@ -15,58 +15,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::LazyLock;
 
 use regex::Regex;
-use serde::{Deserialize, Serialize};
 
-use super::attribution::{attribute, Attribution, Point};
-use super::model::{test_hash, CellResult, Results, TestResult};
+use super::attribution::{attribute, Point};
+use crate::results::model::{test_hash, CellResult, Results, TestResult};
 
 /// Lines of a test's failure text that make its signature.
 const TEXT_LINES: usize = 6;
 /// Bytes kept of a signature's full example.
 const EXAMPLE_BYTES: usize = 4096;
 
-/// One cause of failure, with where it occurs and what the axes say.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Signature {
-    /// A short stable name: the first 12 hex digits of the SHA-256 of the
-    /// text's skeleton (every number as `<n>`), so the same cause has the
-    /// same id in every run (`bisect --signature ID`).
-    #[serde(default)]
-    pub id: String,
-    /// The normalised text: what all its failures share.
-    pub text: String,
-    /// One failure's own first line, as written.
-    pub message: String,
-    /// Failures it covers (tests, or failing steps).
-    pub count: u64,
-    /// Where it occurs: test names, or `step <name>`.
-    pub places: Vec<String>,
-    /// The cells it occurs in, in the run's order.
-    pub cells: Vec<String>,
-    /// One failure in full (bounded).
-    pub example: String,
-    /// Which axis values separate its cells from the cells that ran without it.
-    pub attribution: Attribution,
-    /// Against a baseline (`--baseline`): whether the baseline had it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<Seen>,
-    /// The top frames of a backtrace of one of its failures (one with
-    /// debug info where there is one), or what gdb said when it had none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub frames: Vec<String>,
-}
+pub use crate::results::findings::{Seen, Signature};
 
 pub use crate::store::record::TOP_FRAMES;
-
-/// Whether a baseline run failed with a signature too.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Seen {
-    /// The baseline had no failure with this text.
-    New,
-    /// The baseline failed with it too.
-    Known,
-}
 
 /// Marks each signature new or known against the baseline's, and returns
 /// how many of the baseline's signatures no longer occur.
@@ -107,7 +67,7 @@ impl Place {
         match self {
             Place::Test {
                 classname, name, ..
-            } => super::model::display_name(classname, name),
+            } => crate::results::model::display_name(classname, name),
             Place::Step(s) => format!("step {s}"),
             Place::Cell => "cell".into(),
         }
@@ -310,7 +270,7 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
         },
         text: normalise(&lines.join("\n")),
         first_line: first.to_string(),
-        example: super::junit::clip(&full, EXAMPLE_BYTES),
+        example: crate::results::junit::clip(&full, EXAMPLE_BYTES),
         frames,
         debug_info,
     }
@@ -358,9 +318,9 @@ fn cell_failure(cell: usize, c: &CellResult) -> Failure {
 /// it, which the bound leaves room for.
 fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> String {
     let Some(bt) = bt else {
-        return super::junit::clip(example, EXAMPLE_BYTES);
+        return crate::results::junit::clip(example, EXAMPLE_BYTES);
     };
-    let frames = super::junit::clip(
+    let frames = crate::results::junit::clip(
         &format!(
             "{}\n{}",
             crate::debugger::backtrace::HEADING,
@@ -369,7 +329,7 @@ fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> S
         EXAMPLE_BYTES / 2,
     );
     let room = EXAMPLE_BYTES.saturating_sub(frames.len() + 2);
-    format!("{}\n\n{frames}", super::junit::clip(example, room))
+    format!("{}\n\n{frames}", crate::results::junit::clip(example, room))
 }
 
 static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {

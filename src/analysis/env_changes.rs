@@ -9,10 +9,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::facts::{EnvironmentFacts, DEFAULT_PACKAGES};
-use super::model::Results;
 use crate::image::packages::changes;
 use crate::plan::glob::matches;
+use crate::results::facts::{EnvironmentFacts, DEFAULT_PACKAGES};
+use crate::results::model::Results;
 
 /// How an environment compares with the baseline's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

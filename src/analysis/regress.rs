@@ -6,7 +6,7 @@
 //! broken/recovered when their own status crossed the failure line.
 //!
 //! Passing tests are known by identity hash only (see
-//! [`super::model::test_hash`]), so a new or removed test that passed is
+//! [`crate::results::model::test_hash`]), so a new or removed test that passed is
 //! counted, and named when a name is seen: new ones while the current run is
 //! read ([`NameCatcher`]), removed ones by reading a baseline run again
 //! ([`RemovedNames`]).
@@ -16,11 +16,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::collect::{self, Sink};
-use super::junit::{Case, Limits};
-use super::model::{test_hash, CellResult, Results, TestStatus};
-use super::source::{CellSource, Source};
-use super::ResultsError;
+use crate::results::collect::Sink;
+use crate::results::junit::{Case, Limits};
+use crate::results::model::{test_hash, CellResult, Results, TestStatus};
+use crate::results::source::{CellSource, Source};
+use crate::results::ResultsError;
 
 /// How a test changed since the baseline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -116,7 +116,7 @@ pub struct Change {
 
 impl Change {
     pub fn display_name(&self) -> String {
-        super::model::display_name(&self.classname, &self.name)
+        crate::results::model::display_name(&self.classname, &self.name)
     }
 }
 
@@ -255,10 +255,10 @@ pub fn load_baseline(path: &Path) -> Result<Results, ResultsError> {
         let p = crate::store::layout::results_in(path);
         let Some(p) = p else {
             let src = Source::run(path)?;
-            return Ok(collect::collect(
+            return Ok(super::collect(
                 &src,
                 Limits::default(),
-                &mut collect::NoSink,
+                &mut crate::results::NoSink,
             ));
         };
         p
@@ -272,13 +272,13 @@ pub fn load_baseline(path: &Path) -> Result<Results, ResultsError> {
         path: json.clone(),
         source: e,
     })?;
-    if r.version != super::model::RESULTS_VERSION {
+    if r.version != crate::results::model::RESULTS_VERSION {
         return Err(ResultsError::Store {
             path: json,
             message: format!(
                 "results.json version {} is not the supported version {}",
                 r.version,
-                super::model::RESULTS_VERSION
+                crate::results::model::RESULTS_VERSION
             ),
         });
     }
@@ -286,7 +286,7 @@ pub fn load_baseline(path: &Path) -> Result<Results, ResultsError> {
 }
 
 struct Index<'a> {
-    details: HashMap<u64, &'a super::model::TestResult>,
+    details: HashMap<u64, &'a crate::results::model::TestResult>,
     passed: &'a [u64],
 }
 
@@ -429,7 +429,7 @@ fn compare_cell(
 ) {
     let bi = Index::new(base);
     let ci = Index::new(cur);
-    let change = |class: Class, t: &super::model::TestResult, status, baseline| Change {
+    let change = |class: Class, t: &crate::results::model::TestResult, status, baseline| Change {
         class,
         cell: cur.id.clone(),
         suite: t.suite.clone(),
