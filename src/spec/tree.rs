@@ -1,11 +1,15 @@
 //! A positioned YAML tree: every node knows its line and column.
 //!
-//! serde_yaml reports positions only for its own errors and turns unquoted
-//! scalars such as `6.10` into numbers; this tree keeps every scalar exactly
-//! as written and where it was written, so the `matrix:` section can be read
-//! faithfully and every validation error can point at a line.
+//! The one parse of a matrix file (yaml-rust2's marked events): the tree
+//! keeps every scalar exactly as written and where it was written, so the
+//! `matrix:` section can be read faithfully and every validation error can
+//! point at a line; serde models are read from it by [`from_node`]
+//! (`src/spec/tree/de.rs`), whose errors carry the node's position too.
 
 use std::collections::HashMap;
+
+mod de;
+pub use de::{from_node, DeError};
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
@@ -29,6 +33,22 @@ pub enum NodeKind {
 pub struct Node {
     pub kind: NodeKind,
     pub pos: Pos,
+    /// How a scalar was written, which decides what serde may read it as.
+    pub style: Style,
+}
+
+/// How a scalar was written. A plain scalar may be read as a number, a
+/// boolean or null where a model asks for one; a quoted or block scalar
+/// is always a string. Collections are `Plain`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    #[default]
+    Plain,
+    /// Quoted, a block scalar (`|`, `>`), or tagged `!!str`.
+    Quoted,
+    /// A plain null (a `Null` node): `~`, `null`, `Null`, `NULL` or nothing,
+    /// as written (a string field reads it as that text).
+    Null(&'static str),
 }
 
 impl Node {
@@ -110,27 +130,56 @@ pub struct TreeError {
 /// this, so neither time nor memory can grow beyond it.
 pub const MAX_NODES: usize = 500_000;
 
-/// Parses the first document of `text`. An empty document is a `Null` node.
+/// The deepest nesting of lists and mappings a document may have (as
+/// serde_yaml allowed, which read matrix files before this tree did).
+pub const MAX_DEPTH: usize = 128;
+
+/// Parses `text`, which holds one YAML document. An empty document is a
+/// `Null` node.
 ///
 /// Refuses a mapping that has a key twice (YAML says keys are unique; a
-/// parser that lets the later one win hides a mistake) and a tree of more
-/// than [`MAX_NODES`] nodes once aliases are expanded.
+/// parser that lets the later one win hides a mistake), a tree of more
+/// than [`MAX_NODES`] nodes once aliases are expanded, lists and mappings
+/// nested more than [`MAX_DEPTH`] deep, and a second document. The events
+/// are pulled one at a time and the first problem ends the parse.
 pub fn parse(text: &str) -> Result<Node, TreeError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    parser.load(&mut builder, false).map_err(|e| TreeError {
-        message: e.info().to_string(),
-        pos: Pos {
-            line: e.marker().line(),
-            col: e.marker().col() + 1,
-        },
-    })?;
-    if let Some(e) = builder.error {
-        return Err(e);
+    let mut documents = 0;
+    loop {
+        let (ev, mark) = parser.next_token().map_err(|e| TreeError {
+            message: e.info().to_string(),
+            pos: Pos {
+                line: e.marker().line(),
+                col: e.marker().col() + 1,
+            },
+        })?;
+        match ev {
+            Event::StreamEnd => break,
+            Event::DocumentStart => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(TreeError {
+                        message: "a second document (`---`): a matrix file holds one YAML \
+                                  document"
+                            .to_string(),
+                        pos: Pos {
+                            line: mark.line(),
+                            col: mark.col() + 1,
+                        },
+                    });
+                }
+            }
+            ev => builder.on_event(ev, mark),
+        }
+        if let Some(e) = builder.error.take() {
+            return Err(e);
+        }
     }
     Ok(builder.root.unwrap_or(Node {
         kind: NodeKind::Null,
         pos: Pos { line: 1, col: 1 },
+        style: Style::Null(""),
     }))
 }
 
@@ -222,15 +271,28 @@ impl MarkedEventReceiver for Builder {
                 if !self.count(1, pos) {
                     return;
                 }
-                let is_null = matches!(style, yaml_rust2::scanner::TScalarStyle::Plain)
-                    && tag.is_none()
-                    && matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL");
-                let kind = if is_null {
-                    NodeKind::Null
-                } else {
-                    NodeKind::Scalar(value)
+                let plain = matches!(style, yaml_rust2::scanner::TScalarStyle::Plain);
+                let null = ["", "~", "null", "Null", "NULL"]
+                    .into_iter()
+                    .find(|w| plain && tag.is_none() && value == *w);
+                let is_str = tag
+                    .as_ref()
+                    .is_some_and(|t| t.handle == "tag:yaml.org,2002:" && t.suffix == "str");
+                let (kind, style) = match null {
+                    Some(word) => (NodeKind::Null, Style::Null(word)),
+                    None if plain && !is_str => (NodeKind::Scalar(value), Style::Plain),
+                    None => (NodeKind::Scalar(value), Style::Quoted),
                 };
-                self.push_value(Node { kind, pos }, anchor, 1);
+                self.push_value(Node { kind, pos, style }, anchor, 1);
+            }
+            Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
+                self.error = Some(TreeError {
+                    message: format!(
+                        "recursion limit exceeded: lists and mappings nested more than \
+                         {MAX_DEPTH} deep"
+                    ),
+                    pos,
+                });
             }
             Event::SequenceStart(anchor, _) if self.count(1, pos) => {
                 let at = self.nodes;
@@ -248,6 +310,7 @@ impl MarkedEventReceiver for Builder {
                         Node {
                             kind: NodeKind::Seq(items),
                             pos: start,
+                            style: Style::Plain,
                         },
                         anchor,
                         size,
@@ -265,6 +328,7 @@ impl MarkedEventReceiver for Builder {
                         Node {
                             kind: NodeKind::Map(pairs),
                             pos: start,
+                            style: Style::Plain,
                         },
                         anchor,
                         size,
@@ -284,6 +348,7 @@ impl MarkedEventReceiver for Builder {
                     .unwrap_or(Node {
                         kind: NodeKind::Null,
                         pos,
+                        style: Style::Null(""),
                     });
                 self.push_value(node, 0, size);
             }
@@ -344,6 +409,44 @@ mod tests {
         );
         let e = parse("x:\n  - {k: 1, k: 2}\n").unwrap_err();
         assert_eq!(e.pos.line, 2);
+    }
+
+    #[test]
+    fn nesting_is_bounded_and_a_second_document_refused() {
+        let deep = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(parse(&deep(MAX_DEPTH - 1)).is_ok());
+        let e = parse(&deep(MAX_DEPTH)).unwrap_err();
+        assert!(e.message.contains("recursion limit exceeded"), "{e:?}");
+        assert_eq!(e.pos, Pos { line: 1, col: 131 });
+        let block: String = (0..200)
+            .map(|i| format!("{}- \n", "  ".repeat(i)))
+            .collect();
+        let e = parse(&format!("a:\n{block}")).unwrap_err();
+        assert!(e.message.contains("recursion limit exceeded"), "{e:?}");
+        let e = parse("a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(e.message.contains("a second document"), "{e:?}");
+        assert_eq!(e.pos.line, 2);
+        assert!(parse("---\na: 1\n...\n").is_ok());
+    }
+
+    #[test]
+    fn scalars_know_how_they_were_written() {
+        let t = parse("a: 1\nb: '1'\nc: |\n  x\nd: ~\ne:\nf: !!str 2\n").unwrap();
+        let styles: Vec<Style> = ["a", "b", "c", "d", "e", "f"]
+            .iter()
+            .map(|k| t.get(k).unwrap().style)
+            .collect();
+        assert_eq!(
+            styles,
+            [
+                Style::Plain,
+                Style::Quoted,
+                Style::Quoted,
+                Style::Null("~"),
+                Style::Null(""),
+                Style::Quoted
+            ]
+        );
     }
 
     #[test]

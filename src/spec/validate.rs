@@ -49,7 +49,7 @@ impl Ctx<'_> {
 /// reporting the first problem with its position.
 pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
     let tree = parse_tree(path, text)?;
-    let raw: RawSpec = serde_yaml::from_str(text).map_err(|e| serde_error(path, &e))?;
+    let raw: RawSpec = tree::from_node(&tree).map_err(|e| serde_error(path, &e))?;
     let cx = Ctx {
         path,
         tree: &tree,
@@ -615,19 +615,10 @@ fn parse_bytes(text: &str) -> Result<u64, MemorySizeError> {
         .ok_or_else(|| MemorySizeError(text.to_string()))
 }
 
-fn serde_error(path: &Path, e: &serde_yaml::Error) -> SpecError {
-    let text = e.to_string();
-    // serde_yaml appends " at line L column C"; we print the position up front.
-    let message = match text.rfind(" at line ") {
-        Some(i) if e.location().is_some() => text[..i].to_string(),
-        _ => text,
-    };
-    let message = with_suggestion(message);
-    let pos = e.location().map(|l| tree::Pos {
-        line: l.line(),
-        col: l.column(),
-    });
-    SpecError::new(path, pos, message)
+/// A refusal of the raw model: its path and message (`ci: unknown field
+/// `runs-on`, expected …`), at its node's position.
+fn serde_error(path: &Path, e: &tree::DeError) -> SpecError {
+    SpecError::new(path, e.pos, with_suggestion(e.to_string()))
 }
 
 /// serde's "unknown field `x`, expected one of `a`, `b`" with "did you mean
