@@ -23,6 +23,7 @@ pub mod history;
 pub mod image;
 pub mod plan;
 pub mod report;
+pub mod reproduce;
 pub mod results;
 pub mod run;
 pub mod safe_read;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{Error, ExitCode};
-use crate::run::export::BasePin;
+use crate::reproduce::export::BasePin;
 use crate::store::RunStore;
 use crate::store::DEFAULT_OUT;
 
@@ -24,7 +24,7 @@ pub struct ExportArgs {
 
 pub fn run(args: ExportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let store = RunStore::open(&args.run, &args.out)?;
-    let e = crate::run::export::export(&store, &args.cell, &args.dir, &registry_digests)?;
+    let e = crate::reproduce::export::export(&store, &args.cell, &args.dir, &registry_digests)?;
     let mut text = format!(
         "wrote a reproducer for {} to {}:\n",
         args.cell,

@@ -11,9 +11,9 @@ use clap::Args;
 
 use crate::error::{Error, ExitCode, ReproOutcome};
 use crate::image::network::NetworkChoice;
-use crate::run::export::load_cell;
+use crate::reproduce::load_cell;
+use crate::reproduce::repro::{confirm, own_image};
 use crate::run::progress::{self, ProgressMode};
-use crate::run::repro::{confirm, own_image};
 use crate::run::runner::{self, RunRequest, RunSource};
 use crate::run::signals::Interrupt;
 use crate::run::{RunOptions, RunStore};

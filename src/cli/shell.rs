@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{Error, ExitCode};
-use crate::run::shell::{shell, ShellRequest};
+use crate::reproduce::shell::{shell, ShellRequest};
 use crate::store::RunStore;
 use crate::store::DEFAULT_OUT;
 

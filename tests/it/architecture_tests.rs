@@ -40,6 +40,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("run", 5),
     ("results", 6),
     ("analysis", 6),
+    ("reproduce", 6),
     ("report", 7),
     ("cluster", 7),
     ("bisect", 7),

@@ -87,44 +87,7 @@ pub async fn own_image(
         }
     };
 
-    // The base a run would start from now must be the run's: the image's
-    // tag is the hash of its recipe and of its base's id.
-    if let BaseOrigin::Imported { tarball, sha256 } = &locked.base.origin {
-        let path = std::path::PathBuf::from(tarball);
-        let now = super::blocking("hashing a base tarball", move || {
-            crate::digest::sha256_file(&path)
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("its base tarball {tarball}: {e}"))?;
-        if &now != sha256 {
-            return Err(NotReusable(format!(
-                "its base tarball {tarball} changed since the run"
-            )));
-        }
-    } else if is_tarball(&env.base) || env.base != locked.base.reference {
-        return Err(NotReusable(format!(
-            "its base is now {}, the lock's is {}",
-            env.base, locked.base.reference
-        )));
-    }
-    match lookup(&locked.base.reference).await? {
-        None => {
-            return Err(NotReusable(format!(
-                "its base {} is no longer in the engine",
-                locked.base.reference
-            )))
-        }
-        Some(b) if b.id != locked.base.id => {
-            return Err(NotReusable(format!(
-                "its base {} is now {}, the run's was {}",
-                locked.base.reference,
-                short_id(&b.id),
-                short_id(&locked.base.id)
-            )))
-        }
-        Some(_) => {}
-    }
+    same_base(env, locked, &lookup).await?;
     let recipe = build::recipe(&family, env, hash, &locked.base).map_err(|e| e.to_string())?;
     if recipe.tag != locked.image.tag {
         return Err(NotReusable(format!(
@@ -162,6 +125,56 @@ pub async fn own_image(
         id: locked.image.id.clone(),
         packages: installed.len(),
     })
+}
+
+/// Whether the base a run would start from now is the run's: the image's
+/// tag is the hash of its recipe and of its base's id.
+async fn same_base<F, Fut>(
+    env: &crate::plan::Environment,
+    locked: &LockedEnvironment,
+    lookup: &F,
+) -> Result<(), NotReusable>
+where
+    F: Fn(&str) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<crate::engine::ImageInfo>, String>>,
+{
+    if let BaseOrigin::Imported { tarball, sha256 } = &locked.base.origin {
+        let path = std::path::PathBuf::from(tarball);
+        let now = crate::run::blocking("hashing a base tarball", move || {
+            crate::digest::sha256_file(&path)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("its base tarball {tarball}: {e}"))?;
+        if &now != sha256 {
+            return Err(NotReusable(format!(
+                "its base tarball {tarball} changed since the run"
+            )));
+        }
+    } else if is_tarball(&env.base) || env.base != locked.base.reference {
+        return Err(NotReusable(format!(
+            "its base is now {}, the lock's is {}",
+            env.base, locked.base.reference
+        )));
+    }
+    match lookup(&locked.base.reference).await? {
+        None => {
+            return Err(NotReusable(format!(
+                "its base {} is no longer in the engine",
+                locked.base.reference
+            )))
+        }
+        Some(b) if b.id != locked.base.id => {
+            return Err(NotReusable(format!(
+                "its base {} is now {}, the run's was {}",
+                locked.base.reference,
+                short_id(&b.id),
+                short_id(&locked.base.id)
+            )))
+        }
+        Some(_) => {}
+    }
+    Ok(())
 }
 
 /// Whether `installed` is the lock's package set; else the difference.

@@ -5,11 +5,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::cell::{container_spec, scripts_tar, step_slug};
-use super::export::load_cell;
-use super::{RunError, RunStore};
+use super::load_cell;
 use crate::engine::{Engine, ExecOutcome, LABEL_KIND};
 use crate::image::build::SNAPSHOT_REPO;
+use crate::run::cell::{container_spec, scripts_tar, step_slug};
+use crate::run::{RunError, RunStore};
 
 pub struct ShellRequest<'a> {
     pub store: &'a RunStore,
@@ -21,14 +21,14 @@ pub struct ShellRequest<'a> {
     pub command: Vec<String>,
     pub tty: bool,
     /// GPUs for cells that need them, as in the run.
-    pub gpus: std::sync::Arc<dyn super::gpu_gate::GpuGate>,
+    pub gpus: std::sync::Arc<dyn crate::run::gpu_gate::GpuGate>,
 }
 
 /// Runs the shell; returns its exit code.
 pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunError> {
     let (store, wanted) = (req.store.clone(), req.cell.to_string());
     let (manifest, cell, record, lock) =
-        super::blocking("reading the run store", move || load_cell(&store, &wanted)).await??;
+        crate::run::blocking("reading the run store", move || load_cell(&store, &wanted)).await??;
     let image = record
         .as_ref()
         .and_then(|r| r.image.clone())
@@ -61,18 +61,7 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
         None => image,
     };
     let owner = format!("{}-shell", manifest.run_id);
-    let grant = if cell.wants_gpu() {
-        let (gpus, id, request) = (req.gpus.clone(), cell.id.clone(), cell.gpu.clone());
-        match super::blocking("waiting for a GPU", move || gpus.grant(&id, &request)).await? {
-            Ok(g) => Some(g),
-            Err(why) => {
-                eprintln!("no GPU for this shell: {why}");
-                None
-            }
-        }
-    } else {
-        None
-    };
+    let grant = gpu_grant(&req, &cell).await?;
     let id =
         start_cell_container(engine, &owner, &cell, &image, grant.as_ref(), holds_sources).await?;
     let result = async {
@@ -86,7 +75,7 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
         }
         // Without a terminal: the given command, or the script piped in.
         let cmd = if req.command.is_empty() {
-            let script = super::blocking("reading standard input", || {
+            let script = crate::run::blocking("reading standard input", || {
                 let mut text = String::new();
                 std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map(|_| text)
             })
@@ -125,6 +114,25 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
     .await;
     engine.remove_container(&id).await?;
     result
+}
+
+/// A GPU for the shell when the cell wants one; without one, a note and
+/// none (the shell still starts).
+async fn gpu_grant(
+    req: &ShellRequest<'_>,
+    cell: &crate::plan::Cell,
+) -> Result<Option<crate::run::gpu_gate::GpuGrant>, RunError> {
+    if !cell.wants_gpu() {
+        return Ok(None);
+    }
+    let (gpus, id, request) = (req.gpus.clone(), cell.id.clone(), cell.gpu.clone());
+    match crate::run::blocking("waiting for a GPU", move || gpus.grant(&id, &request)).await? {
+        Ok(g) => Ok(Some(g)),
+        Err(why) => {
+            eprintln!("no GPU for this shell: {why}");
+            Ok(None)
+        }
+    }
 }
 
 /// The image of `cell` after running its steps up to `step`, committed as a
@@ -238,7 +246,7 @@ async fn start_cell_container(
     owner: &str,
     cell: &crate::plan::Cell,
     image: &str,
-    grant: Option<&super::gpu_gate::GpuGrant>,
+    grant: Option<&crate::run::gpu_gate::GpuGrant>,
     holds_sources: bool,
 ) -> Result<String, RunError> {
     let name = format!(
@@ -268,7 +276,7 @@ async fn start_cell_container(
 /// The cell's sources as tar archives, checked out as the run did.
 async fn prepare_sources(cell: &crate::plan::Cell) -> Result<Vec<Vec<u8>>, RunError> {
     let wanted = cell.sources.clone();
-    super::blocking("checking out sources", move || {
+    crate::run::blocking("checking out sources", move || {
         let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
         wanted
             .iter()
