@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::future::join_all;
 
-use super::judge::{self, Regress, Target as Judged, Verdict};
+use super::judge::{self, ProbeVerdict, Regress, Target as Judged};
 use super::probe::{self, Setup};
 use super::search::Search;
 use super::space::{self, Space};
@@ -197,12 +197,12 @@ fn prepare(
 }
 
 /// A point's verdict once its probes settle it: `(verdict, flaky)`.
-pub fn settled(verdicts: &[Verdict], retries: u32) -> Option<(Verdict, bool)> {
+pub fn settled(verdicts: &[ProbeVerdict], retries: u32) -> Option<(ProbeVerdict, bool)> {
     let first = *verdicts.first()?;
     if verdicts.iter().any(|v| *v != first) {
-        return Some((Verdict::Skip, true));
+        return Some((ProbeVerdict::Skip, true));
     }
-    if first == Verdict::Skip || verdicts.len() > retries as usize {
+    if first == ProbeVerdict::Skip || verdicts.len() > retries as usize {
         return Some((first, false));
     }
     None
@@ -223,7 +223,7 @@ impl Driver<'_> {
             .clone()
     }
 
-    fn verdicts(&self, point: usize) -> Vec<Verdict> {
+    fn verdicts(&self, point: usize) -> Vec<ProbeVerdict> {
         self.snapshot()
             .probes
             .iter()
@@ -244,7 +244,7 @@ impl Driver<'_> {
             Regress::Error => (n - 1, 0),
             Regress::Success => (0, n - 1),
         };
-        for (end, want) in [(bad_end, Verdict::Bad), (good_end, Verdict::Good)] {
+        for (end, want) in [(bad_end, ProbeVerdict::Bad), (good_end, ProbeVerdict::Good)] {
             let Some((verdict, _)) = self.settle(end, end == bad_end).await? else {
                 return Ok(true);
             };
@@ -333,17 +333,17 @@ impl Driver<'_> {
     }
 
     /// Records why an end does not behave as claimed.
-    fn wrong_end(&self, end: usize, want: Verdict) {
+    fn wrong_end(&self, end: usize, want: ProbeVerdict) {
         let mut b = self.shared.lock().unwrap_or_else(|p| p.into_inner());
         let last = b.probes.iter().rev().find(|p| p.point == end).cloned();
         let label = b.space.points[end].label(b.space.kind);
-        let flag = if want == Verdict::Bad {
+        let flag = if want == ProbeVerdict::Bad {
             "--bad"
         } else {
             "--good"
         };
         let (outcome, message) = match &last {
-            Some(p) if p.verdict == Verdict::Skip && infrastructure(&p.status) => (
+            Some(p) if p.verdict == ProbeVerdict::Skip && infrastructure(&p.status) => (
                 AnswerOutcome::Infrastructure,
                 format!(
                     "the {} end {label} could not be probed: {}",
@@ -358,11 +358,13 @@ impl Driver<'_> {
                     .map(|s| format!(": {} \"{}\"", s.id, s.message))
                     .unwrap_or_default();
                 let what = match (want, p.verdict) {
-                    (Verdict::Bad, Verdict::Good) => {
+                    (ProbeVerdict::Bad, ProbeVerdict::Good) => {
                         "passes: there is no failure to look for".to_string()
                     }
-                    (Verdict::Good, Verdict::Bad) => "shows the signature too".to_string(),
-                    (Verdict::Bad, _) => {
+                    (ProbeVerdict::Good, ProbeVerdict::Bad) => {
+                        "shows the signature too".to_string()
+                    }
+                    (ProbeVerdict::Bad, _) => {
                         format!("does not show the signature ({}){shown}", p.why)
                     }
                     _ => format!("cannot be judged ({}){shown}", p.why),
@@ -403,7 +405,7 @@ impl Driver<'_> {
         &self,
         point: usize,
         learn: bool,
-    ) -> Result<Option<(Verdict, bool)>, BisectError> {
+    ) -> Result<Option<(ProbeVerdict, bool)>, BisectError> {
         let (retries, timeout_is) = {
             let b = self.snapshot();
             (b.request.retries, b.request.timeout_is)
@@ -482,7 +484,7 @@ fn flaky_points(b: &Bisection) -> Vec<usize> {
     points
         .into_iter()
         .filter(|&i| {
-            let v: Vec<Verdict> = b
+            let v: Vec<ProbeVerdict> = b
                 .probes
                 .iter()
                 .filter(|p| p.point == i)
@@ -499,7 +501,7 @@ mod tests {
 
     #[test]
     fn a_point_settles_when_its_probes_agree_or_disagree() {
-        use Verdict::*;
+        use ProbeVerdict::*;
         assert_eq!(settled(&[], 0), None);
         assert_eq!(settled(&[Bad], 0), Some((Bad, false)));
         assert_eq!(settled(&[Bad], 2), None);

@@ -20,7 +20,7 @@ pub const OTHER_SIGNATURE: &str = "fails with another signature";
 /// A probe's verdict, in the user's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub enum ProbeVerdict {
     /// It passed.
     Good,
     /// It showed the signature.
@@ -29,12 +29,12 @@ pub enum Verdict {
     Skip,
 }
 
-impl Verdict {
+impl ProbeVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Good => "good",
-            Verdict::Bad => "bad",
-            Verdict::Skip => "skip",
+            ProbeVerdict::Good => "good",
+            ProbeVerdict::Bad => "bad",
+            ProbeVerdict::Skip => "skip",
         }
     }
 }
@@ -52,26 +52,30 @@ pub enum Regress {
 impl Regress {
     /// The search's state of a verdict: with `error` good points are old
     /// and bad ones new; with `success` the other way round.
-    pub fn state(self, v: Verdict) -> State {
+    pub fn state(self, v: ProbeVerdict) -> State {
         match (self, v) {
-            (_, Verdict::Skip) => State::Skip,
-            (Regress::Error, Verdict::Good) | (Regress::Success, Verdict::Bad) => State::Old,
-            (Regress::Error, Verdict::Bad) | (Regress::Success, Verdict::Good) => State::New,
+            (_, ProbeVerdict::Skip) => State::Skip,
+            (Regress::Error, ProbeVerdict::Good) | (Regress::Success, ProbeVerdict::Bad) => {
+                State::Old
+            }
+            (Regress::Error, ProbeVerdict::Bad) | (Regress::Success, ProbeVerdict::Good) => {
+                State::New
+            }
         }
     }
 
     /// The verdict of the old end (and of the new end: the other one).
-    pub fn old(self) -> Verdict {
+    pub fn old(self) -> ProbeVerdict {
         match self {
-            Regress::Error => Verdict::Good,
-            Regress::Success => Verdict::Bad,
+            Regress::Error => ProbeVerdict::Good,
+            Regress::Success => ProbeVerdict::Bad,
         }
     }
 
-    pub fn new_end(self) -> Verdict {
+    pub fn new_end(self) -> ProbeVerdict {
         match self {
-            Regress::Error => Verdict::Bad,
-            Regress::Success => Verdict::Good,
+            Regress::Error => ProbeVerdict::Bad,
+            Regress::Success => ProbeVerdict::Good,
         }
     }
 
@@ -177,7 +181,7 @@ pub struct Observation {
 /// A probe's verdict and the signature behind it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Judgement {
-    pub verdict: Verdict,
+    pub verdict: ProbeVerdict,
     /// The judged signature when bad; what it showed instead when skipped.
     pub signature: Option<Shown>,
     /// Why, in words: "shows the signature", "another failure", …
@@ -187,7 +191,7 @@ pub struct Judgement {
 /// Judges one probe against `target`.
 pub fn judge(obs: &Observation, target: &Target, timeout_is: TimeoutIs) -> Judgement {
     let skip = |why: String, signature: Option<Shown>| Judgement {
-        verdict: Verdict::Skip,
+        verdict: ProbeVerdict::Skip,
         signature,
         why,
     };
@@ -215,7 +219,7 @@ pub fn judge(obs: &Observation, target: &Target, timeout_is: TimeoutIs) -> Judge
     }
     match status {
         Status::Passed => Judgement {
-            verdict: Verdict::Good,
+            verdict: ProbeVerdict::Good,
             signature: None,
             why: "passed".into(),
         },
@@ -231,7 +235,7 @@ pub fn judge(obs: &Observation, target: &Target, timeout_is: TimeoutIs) -> Judge
             let shown = Shown::plain("timeout");
             match timeout_is {
                 TimeoutIs::Bad => Judgement {
-                    verdict: Verdict::Bad,
+                    verdict: ProbeVerdict::Bad,
                     signature: Some(shown),
                     why: "timed out (--timeout-is bad)".into(),
                 },
@@ -241,7 +245,7 @@ pub fn judge(obs: &Observation, target: &Target, timeout_is: TimeoutIs) -> Judge
         Status::Failed | Status::Oom => {
             if let Some(s) = obs.signatures.iter().find(|s| target.matches(s)) {
                 Judgement {
-                    verdict: Verdict::Bad,
+                    verdict: ProbeVerdict::Bad,
                     signature: Some(s.clone()),
                     why: "shows the signature".into(),
                 }
@@ -279,29 +283,29 @@ mod tests {
     fn verdicts_follow_the_signature_not_the_exit_code() {
         let target = Target::Given("invalid HSA metadata".into());
         let t = TimeoutIs::Skip;
-        let cases: Vec<(Observation, Verdict)> = vec![
+        let cases: Vec<(Observation, ProbeVerdict)> = vec![
             (
                 Observation {
                     status: Some(Status::Passed),
                     ..Default::default()
                 },
-                Verdict::Good,
+                ProbeVerdict::Good,
             ),
             (
                 failed(&["k.s:<n>:<n>: error: invalid HSA metadata"]),
-                Verdict::Bad,
+                ProbeVerdict::Bad,
             ),
             (
                 failed(&["error: fixture database is locked"]),
-                Verdict::Skip,
+                ProbeVerdict::Skip,
             ),
-            (failed(&[]), Verdict::Skip),
+            (failed(&[]), ProbeVerdict::Skip),
             (
                 Observation {
                     build_failed: true,
                     ..failed(&["k.s:<n>:<n>: error: invalid HSA metadata"])
                 },
-                Verdict::Skip,
+                ProbeVerdict::Skip,
             ),
             (
                 Observation {
@@ -309,14 +313,14 @@ mod tests {
                     reason: Some("engine went away".into()),
                     ..Default::default()
                 },
-                Verdict::Skip,
+                ProbeVerdict::Skip,
             ),
             (
                 Observation {
                     status: Some(Status::Skipped),
                     ..Default::default()
                 },
-                Verdict::Skip,
+                ProbeVerdict::Skip,
             ),
             (
                 Observation {
@@ -324,14 +328,14 @@ mod tests {
                     reason: Some("image build failed".into()),
                     ..Default::default()
                 },
-                Verdict::Skip,
+                ProbeVerdict::Skip,
             ),
             (
                 Observation {
                     status: Some(Status::Timeout),
                     ..Default::default()
                 },
-                Verdict::Skip,
+                ProbeVerdict::Skip,
             ),
         ];
         for (i, (obs, want)) in cases.iter().enumerate() {
@@ -343,7 +347,7 @@ mod tests {
         };
         assert_eq!(
             judge(&timeout, &target, TimeoutIs::Bad).verdict,
-            Verdict::Bad
+            ProbeVerdict::Bad
         );
     }
 
@@ -355,7 +359,7 @@ mod tests {
             &target,
             TimeoutIs::Skip,
         );
-        assert_eq!(j.verdict, Verdict::Skip);
+        assert_eq!(j.verdict, ProbeVerdict::Skip);
         assert_eq!(
             j.signature.unwrap().text,
             "error: fixture database is locked"
@@ -375,11 +379,11 @@ mod tests {
 
     #[test]
     fn regress_success_turns_the_states_round() {
-        assert_eq!(Regress::Error.state(Verdict::Good), State::Old);
-        assert_eq!(Regress::Error.state(Verdict::Bad), State::New);
-        assert_eq!(Regress::Success.state(Verdict::Bad), State::Old);
-        assert_eq!(Regress::Success.state(Verdict::Good), State::New);
-        assert_eq!(Regress::Success.state(Verdict::Skip), State::Skip);
-        assert_eq!(Regress::Success.old(), Verdict::Bad);
+        assert_eq!(Regress::Error.state(ProbeVerdict::Good), State::Old);
+        assert_eq!(Regress::Error.state(ProbeVerdict::Bad), State::New);
+        assert_eq!(Regress::Success.state(ProbeVerdict::Bad), State::Old);
+        assert_eq!(Regress::Success.state(ProbeVerdict::Good), State::New);
+        assert_eq!(Regress::Success.state(ProbeVerdict::Skip), State::Skip);
+        assert_eq!(Regress::Success.old(), ProbeVerdict::Bad);
     }
 }

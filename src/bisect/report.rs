@@ -168,7 +168,7 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
     let skipped: Vec<&Probe> = b
         .probes
         .iter()
-        .filter(|p| p.verdict == super::judge::Verdict::Skip)
+        .filter(|p| p.verdict == super::judge::ProbeVerdict::Skip)
         .collect();
     for p in &skipped {
         let _ = writeln!(
@@ -334,11 +334,11 @@ pub fn write_all(store: &BisectStore, b: &Bisection) -> Result<(), BisectError> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bisect::judge::{Shown, Target, TimeoutIs, Verdict};
+    use crate::bisect::judge::{ProbeVerdict, Shown, Target, TimeoutIs};
     use crate::bisect::space::{Point, Space};
     use crate::bisect::store::{Answer, ProbeBuild, Request};
 
-    fn probe(n: usize, point: usize, verdict: Verdict, why: &str, sig: Option<&str>) -> Probe {
+    fn probe(n: usize, point: usize, verdict: ProbeVerdict, why: &str, sig: Option<&str>) -> Probe {
         Probe {
             n,
             point,
@@ -396,26 +396,26 @@ mod tests {
                 probe(
                     1,
                     7,
-                    Verdict::Bad,
+                    ProbeVerdict::Bad,
                     "shows the signature",
                     Some("sum: FAILED"),
                 ),
-                probe(2, 0, Verdict::Good, "passed", None),
+                probe(2, 0, ProbeVerdict::Good, "passed", None),
                 probe(
                     3,
                     3,
-                    Verdict::Skip,
+                    ProbeVerdict::Skip,
                     crate::bisect::judge::OTHER_SIGNATURE,
                     Some("error: locked"),
                 ),
                 probe(
                     4,
                     4,
-                    Verdict::Bad,
+                    ProbeVerdict::Bad,
                     "shows the signature",
                     Some("sum: FAILED"),
                 ),
-                probe(5, 2, Verdict::Good, "passed", None),
+                probe(5, 2, ProbeVerdict::Good, "passed", None),
             ],
             answer: Some(Answer {
                 outcome: crate::bisect::store::AnswerOutcome::Found,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::judge::{Regress, Shown, Target, TimeoutIs, Verdict};
+use super::judge::{ProbeVerdict, Regress, Shown, Target, TimeoutIs};
 use super::space::Space;
 use super::BisectError;
 
@@ -47,7 +47,7 @@ pub struct Probe {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
     /// `good` (passed), `bad` (showed the signature) or `skip`.
-    pub verdict: Verdict,
+    pub verdict: ProbeVerdict,
     /// The cell's status (`passed`, `failed`, …), or `not run`.
     pub status: String,
     /// Why, in words.

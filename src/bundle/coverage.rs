@@ -18,7 +18,7 @@ use crate::store::coverage::{GfxVerdict, LibraryCoverage, VerdictKind};
 /// One cell of the table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-pub enum Verdict {
+pub enum CoverageVerdict {
     Exact {
         target: TargetId,
     },
@@ -37,39 +37,39 @@ pub enum Verdict {
     Missing,
 }
 
-impl Verdict {
+impl CoverageVerdict {
     /// The kind the run store records.
     pub fn stored_kind(&self) -> VerdictKind {
         match self {
-            Verdict::Exact { .. } => VerdictKind::Exact,
-            Verdict::Compatible { .. } => VerdictKind::Compatible,
-            Verdict::ExtendedCompressed { .. } => VerdictKind::ExtendedCompressed,
-            Verdict::Missing => VerdictKind::Missing,
+            CoverageVerdict::Exact { .. } => VerdictKind::Exact,
+            CoverageVerdict::Compatible { .. } => VerdictKind::Compatible,
+            CoverageVerdict::ExtendedCompressed { .. } => VerdictKind::ExtendedCompressed,
+            CoverageVerdict::Missing => VerdictKind::Missing,
         }
     }
 
     /// `exact`, `compatible` or `missing` (the serialized `kind`).
     pub fn kind(&self) -> &'static str {
         match self {
-            Verdict::Exact { .. } => "exact",
-            Verdict::Compatible { .. } => "compatible",
-            Verdict::ExtendedCompressed { .. } => "extended-compressed",
-            Verdict::Missing => "missing",
+            CoverageVerdict::Exact { .. } => "exact",
+            CoverageVerdict::Compatible { .. } => "compatible",
+            CoverageVerdict::ExtendedCompressed { .. } => "extended-compressed",
+            CoverageVerdict::Missing => "missing",
         }
     }
 }
 
-impl std::fmt::Display for Verdict {
+impl std::fmt::Display for CoverageVerdict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Verdict::Exact { .. } => f.write_str("exact"),
-            Verdict::Compatible { target, how } => write!(f, "via {target} ({how})"),
-            Verdict::ExtendedCompressed { target } => write!(
+            CoverageVerdict::Exact { .. } => f.write_str("exact"),
+            CoverageVerdict::Compatible { target, how } => write!(f, "via {target} ({how})"),
+            CoverageVerdict::ExtendedCompressed { target } => write!(
                 f,
                 "via {target} ({}), compressed: {COMPRESSED_NOTE}",
                 How::DistroExtended
             ),
-            Verdict::Missing => f.write_str("missing"),
+            CoverageVerdict::Missing => f.write_str("missing"),
         }
     }
 }
@@ -81,7 +81,7 @@ pub const COMPRESSED_NOTE: &str = "needs a Comgr that lists bundle IDs before ex
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CoverageCell {
     pub gfx: TargetId,
-    pub verdict: Verdict,
+    pub verdict: CoverageVerdict,
 }
 
 /// One library's row.
@@ -120,14 +120,14 @@ impl CoverageRow {
 }
 
 /// The verdict for one library's targets on one gfx target.
-pub fn verdict(targets: &[TargetId], gfx: &TargetId, policy: GpuPolicy) -> Verdict {
+pub fn verdict(targets: &[TargetId], gfx: &TargetId, policy: GpuPolicy) -> CoverageVerdict {
     match best_for(targets, gfx, policy) {
-        Some((t, How::Exact)) => Verdict::Exact { target: t.clone() },
-        Some((t, how)) => Verdict::Compatible {
+        Some((t, How::Exact)) => CoverageVerdict::Exact { target: t.clone() },
+        Some((t, how)) => CoverageVerdict::Compatible {
             target: t.clone(),
             how,
         },
-        None => Verdict::Missing,
+        None => CoverageVerdict::Missing,
     }
 }
 
@@ -138,12 +138,12 @@ pub fn verdict_of(
     compressed: &[TargetId],
     gfx: &TargetId,
     policy: GpuPolicy,
-) -> Verdict {
+) -> CoverageVerdict {
     match verdict(targets, gfx, policy) {
-        Verdict::Compatible {
+        CoverageVerdict::Compatible {
             target,
             how: How::DistroExtended,
-        } if compressed.contains(&target) => Verdict::ExtendedCompressed { target },
+        } if compressed.contains(&target) => CoverageVerdict::ExtendedCompressed { target },
         v => v,
     }
 }
@@ -196,13 +196,13 @@ mod tests {
         let lib = [t("gfx900"), t("gfx1030"), t("gfx1100")];
         assert_eq!(
             verdict(&lib, &t("gfx1030"), GpuPolicy::Exact),
-            Verdict::Exact {
+            CoverageVerdict::Exact {
                 target: t("gfx1030")
             }
         );
         assert_eq!(
             verdict(&lib, &t("gfx1031"), GpuPolicy::Exact),
-            Verdict::Missing
+            CoverageVerdict::Missing
         );
         assert_eq!(
             verdict(&lib, &t("gfx1031"), GpuPolicy::Override).to_string(),
@@ -214,7 +214,7 @@ mod tests {
         );
         assert_eq!(
             verdict(&lib, &t("gfx942"), GpuPolicy::Extended),
-            Verdict::Missing
+            CoverageVerdict::Missing
         );
     }
 }

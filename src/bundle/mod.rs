@@ -21,7 +21,7 @@ pub mod source;
 
 use std::path::PathBuf;
 
-pub use coverage::{coverage, CoverageCell, CoverageRow, Verdict};
+pub use coverage::{coverage, CoverageCell, CoverageRow, CoverageVerdict};
 pub use id::BundleId;
 pub use scan::{
     scan_bytes, scan_file, scan_paths, scan_source, Bundle, Entry, FileKind, FileReport,

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::PolicyArg;
-use crate::bundle::{coverage, CoverageRow, Verdict};
+use crate::bundle::{coverage, CoverageRow, CoverageVerdict};
 use crate::error::{Error, ExitCode};
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
@@ -145,7 +145,7 @@ fn as_stored(rows: &[CoverageRow], gfx: &[TargetId]) -> EnvironmentCoverage {
 }
 
 fn table(rows: &[CoverageRow], gfx: &[TargetId]) -> String {
-    let cell = |v: &Verdict| v.to_string();
+    let cell = |v: &CoverageVerdict| v.to_string();
     let lib_w = rows
         .iter()
         .map(|r| r.library.display().to_string().len())

@@ -15,7 +15,9 @@ use serde_json::json;
 use super::PolicyArg;
 use crate::error::{Error, ExitCode};
 use crate::gpu::cdi::generate;
-use crate::gpu::checks::{rootless_checks, run_checks, Account, Identity, RootlessEngine, Status};
+use crate::gpu::checks::{
+    rootless_checks, run_checks, Account, CheckStatus, Identity, RootlessEngine,
+};
 use crate::gpu::nvidia::NvidiaInventory;
 use crate::gpu::{Inventory, TargetId};
 use crate::plan::Plan;
@@ -163,7 +165,7 @@ pub fn run(args: GpusArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         checks.extend(rootless_checks(&inventory, &args.gpus.dev_root, &engine));
     }
     // AMD's checks fail on a host whose GPUs are NVIDIA's: that host is fine.
-    let failed = checks.iter().any(|c| c.status == Status::Fail) && nvidia.gpus.is_empty();
+    let failed = checks.iter().any(|c| c.status == CheckStatus::Fail) && nvidia.gpus.is_empty();
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&json!({
             "sysfs_root": inventory.sysfs_root,
@@ -212,9 +214,9 @@ pub fn run(args: GpusArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         s.push_str("\nchecks (AMD):\n");
         for c in &checks {
             let status = match c.status {
-                Status::Ok => "ok",
-                Status::Warn => "warn",
-                Status::Fail => "FAIL",
+                CheckStatus::Ok => "ok",
+                CheckStatus::Warn => "warn",
+                CheckStatus::Fail => "FAIL",
             };
             s.push_str(&format!("  {status:<5} {:<14} {}\n", c.name, c.message));
         }

@@ -224,7 +224,7 @@ fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
     let flaky: Vec<_> = all
         .iter()
         .filter_map(|t| match &t.verdict {
-            history::verdict::Verdict::Flaky {
+            history::verdict::HistoryVerdict::Flaky {
                 failures,
                 runs,
                 why,

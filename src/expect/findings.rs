@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use crate::history::backend::RunRow;
 use crate::history::query::CellRun;
-use crate::history::verdict::{where_flaky, Obs, Verdict};
+use crate::history::verdict::{where_flaky, HistoryVerdict, Obs};
 use crate::history::{flaky_places, record, History, HistoryError, TestHistory};
 use crate::plan::glob;
 use crate::spec::{Expectation, Spec};
@@ -266,10 +266,10 @@ fn at(runs: &[RunRow], i: usize) -> String {
 }
 
 /// The run a steady failure started in, and whether it is a regression.
-fn steady(v: &Verdict) -> Option<(usize, bool)> {
+fn steady(v: &HistoryVerdict) -> Option<(usize, bool)> {
     match v {
-        Verdict::KnownSince { since } => Some((*since, false)),
-        Verdict::Regression { since } => Some((*since, true)),
+        HistoryVerdict::KnownSince { since } => Some((*since, false)),
+        HistoryVerdict::Regression { since } => Some((*since, true)),
         _ => None,
     }
 }
@@ -424,7 +424,7 @@ fn flaky_tests(spec: &Spec, all: &[TestHistory]) -> Vec<NewEntry> {
         }
         let (mut failures, mut ran, mut why) = (0, 0, "");
         for t in &open {
-            if let Verdict::Flaky {
+            if let HistoryVerdict::Flaky {
                 failures: f,
                 runs: r,
                 why: w,

@@ -19,7 +19,7 @@ use crate::spec::GpuPolicy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub enum CheckStatus {
     Ok,
     Warn,
     Fail,
@@ -29,12 +29,12 @@ pub enum Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Check {
     pub name: &'static str,
-    pub status: Status,
+    pub status: CheckStatus,
     pub message: String,
 }
 
 impl Check {
-    fn new(name: &'static str, status: Status, message: impl Into<String>) -> Check {
+    fn new(name: &'static str, status: CheckStatus, message: impl Into<String>) -> Check {
         Check {
             name,
             status,
@@ -144,11 +144,15 @@ pub fn run_checks(
 fn module_check(inventory: &Inventory) -> Check {
     let module = inventory.sysfs_root.join("module/amdgpu");
     if module.is_dir() {
-        Check::new("amdgpu-module", Status::Ok, "amdgpu kernel module loaded")
+        Check::new(
+            "amdgpu-module",
+            CheckStatus::Ok,
+            "amdgpu kernel module loaded",
+        )
     } else {
         Check::new(
             "amdgpu-module",
-            Status::Fail,
+            CheckStatus::Fail,
             format!(
                 "amdgpu kernel module not loaded ({} missing)",
                 module.display()
@@ -163,7 +167,7 @@ fn kfd_check(dev_root: &Path, who: &Identity) -> Check {
     if !kfd.exists() {
         Check::new(
             "kfd",
-            Status::Fail,
+            CheckStatus::Fail,
             format!(
                 "{} missing: no ROCm compute (tests exit 77 = skipped)",
                 kfd.display()
@@ -172,13 +176,13 @@ fn kfd_check(dev_root: &Path, who: &Identity) -> Check {
     } else if !read_write(&kfd) {
         Check::new(
             "kfd",
-            Status::Fail,
+            CheckStatus::Fail,
             format!("{} is not read-write for uid {}", kfd.display(), who.uid),
         )
     } else {
         Check::new(
             "kfd",
-            Status::Ok,
+            CheckStatus::Ok,
             format!("{} is read-write", kfd.display()),
         )
     }
@@ -189,7 +193,7 @@ fn topology_check(inventory: &Inventory) -> Check {
     if !inventory.kfd_present {
         Check::new(
             "topology",
-            Status::Fail,
+            CheckStatus::Fail,
             format!(
                 "no KFD topology under {}",
                 inventory
@@ -199,11 +203,11 @@ fn topology_check(inventory: &Inventory) -> Check {
             ),
         )
     } else if inventory.gpus.is_empty() {
-        Check::new("topology", Status::Fail, "KFD lists no GPU node")
+        Check::new("topology", CheckStatus::Fail, "KFD lists no GPU node")
     } else {
         Check::new(
             "topology",
-            Status::Ok,
+            CheckStatus::Ok,
             format!(
                 "{} GPU(s): {}",
                 inventory.gpus.len(),
@@ -222,12 +226,12 @@ fn target_check(inventory: &Inventory, target: &TargetId, policy: GpuPolicy) -> 
     match runs {
         Some((agent, how)) => Check::new(
             "matrix-target",
-            Status::Ok,
+            CheckStatus::Ok,
             format!("{target}: runs on {} ({how})", agent.processor()),
         ),
         None => Check::new(
             "matrix-target",
-            Status::Fail,
+            CheckStatus::Fail,
             format!(
                 "{target}: no GPU on this host runs it under policy {}; have {}",
                 policy_name(policy),
@@ -272,11 +276,11 @@ fn render_group_check(inventory: &Inventory, dev_root: &Path, who: &Identity) ->
         let how = if who.uid == 0 { " (root)" } else { "" };
         Check::new(
             "render-group",
-            Status::Ok,
+            CheckStatus::Ok,
             format!("{seen} render node(s) accessible{how}"),
         )
     } else {
-        Check::new("render-group", Status::Fail, problems.join("; "))
+        Check::new("render-group", CheckStatus::Fail, problems.join("; "))
     }
 }
 
@@ -336,7 +340,7 @@ fn rootless_groups_check(inventory: &Inventory, dev_root: &Path, user: &Account)
     if problems.is_empty() {
         Check::new(
             "rootless-groups",
-            Status::Ok,
+            CheckStatus::Ok,
             format!(
                 "the rootless Podman user {} (uid {}) is in the groups of {seen} GPU device node(s)",
                 user.name, who.uid
@@ -345,7 +349,7 @@ fn rootless_groups_check(inventory: &Inventory, dev_root: &Path, user: &Account)
     } else {
         Check::new(
             "rootless-groups",
-            Status::Fail,
+            CheckStatus::Fail,
             format!(
                 "{} (add the user to the group, e.g. usermod -aG, and restart its Podman service)",
                 problems.join("; ")
@@ -359,7 +363,7 @@ fn keep_groups_check(engine: &RootlessEngine) -> Check {
     if let Some(runtime) = engine.runtime.as_deref().filter(|r| *r != "crun") {
         return Check::new(
             "keep-groups",
-            Status::Fail,
+            CheckStatus::Fail,
             format!(
                 "rootless Podman runs containers with {runtime}, which sets the container's groups \
                  and drops the user's: keep-groups is crun's (runtime = \"crun\" in [engine] of \
@@ -370,12 +374,12 @@ fn keep_groups_check(engine: &RootlessEngine) -> Check {
     match &engine.keep_groups {
         KeepGroups::Unreadable(why) => Check::new(
             "keep-groups",
-            Status::Fail,
+            CheckStatus::Fail,
             format!("rootless Podman's containers.conf: {why}"),
         ),
         KeepGroups::Set(file) => Check::new(
             "keep-groups",
-            Status::Ok,
+            CheckStatus::Ok,
             format!(
                 "containers keep the user's groups ({KEEP_GROUPS} in {})",
                 file.display()
@@ -384,7 +388,7 @@ fn keep_groups_check(engine: &RootlessEngine) -> Check {
         KeepGroups::NotSet { read } => {
             Check::new(
                 "keep-groups",
-                Status::Warn,
+                CheckStatus::Warn,
                 format!(
                 "the user's groups may not reach its containers: no containers.conf of {} sets \
                  {setting} (what `podman run --group-add keep-groups` does; the Docker API cannot \
@@ -418,7 +422,7 @@ mod tests {
         let checks = run_checks(&inv, &root.path().join("dev"), &who, &[t], GpuPolicy::Exact);
         let failed: Vec<&str> = checks
             .iter()
-            .filter(|c| c.status == Status::Fail)
+            .filter(|c| c.status == CheckStatus::Fail)
             .map(|c| c.name)
             .collect();
         assert_eq!(

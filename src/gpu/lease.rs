@@ -58,7 +58,7 @@ pub struct Lease {
     /// Per leased GPU, in order: its `ROCR_VISIBLE_DEVICES` entry, which
     /// makes a process in the container see that GPU alone.
     pub visible: Vec<String>,
-    state: Arc<Shared>,
+    state: Arc<LeaseTable>,
     released: bool,
 }
 
@@ -104,12 +104,12 @@ pub enum Outcome {
 }
 
 #[derive(Debug)]
-struct Shared {
+struct LeaseTable {
     busy: Mutex<BTreeSet<u32>>,
     freed: Condvar,
 }
 
-impl Shared {
+impl LeaseTable {
     /// The busy set; a poisoned lock still holds a valid set of node ids.
     fn lock(&self) -> MutexGuard<'_, BTreeSet<u32>> {
         self.busy.lock().unwrap_or_else(|p| p.into_inner())
@@ -121,7 +121,7 @@ impl Shared {
 pub struct Leaser {
     gpus: Arc<Vec<Gpu>>,
     dev_root: PathBuf,
-    state: Arc<Shared>,
+    state: Arc<LeaseTable>,
 }
 
 impl std::fmt::Debug for Leaser {
@@ -140,7 +140,7 @@ impl Leaser {
         Leaser {
             gpus: Arc::new(inventory.gpus.clone()),
             dev_root: dev_root.into(),
-            state: Arc::new(Shared {
+            state: Arc::new(LeaseTable {
                 busy: Mutex::new(BTreeSet::new()),
                 freed: Condvar::new(),
             }),

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use backend::{Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
 pub use location::Location;
 use record::RunRecord;
-use verdict::{Obs, Point, Verdict};
+use verdict::{HistoryVerdict, Obs, Point};
 
 /// A history that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -58,7 +58,7 @@ pub struct TestHistory {
     pub test: String,
     /// Its outcome in each run its cell ran in, in run order.
     pub points: Vec<Point>,
-    pub verdict: Verdict,
+    pub verdict: HistoryVerdict,
     /// The latest failure's signature id and first line.
     pub signature: String,
     pub message: String,
@@ -368,14 +368,18 @@ pub fn run_and_date(r: &RunRow) -> String {
 pub fn describe(t: &TestHistory, runs: &[RunRow], latest: usize) -> String {
     let at = |i: usize| runs.get(i).map(run_and_date).unwrap_or_default();
     match &t.verdict {
-        Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
+        HistoryVerdict::Regression { since } | HistoryVerdict::KnownSince { since }
+            if *since == latest =>
+        {
             "new".to_string()
         }
-        Verdict::Regression { since } => format!("failing since {}", at(*since)),
-        Verdict::KnownSince { since } => format!("known since {}", at(*since)),
-        Verdict::Flaky { failures, runs, .. } => format!("flaky ({failures} of {runs} runs)"),
-        Verdict::Fixed { since } => format!("fixed since {}", at(*since)),
-        Verdict::Passing => "passing".to_string(),
+        HistoryVerdict::Regression { since } => format!("failing since {}", at(*since)),
+        HistoryVerdict::KnownSince { since } => format!("known since {}", at(*since)),
+        HistoryVerdict::Flaky { failures, runs, .. } => {
+            format!("flaky ({failures} of {runs} runs)")
+        }
+        HistoryVerdict::Fixed { since } => format!("fixed since {}", at(*since)),
+        HistoryVerdict::Passing => "passing".to_string(),
     }
 }
 
@@ -484,7 +488,10 @@ mod tests {
         assert!(!h.record(&run(0, &plan[0])).unwrap(), "idempotent");
         let all = h.follow(None).unwrap();
         let of = |cell: &str| all.iter().find(|t| t.cell == cell).unwrap();
-        assert_eq!(of("gfx1030").verdict, Verdict::Regression { since: 3 });
+        assert_eq!(
+            of("gfx1030").verdict,
+            HistoryVerdict::Regression { since: 3 }
+        );
         assert!(of("gfx1151").verdict.is_flaky());
         let strip: String = of("gfx1030").points.iter().map(|p| p.obs.mark()).collect();
         assert_eq!(strip, "✓✓✓✗✗");

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use super::backend::{RunRow, StoredCell};
 use super::record::{self, RunRecord};
-use super::verdict::{Obs, Verdict};
+use super::verdict::{HistoryVerdict, Obs};
 use super::{flaky_places, History, HistoryError, Location, Scope, TestHistory};
 use crate::results::model::Results;
 
@@ -237,15 +237,17 @@ fn test_past(
     let cut = followed.earlier > 0;
     let at = |i: usize| runs.get(i).map(super::run_and_date).unwrap_or_default();
     let (kind, mut words) = match &t.verdict {
-        Verdict::Regression { since } | Verdict::KnownSince { since } if *since == latest => {
+        HistoryVerdict::Regression { since } | HistoryVerdict::KnownSince { since }
+            if *since == latest =>
+        {
             (Kind::New, "new".to_string())
         }
-        Verdict::Regression { since } => {
+        HistoryVerdict::Regression { since } => {
             (Kind::FailingSince, format!("failing since {}", at(*since)))
         }
         // Failing all through a window that does not reach back to the
         // matrix's first run: it may have begun earlier.
-        Verdict::KnownSince { since }
+        HistoryVerdict::KnownSince { since }
             if cut && t.points.first().is_some_and(|p| p.run == *since) =>
         {
             (
@@ -257,8 +259,10 @@ fn test_past(
                 ),
             )
         }
-        Verdict::KnownSince { since } => (Kind::Known, format!("known since {}", at(*since))),
-        Verdict::Flaky {
+        HistoryVerdict::KnownSince { since } => {
+            (Kind::Known, format!("known since {}", at(*since)))
+        }
+        HistoryVerdict::Flaky {
             failures, runs: n, ..
         } => (
             Kind::Flaky,
@@ -273,7 +277,7 @@ fn test_past(
         words.push_str(&format!(", only where {}", p.join(", ")));
     }
     let mut changed = Vec::new();
-    if let Verdict::Regression { since } = t.verdict {
+    if let HistoryVerdict::Regression { since } = t.verdict {
         if let Some(before) = t.points.iter().rev().find(|p| p.run < since) {
             changed = super::changes(&runs[before.run], &runs[since]);
             let began = t.points.iter().find(|p| p.run == since);

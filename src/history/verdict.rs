@@ -60,7 +60,7 @@ pub struct Point {
 
 /// What the sequence says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub enum HistoryVerdict {
     Passing,
     /// Failing since run `since` after passing before it.
     Regression {
@@ -82,23 +82,23 @@ pub enum Verdict {
     },
 }
 
-impl Verdict {
+impl HistoryVerdict {
     pub fn is_flaky(&self) -> bool {
-        matches!(self, Verdict::Flaky { .. })
+        matches!(self, HistoryVerdict::Flaky { .. })
     }
 }
 
 /// Judges `points` (in run order).
-pub fn judge(points: &[Point]) -> Verdict {
+pub fn judge(points: &[Point]) -> HistoryVerdict {
     let ran: Vec<&Point> = points.iter().filter(|p| p.obs != Obs::Absent).collect();
     let failures = ran.iter().filter(|p| p.obs != Obs::Pass).count();
-    let flaky = |why| Verdict::Flaky {
+    let flaky = |why| HistoryVerdict::Flaky {
         failures,
         runs: ran.len(),
         why,
     };
     if failures == 0 {
-        return Verdict::Passing;
+        return HistoryVerdict::Passing;
     }
     if ran.iter().any(|p| p.obs == Obs::Rerun) {
         return flaky("passed on a rerun within a run");
@@ -130,14 +130,14 @@ pub fn judge(points: &[Point]) -> Verdict {
     }
     let (start, end) = stretches[0];
     if end + 1 < ran.len() {
-        return Verdict::Fixed {
+        return HistoryVerdict::Fixed {
             since: ran[end + 1].run,
         };
     }
     if start == 0 {
-        Verdict::KnownSince { since: ran[0].run }
+        HistoryVerdict::KnownSince { since: ran[0].run }
     } else {
-        Verdict::Regression {
+        HistoryVerdict::Regression {
             since: ran[start].run,
         }
     }
@@ -193,12 +193,12 @@ mod tests {
     fn a_step_change_with_new_inputs_is_a_regression_since_its_first_run() {
         assert_eq!(
             judge(&points("✓✓✓✗✗", "aaabb")),
-            Verdict::Regression { since: 3 }
+            HistoryVerdict::Regression { since: 3 }
         );
         // Skipped runs do not break the stretch.
         assert_eq!(
             judge(&points("✓✓·✗·✗", "aaabbb")),
-            Verdict::Regression { since: 3 }
+            HistoryVerdict::Regression { since: 3 }
         );
     }
 
@@ -206,11 +206,11 @@ mod tests {
     fn failing_from_the_first_record_is_known_and_new_is_the_latest() {
         assert_eq!(
             judge(&points("✗✗✗", "abc")),
-            Verdict::KnownSince { since: 0 }
+            HistoryVerdict::KnownSince { since: 0 }
         );
         assert_eq!(
             judge(&points("✓✓✗", "aab")),
-            Verdict::Regression { since: 2 }
+            HistoryVerdict::Regression { since: 2 }
         );
     }
 
@@ -219,7 +219,7 @@ mod tests {
         let v = judge(&points("✓✗✓✓✗✓✓✓", "abcdefgh"));
         assert_eq!(
             v,
-            Verdict::Flaky {
+            HistoryVerdict::Flaky {
                 failures: 2,
                 runs: 8,
                 why: "failed in separate stretches of runs"
@@ -232,8 +232,11 @@ mod tests {
 
     #[test]
     fn passing_again_is_fixed() {
-        assert_eq!(judge(&points("✗✗✓✓", "aabb")), Verdict::Fixed { since: 2 });
-        assert_eq!(judge(&points("✓✓✓", "aaa")), Verdict::Passing);
+        assert_eq!(
+            judge(&points("✗✗✓✓", "aabb")),
+            HistoryVerdict::Fixed { since: 2 }
+        );
+        assert_eq!(judge(&points("✓✓✓", "aaa")), HistoryVerdict::Passing);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 
-use crate::bundle::coverage::{verdict_of, Verdict};
+use crate::bundle::coverage::{verdict_of, CoverageVerdict};
 use crate::gpu::TargetId;
 use crate::results::Results;
 use crate::spec::GpuPolicy;
@@ -195,10 +195,10 @@ pub fn release(results: &Results) -> Vec<ReleaseView> {
             };
             for (targets, compressed) in &libs {
                 match verdict_of(targets, compressed, &g, policy) {
-                    Verdict::Exact { .. } => row.exact += 1,
-                    Verdict::Compatible { .. } => row.compatible += 1,
-                    Verdict::ExtendedCompressed { .. } => row.compressed_extended += 1,
-                    Verdict::Missing => row.missing += 1,
+                    CoverageVerdict::Exact { .. } => row.exact += 1,
+                    CoverageVerdict::Compatible { .. } => row.compatible += 1,
+                    CoverageVerdict::ExtendedCompressed { .. } => row.compressed_extended += 1,
+                    CoverageVerdict::Missing => row.missing += 1,
                 }
             }
             out.push(row);

@@ -14,7 +14,7 @@ use super::junit::{self, Case, Limits, Outcome, Visitor};
 use super::model::{
     test_hash, CellResult, Counts, Results, StepResult, TestResult, TestStatus, RESULTS_VERSION,
 };
-use super::readers::{self, Ev, Events};
+use super::readers::{self, Ev, FileEvents};
 use super::source::{CellSource, Source};
 use crate::plan::glob;
 
@@ -330,7 +330,7 @@ fn collect_cell(
     cs: &CellSource,
     (limits, classifier): (Limits, &Classifier),
     sink: &mut dyn Sink,
-    events: &mut Events<'_>,
+    events: &mut FileEvents<'_>,
 ) -> CellResult {
     sink.cell_start(cs);
     let rules = CellRules::new(&source.expect, &cs.values);
@@ -403,7 +403,7 @@ fn collect_cell(
 
 /// Feeds the events of one JUnit file to `cc`, up to the file's end, and
 /// returns how reading it went.
-fn judge_file(cc: &mut CellCollector, events: &mut Events<'_>) -> junit::ReadReport {
+fn judge_file(cc: &mut CellCollector, events: &mut FileEvents<'_>) -> junit::ReadReport {
     let mut suite = String::new();
     loop {
         match events.next() {

@@ -259,7 +259,7 @@ fn open_junit(dir: &Path, rel: &str) -> std::io::Result<File> {
 }
 
 /// The judging side: the events of every file, file after file.
-pub(crate) struct Events<'q> {
+pub(crate) struct FileEvents<'q> {
     queue: &'q Queue,
     files: usize,
     /// Files handed to the queue so far.
@@ -271,7 +271,7 @@ pub(crate) struct Events<'q> {
     text: String,
 }
 
-impl Events<'_> {
+impl FileEvents<'_> {
     fn give_next(&mut self) {
         if self.given < self.files {
             let (tx, rx) = sync_channel(CHANNEL_BATCHES);
@@ -313,7 +313,7 @@ impl Events<'_> {
     }
 }
 
-impl Drop for Events<'_> {
+impl Drop for FileEvents<'_> {
     fn drop(&mut self) {
         // Receivers go first (a worker blocked on a full channel wakes up
         // to a closed one), then the queue (idle workers end).
@@ -337,7 +337,7 @@ fn workers(files: usize) -> usize {
 pub(crate) fn read_all<R>(
     source: &Source,
     limits: Limits,
-    judge: impl FnOnce(&mut Events<'_>) -> R,
+    judge: impl FnOnce(&mut FileEvents<'_>) -> R,
 ) -> R {
     let files: Vec<(&Path, &str)> = source
         .cells
@@ -356,7 +356,7 @@ pub(crate) fn read_all<R>(
         for _ in 0..n {
             scope.spawn(|| worker(&queue, &files, limits));
         }
-        let mut events = Events {
+        let mut events = FileEvents {
             queue: &queue,
             files: files.len(),
             given: 0,

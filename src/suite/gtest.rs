@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::gtest_output::{self, LineEnd, Listed, Progress};
+use super::gtest_output::{self, LineEnd, Listed, OutputFollower};
 use super::process::{self, Ended};
 use super::{
     note, signal_name, text_of, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict,
@@ -327,7 +327,7 @@ async fn run_whole(
 }
 
 /// The tests a process's progress lines show finished or running, in order.
-fn reached_tests(progress: &Progress) -> Vec<Listed> {
+fn reached_tests(progress: &OutputFollower) -> Vec<Listed> {
     let running = progress.running.as_ref().map(|(n, _)| n.as_str());
     let names = progress.finished.iter().map(|f| f.full.as_str());
     names
@@ -589,7 +589,7 @@ struct BatchRun<'a> {
 /// How one process ran.
 struct ProcessRun {
     ended: Ended<Kill>,
-    progress: Progress,
+    progress: OutputFollower,
     /// Its report, when it ended normally and wrote a complete one.
     report: Option<Vec<Case>>,
 }
@@ -629,7 +629,7 @@ impl BatchRun<'_> {
         }));
         argv.push(format!("--gtest_output=xml:{}", self.xml));
         argv.extend(self.g.args.iter().cloned());
-        let progress = Mutex::new(Progress::default());
+        let progress = Mutex::new(OutputFollower::default());
         let tag = self.shard.tag();
         let mut sink = |bytes: &[u8]| {
             let mut text = String::new();
@@ -691,7 +691,7 @@ impl BatchRun<'_> {
     }
 
     /// A process that ended normally: its XML judges every test.
-    fn judge_by_xml(&self, batch: &[Listed], xml: Vec<Case>, progress: &Progress) -> Judged {
+    fn judge_by_xml(&self, batch: &[Listed], xml: Vec<Case>, progress: &OutputFollower) -> Judged {
         // The report lists the batch in its own order: matched pairwise,
         // names are compared, not hashed (by name only when they differ).
         let in_step = same_tests(batch, &xml);
@@ -763,7 +763,7 @@ impl BatchRun<'_> {
         &self,
         batch: &[Listed],
         ended: &Ended<Kill>,
-        progress: &Progress,
+        progress: &OutputFollower,
     ) -> Judged {
         let finished: HashMap<&str, &gtest_output::Finished> = progress
             .finished

@@ -101,7 +101,7 @@ pub struct Finished {
 /// Follows a process's output as it streams: which test runs now, which
 /// have finished and how, and complete lines for the log.
 #[derive(Debug, Default)]
-pub struct Progress {
+pub struct OutputFollower {
     partial: Vec<u8>,
     /// The test that has started and not finished, and when it started.
     pub running: Option<(String, Instant)>,
@@ -109,7 +109,7 @@ pub struct Progress {
     pub finished: Vec<Finished>,
 }
 
-impl Progress {
+impl OutputFollower {
     /// Feeds output bytes; `each_line` gets every complete line they
     /// finished (without its line break).
     pub fn feed(&mut self, bytes: &[u8], mut each_line: impl FnMut(&str)) {
@@ -460,7 +460,7 @@ mod tests {
 
     #[test]
     fn progress_follows_split_chunks() {
-        let mut p = Progress::default();
+        let mut p = OutputFollower::default();
         p.feed(
             b"[ RUN      ] A.b\nhello\n[       OK ] A.b (3 ms)\n[ RUN   ",
             |_| {},

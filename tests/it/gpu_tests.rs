@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use rocmatrix::engine::rootless::KeepGroups;
 use rocmatrix::gpu::checks::{
-    rootless_checks, run_checks, Account, Identity, RootlessEngine, Status,
+    rootless_checks, run_checks, Account, CheckStatus as Status, Identity, RootlessEngine,
 };
 use rocmatrix::gpu::{How, Inventory, LeaseRequest, Leaser, Outcome, TargetId};
 use rocmatrix::spec::GpuPolicy;

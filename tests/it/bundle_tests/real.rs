@@ -507,7 +507,7 @@ fn an_extended_verdict_from_a_real_compressed_bundle_is_its_own_kind() {
                 &parse(g),
                 rocmatrix::spec::GpuPolicy::Extended,
             ) {
-                rocmatrix::bundle::coverage::Verdict::Compatible {
+                rocmatrix::bundle::coverage::CoverageVerdict::Compatible {
                     target,
                     how: rocmatrix::gpu::compat::How::DistroExtended,
                 } => Some((g.to_string(), target.to_string())),
