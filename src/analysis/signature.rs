@@ -237,7 +237,7 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
     };
     // A crash's backtrace (see `suite::backtrace`) is no part of what
     // groups it: the same crash without debug info is the same failure.
-    let (grouped, after) = crate::debugger::backtrace::split_off(&full);
+    let (grouped, after) = crate::debugger::gdb_output::split_off(&full);
     let frames: Vec<String> = after
         .map(|a| {
             a.lines()
@@ -323,7 +323,7 @@ fn with_frames(example: &str, bt: Option<&crate::store::record::Backtrace>) -> S
     let frames = crate::results::junit::clip(
         &format!(
             "{}\n{}",
-            crate::debugger::backtrace::HEADING,
+            crate::debugger::gdb_output::HEADING,
             bt.top(TOP_FRAMES).join("\n")
         ),
         EXAMPLE_BYTES / 2,

@@ -60,7 +60,7 @@ set -E
 trap '__rocmatrix_rc=$?; __rocmatrix_cmd=$BASH_COMMAND; __rocmatrix_split=no; __rocmatrix_argv=(); eval "__rocmatrix_argv=( $__rocmatrix_cmd )" 2>/dev/null && __rocmatrix_split=ok; __rocmatrix_bt "$__rocmatrix_rc" "${{__rocmatrix_argv[@]}}"' ERR
 {script}"#,
         missing = gdb::MISSING,
-        not_rerun = super::backtrace::NOT_RERUN,
+        not_rerun = super::gdb_output::NOT_RERUN,
         on = match spec.on {
             BacktraceOn::Error => "on error",
             BacktraceOn::Crash => "on crash",

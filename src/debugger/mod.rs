@@ -6,12 +6,16 @@
 //! `ERR` trap that, when a command fails as the step asked (`on: error`, or
 //! `on: crash` for a signal), runs that command again, with the step
 //! shell's variables and directory, under gdb with the breakpoints.
-//! [`gdb`] is gdb's command file and invocation; [`backtrace`] parses what
+//! [`gdb`] is gdb's command file and invocation; [`gdb_output`] parses what
 //! gdb printed into a [`crate::store::record::Backtrace`].
 
-pub mod backtrace;
 pub mod capture;
 pub mod gdb;
+pub mod gdb_output;
+
+/// The module's old name, kept for `src/run/backtrace.rs` until the
+/// restructuring of `src/run/` takes the new one.
+pub use gdb_output as backtrace;
 
 /// Where the step shell leaves its backtrace files in the container.
 pub const DIR: &str = "/rocmatrix/backtrace";

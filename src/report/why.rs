@@ -100,7 +100,7 @@ pub fn text(signatures: &[Signature]) -> String {
             v.rule
         ));
         // The frames are printed on their own below.
-        let example = match crate::debugger::backtrace::split_off(&v.example) {
+        let example = match crate::debugger::gdb_output::split_off(&v.example) {
             (before, Some(_)) if !v.frames.is_empty() => before,
             _ => v.example.as_str(),
         };

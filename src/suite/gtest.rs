@@ -106,7 +106,7 @@ pub async fn run(
             rerun_failures(cx, g, bin, &mut done, deadline, log).await?;
         }
         if let Some(spec) = cx.backtrace {
-            super::backtrace::add(cx, spec, bin, &mut done).await;
+            super::crash_backtrace::add(cx, spec, bin, &mut done).await;
         }
         step_timed_out |= timed_out;
         if let Some(p) = &prefix {

@@ -14,7 +14,7 @@
 //! `autopkgtest:` steps go on to [`crate::autopkgtest`], which returns the
 //! same outcome.
 
-pub mod backtrace;
+pub mod crash_backtrace;
 pub mod ctest;
 mod ctest_output;
 pub mod gtest;

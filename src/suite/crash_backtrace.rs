@@ -5,8 +5,8 @@
 //! a failure's text so that it groups with the same crash without frames).
 
 use super::{Case, SuiteContext, Verdict};
-use crate::debugger::backtrace::{self, HEADING};
 use crate::debugger::gdb;
+use crate::debugger::gdb_output::{self, HEADING};
 use crate::spec::BacktraceSpec;
 
 /// At most this many crashing tests of one binary are run again.
@@ -55,7 +55,7 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
              set -- \"$0\" \"--gtest_filter=$1\"\n\
              {rerun}cat {out}",
             dir = crate::debugger::DIR,
-            not_rerun = backtrace::NOT_RERUN,
+            not_rerun = gdb_output::NOT_RERUN,
             missing = gdb::MISSING,
             rerun = gdb::rerun(spec, &gdb_file, &out),
         );
@@ -74,7 +74,7 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
             .await;
         let text = match ran {
             Ok(_) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(e) => format!("{} running gdb failed: {e}", backtrace::NOT_RERUN),
+            Err(e) => format!("{} running gdb failed: {e}", gdb_output::NOT_RERUN),
         };
         // JUnit readers keep the head of a test's output: the frames must
         // fit after what the test printed.
@@ -82,7 +82,7 @@ pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: 
             let cut = super::tail_start(&c.output, 4096);
             c.output = format!("… {}", &c.output[cut..]);
         }
-        let bt = backtrace::parse(
+        let bt = gdb_output::parse(
             &format!("{bin} --gtest_filter={filter}"),
             &text,
             &spec.breaks,
