@@ -4,7 +4,9 @@
 //! up after [`call_deadline`]; [`Engine::answering`] is the cheap question
 //! a run's watchdog asks over and over. Long calls (builds, pulls, commits,
 //! a container's output) are bounded by that watchdog instead, since how
-//! long they may take depends on what they do, not on the engine's health.
+//! long they may take depends on what they do, not on the engine's health;
+//! an image build's output also has a stall timer ([`build_stall`]), which
+//! cuts a build that prints nothing while the engine still answers.
 
 use std::future::Future;
 use std::time::Duration;
@@ -22,6 +24,23 @@ pub fn call_deadline() -> Duration {
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|s| *s >= 1)
         .unwrap_or(DEFAULT_DEADLINE_SECS);
+    Duration::from_secs(secs)
+}
+
+/// The default stall limit of an image build's output.
+pub const DEFAULT_BUILD_STALL_SECS: u64 = 1800;
+
+/// How long an image build may go without a line of output before it is
+/// cut as stalled (a build hung on a mirror while the engine still answers
+/// the watchdog): `ROCMATRIX_BUILD_STALL` (seconds, at least 1), else
+/// [`DEFAULT_BUILD_STALL_SECS`]. A build's own steps print as they go
+/// (`apt-get` a line per package), so silence this long is a hang.
+pub fn build_stall() -> Duration {
+    let secs = std::env::var("ROCMATRIX_BUILD_STALL")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s >= 1)
+        .unwrap_or(DEFAULT_BUILD_STALL_SECS);
     Duration::from_secs(secs)
 }
 

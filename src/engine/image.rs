@@ -214,7 +214,22 @@ impl Engine {
             .build_image(opts, None, Some(body_full(context.into())));
         let mut last_lines: Vec<String> = Vec::new();
         let tagged = format!("Successfully tagged {tag}");
-        while let Some(item) = s.next().await {
+        let stall = super::deadline::build_stall();
+        loop {
+            // The stall timer: a build that prints nothing for `stall` is
+            // cut (dropping the stream cancels it in the engine).
+            let Ok(item) = tokio::time::timeout(stall, s.next()).await else {
+                let why = format!(
+                    "no output for {} s: the build stalled and was cut (ROCMATRIX_BUILD_STALL sets the limit)",
+                    stall.as_secs()
+                );
+                log(&format!("error: {why}\n"));
+                return Err(EngineError::failed(
+                    action(),
+                    tail_message(&why, &last_lines),
+                ));
+            };
+            let Some(item) = item else { break };
             let info = match item {
                 Ok(i) => i,
                 Err(bollard::errors::Error::DockerStreamError { error }) => {

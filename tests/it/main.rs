@@ -10,6 +10,7 @@ mod cdi_tests;
 mod changes_tests;
 mod ci_plan_tests;
 mod cli_tests;
+mod clock_tests;
 mod debug_llvm_evidence_tests;
 mod debugger_tests;
 mod expand_props;
