@@ -1,8 +1,8 @@
 //! Matrix files: the model, parsing, validation, expansion and cell ids.
 //!
-//! A matrix file is read twice: once by serde_yaml into a raw model that
-//! rejects unknown keys ([`raw`]), once into a positioned tree ([`tree`]) that
-//! keeps scalars exactly as written and knows where every node is. Validation
+//! A matrix file is parsed once, into a positioned tree ([`tree`]) that keeps
+//! scalars exactly as written and knows where every node is; a raw model that
+//! rejects unknown keys ([`raw`]) is read from that tree by serde. Validation
 //! ([`validate`]) combines both into a [`Spec`]; [`expand`] turns a spec into
 //! combinations with GitHub Actions' include/exclude rules and [`cell_id`]
 //! names them.

@@ -3,7 +3,8 @@
 //! It mirrors the YAML one to one and rejects unknown keys; it is never used
 //! outside `spec`: [`super::validate`] turns it into the typed [`super::Spec`].
 //! Every scalar that a user may write unquoted (axis values, versions) is read
-//! as a `String`, which serde_yaml fills with the scalar exactly as written.
+//! as a `String`, which the tree's deserializer (`src/spec/tree/de.rs`) fills
+//! with the scalar exactly as written.
 
 use std::collections::BTreeMap;
 
@@ -14,8 +15,8 @@ use serde::Deserialize;
 pub struct RawSpec {
     pub name: Option<String>,
     pub description: Option<String>,
-    /// Read from the positioned tree instead (see [`super::tree`]): serde_yaml
-    /// would turn `6.10` in a sequence of untyped values into the number 6.1.
+    /// Read from the positioned tree directly (see [`super::tree`]): axis
+    /// by axis, each value as written and with its own position.
     #[serde(default)]
     #[allow(dead_code)]
     pub matrix: Option<serde::de::IgnoredAny>,
