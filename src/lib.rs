@@ -20,6 +20,7 @@ pub mod error;
 pub mod expect;
 pub mod gpu;
 pub mod history;
+pub mod junit;
 pub mod image;
 pub mod plan;
 pub mod report;

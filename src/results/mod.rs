@@ -12,13 +12,14 @@ pub mod classify;
 pub mod collect;
 pub mod facts;
 pub mod findings;
-pub mod junit;
 pub mod model;
 mod readers;
 pub mod source;
 
 use std::path::{Path, PathBuf};
 
+/// The JUnit reader, a room of its own on the lowest floor (`crate::junit`).
+pub use crate::junit;
 pub use collect::{collect, NoSink, Sink};
 pub use model::{CellResult, CellVerdict, Counts, Results, TestResult, TestStatus};
 pub use source::Source;

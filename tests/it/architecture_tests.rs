@@ -26,6 +26,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("dirs", 0),
     ("safe_read", 0),
     ("xml", 0),
+    ("junit", 0),
     ("spec", 1),
     ("plan", 2),
     ("store", 3),
