@@ -96,7 +96,11 @@ pub fn between(
             let gained: Vec<String> = new.iter().filter(|t| !old.contains(t)).cloned().collect();
             let lost: Vec<String> = old.iter().filter(|t| !new.contains(t)).cloned().collect();
             let storage = match (was.storage(), is.storage()) {
-                (Some(from), Some(to)) if from != to => Some(StorageChange { from, to }),
+                (Some(from), Some(to)) if from != to => Some(StorageChange {
+                    meaning: extended_meaning(new, &from, &to),
+                    from,
+                    to,
+                }),
                 _ => None,
             };
             if gained.is_empty() && lost.is_empty() && storage.is_none() {
@@ -120,6 +124,45 @@ pub fn between(
             })
         })
         .collect()
+}
+
+/// What a switch between plain and compressed bundles means under the
+/// extended ISA policy (Debian's, Gentoo's, Solus's patches): a processor
+/// that runs another's code only through that policy finds it in a plain
+/// bundle, whose bundle IDs the loader scans, but in a compressed one
+/// (CCOB) only through a Comgr that lists the bundle IDs before it extracts
+/// — upstream's extracts the exact target and finds nothing
+/// (`docs/gpus.md`, `extended-compressed`). `None` when no processor
+/// depends on it.
+fn extended_meaning(targets: &[String], from: &str, to: &str) -> Option<String> {
+    let compressed = |s: &str| s.contains("CCOB");
+    let now = match (compressed(from), compressed(to)) {
+        (false, true) => "now need",
+        (true, false) => "no longer need",
+        _ => return None,
+    };
+    let processors: Vec<&str> = targets
+        .iter()
+        .map(|t| t.split(':').next().unwrap_or(t))
+        .collect();
+    let mut agents: Vec<&str> = Vec::new();
+    for (codes, runs_on) in crate::gpu::compat::EXTENDED_SETS {
+        if !codes.iter().any(|c| processors.contains(c)) {
+            continue;
+        }
+        for a in *runs_on {
+            if !processors.contains(a) && !agents.contains(a) {
+                agents.push(a);
+            }
+        }
+    }
+    if agents.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "under the extended ISA policy {} {now} a Comgr that lists bundle IDs before extracting",
+        agents.join(", ")
+    ))
 }
 
 /// The identity of a coverage file's environment, from the run's facts.
@@ -324,12 +367,30 @@ mod tests {
         b.libraries[0].compressed = vec!["gfx1030".into(), "gfx942".into()];
         b.libraries[0].compression = vec!["CCOB v3 zstd".into()];
         let c = between(&a, &b, "trixie", "experimental");
+        let meaning = "under the extended ISA policy gfx1031, gfx1032, gfx1033, gfx1034, \
+                       gfx1035, gfx1036 now need a Comgr that lists bundle IDs before extracting";
         assert_eq!(
             c[0].line(),
-            "librocsparse.so: trixie → experimental: +gfx942; device code uncompressed → CCOB v3 zstd"
+            format!(
+                "librocsparse.so: trixie → experimental: +gfx942; device code uncompressed → \
+                 CCOB v3 zstd ({meaning})"
+            )
         );
         let json = serde_json::to_value(&c[0]).unwrap();
         assert_eq!(json["storage"]["to"], "CCOB v3 zstd");
+        assert_eq!(json["storage"]["meaning"], meaning);
+        // Back to plain bundles: no longer needed; code no other
+        // processor runs through the policy means nothing.
+        let back = between(&b, &a, "experimental", "trixie");
+        assert!(
+            back[0].line().contains("gfx1036 no longer need a Comgr"),
+            "{}",
+            back[0].line()
+        );
+        assert_eq!(
+            extended_meaning(&["gfx942".into()], "uncompressed", "CCOB v3 zstd"),
+            None
+        );
         // The same targets, now compressed: still a change.
         let mut d = cov(
             "dddd",
@@ -341,7 +402,10 @@ mod tests {
         let c = between(&a, &d, "trixie", "experimental");
         assert_eq!(
             c[0].line(),
-            "librocsparse.so: trixie → experimental: device code uncompressed → CCOB v3 zstd"
+            format!(
+                "librocsparse.so: trixie → experimental: device code uncompressed → CCOB v3 \
+                 zstd ({meaning})"
+            )
         );
         assert_eq!(regressions(&c), 0);
         assert!(between(&d, &d, "a", "b").is_empty());

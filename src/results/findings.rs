@@ -109,6 +109,12 @@ pub struct CoverageChange {
 pub struct StorageChange {
     pub from: String,
     pub to: String,
+    /// What the change means under the extended ISA policy, when the
+    /// library has code that other processors run only through it:
+    /// `gfx1031 … now need a Comgr that lists bundle IDs before
+    /// extracting`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meaning: Option<String>,
 }
 
 impl CoverageChange {
@@ -132,6 +138,9 @@ impl CoverageChange {
                 s.push(';');
             }
             s.push_str(&format!(" device code {} → {}", st.from, st.to));
+            if let Some(m) = &st.meaning {
+                s.push_str(&format!(" ({m})"));
+            }
         }
         s
     }
