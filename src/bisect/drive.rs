@@ -37,8 +37,10 @@ pub enum Target {
     Source { name: String, all_commits: bool },
 }
 
-/// A new bisection, or one to resume.
+/// A new bisection, or one to resume (made once per bisection: its size
+/// does not matter).
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)]
 pub enum Begin {
     New {
         matrix: PathBuf,
@@ -130,6 +132,7 @@ fn prepare(
             let store = BisectStore::open(&path, out)?;
             let b = store.load()?;
             let spec = Spec::load(std::path::Path::new(&b.request.matrix_file))?;
+            let spec = space::pinned_all(&spec, &b.request.pins);
             if spec.source_hash != b.request.matrix_hash {
                 return Err(BisectError::Usage(format!(
                     "{}: the matrix file changed since this bisection started; start a new one",
@@ -143,7 +146,8 @@ fn prepare(
             what,
             mut request,
         } => {
-            let spec = Spec::load(&matrix)?;
+            let loaded = Spec::load(&matrix)?;
+            let spec = space::pinned_all(&loaded, &request.pins);
             let plan = Plan::build(&spec, max_cells)?;
             plan.clone()
                 .select(&request.only)
@@ -415,7 +419,14 @@ impl Driver<'_> {
             if let Some(s) = settled(&before, retries) {
                 return Ok(Some(s));
             }
-            let ran = probe::run(&self.setup, point).await?;
+            // A budget (or a signal) that stopped the bisection between
+            // probes starts no new one.
+            if self.setup.interrupt.is_set() {
+                return Ok(None);
+            }
+            // A point's first probe may take an earlier probe's outcome
+            // of the same content; a retry runs again.
+            let ran = probe::run(&self.setup, point, before.is_empty()).await?;
             if ran.interrupted {
                 return Ok(None);
             }
@@ -451,6 +462,7 @@ impl Driver<'_> {
                     secs: ran.secs,
                     build: ran.build.clone(),
                     retry: !before.is_empty(),
+                    reused: ran.reused,
                 };
                 let line = super::report::probe_line(&b, &probe);
                 b.probes.push(probe);

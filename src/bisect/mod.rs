@@ -9,12 +9,15 @@
 //! * [`judge`]: a probe's verdict (good, bad, skip) from its cell and its
 //!   signatures;
 //! * [`probe`]: one point run as a one-cell run store;
+//! * [`outcomes`]: probe outcomes kept by content, reused by later
+//!   bisections and triages;
 //! * [`drive`]: the ends, then the search, retries, resume;
 //! * [`store`]: `bisect.json`; [`report`]: the Markdown, HTML and terminal
 //!   views of it.
 
 pub mod drive;
 pub mod judge;
+pub mod outcomes;
 pub mod probe;
 pub mod report;
 pub mod search;

@@ -49,6 +49,8 @@ pub struct Ran {
     pub secs: f64,
     /// The run was interrupted: the probe says nothing.
     pub interrupted: bool,
+    /// An earlier probe's outcome of the same content: nothing ran.
+    pub reused: bool,
 }
 
 /// The plan of point `point`: exactly one cell.
@@ -72,11 +74,37 @@ pub fn plan_of(setup: &Setup<'_>, point: usize) -> Result<Plan, BisectError> {
     Ok(plan)
 }
 
-/// Runs point `point` once.
-pub async fn run(setup: &Setup<'_>, point: usize) -> Result<Ran, BisectError> {
+/// Runs point `point` once — or, with `reuse`, takes the outcome an
+/// earlier probe of the same content left ([`super::outcomes`]).
+pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, BisectError> {
     let plan = plan_of(setup, point)?;
     let cell = plan.cells[0].clone();
     let started = crate::store::now_rfc3339();
+    // `<out>/bisects/<id>` → `<out>`.
+    let root = setup
+        .dir
+        .parent()
+        .and_then(std::path::Path::parent)
+        .map(std::path::Path::to_path_buf);
+    let key = super::outcomes::key(&plan, &cell);
+    if let (true, Some(root), Some(key)) = (reuse, &root, &key) {
+        let (root, key) = (root.clone(), key.clone());
+        let kept = tokio::task::spawn_blocking(move || super::outcomes::load(&root, &key))
+            .await
+            .map_err(|e| BisectError::Join(e.to_string()))?;
+        if let Some(k) = kept {
+            return Ok(Ran {
+                run: k.run.clone(),
+                cell: k.cell.clone(),
+                observation: k.observation(),
+                build: k.build.clone().map(|b| ProbeBuild { reused: true, ..b }),
+                started,
+                secs: 0.0,
+                interrupted: false,
+                reused: true,
+            });
+        }
+    }
     let t0 = Instant::now();
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(setup.progress, 1));
@@ -132,7 +160,7 @@ pub async fn run(setup: &Setup<'_>, point: usize) -> Result<Ran, BisectError> {
         })
         .await;
     }
-    Ok(Ran {
+    let ran = Ran {
         run,
         cell: cell.id,
         observation,
@@ -144,7 +172,29 @@ pub async fn run(setup: &Setup<'_>, point: usize) -> Result<Ran, BisectError> {
         started,
         secs,
         interrupted: report.outcome.interrupted,
-    })
+        reused: false,
+    };
+    // Kept for later probes of the same content: what the cell showed,
+    // not what the infrastructure did to it.
+    let keep = !ran.interrupted && ran.observation.status.is_some_and(|s| s != Status::Error);
+    if let (true, Some(root), Some(key)) = (keep, root, key) {
+        let kept = super::outcomes::Kept {
+            key,
+            status: ran.observation.status,
+            reason: ran.observation.reason.clone(),
+            signatures: ran.observation.signatures.clone(),
+            build_failed: ran.observation.build_failed,
+            run: std::path::absolute(&run_dir)
+                .unwrap_or(run_dir)
+                .display()
+                .to_string(),
+            cell: ran.cell.clone(),
+            build: ran.build.clone(),
+            secs: ran.secs,
+        };
+        let _ = tokio::task::spawn_blocking(move || super::outcomes::save(&root, &kept)).await;
+    }
+    Ok(ran)
 }
 
 /// The failure signatures of a run, with `expect:` set aside: an expected

@@ -87,11 +87,12 @@ fn shown(p: &Probe) -> String {
 /// A probe, on one line.
 pub fn probe_line(b: &Bisection, p: &Probe) -> String {
     format!(
-        "probe {}: {} -> {}{} ({}, {:.1} s{}){}",
+        "probe {}: {} -> {}{}{} ({}, {:.1} s{}){}",
         p.n,
         point(b, p.point),
         p.verdict.as_str(),
         if p.retry { " (again)" } else { "" },
+        if p.reused { " (outcome reused)" } else { "" },
         p.why,
         p.secs,
         match &p.build {
@@ -358,6 +359,7 @@ mod tests {
                 snapshot: String::new(),
             }),
             retry: false,
+            reused: false,
         }
     }
 
@@ -377,6 +379,7 @@ mod tests {
                 timeout_is: TimeoutIs::Skip,
                 retries: 0,
                 jobs: 1,
+                pins: vec![],
             },
             space: Space {
                 kind: Kind::Git,

@@ -105,7 +105,7 @@ pub fn one_cell(plan: &Plan, only: &[(String, String)], what: &str) -> Result<Ce
 }
 
 /// Whether `v` is a number or a dotted version (`v` allowed in front).
-fn is_version(v: &str) -> bool {
+pub fn is_version(v: &str) -> bool {
     let v = v.strip_prefix('v').unwrap_or(v);
     !v.is_empty()
         && v.split('.')
@@ -313,6 +313,12 @@ pub fn pinned(spec: &Spec, name: &str, commit: &str) -> Spec {
         s.reference.source = commit.to_string();
     }
     spec
+}
+
+/// `spec` with every source named in `pins` pinned to its commit.
+pub fn pinned_all(spec: &Spec, pins: &[(String, String)]) -> Spec {
+    pins.iter()
+        .fold(spec.clone(), |s, (name, commit)| pinned(&s, name, commit))
 }
 
 #[cfg(test)]

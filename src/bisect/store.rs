@@ -33,6 +33,10 @@ pub struct Request {
     pub timeout_is: TimeoutIs,
     pub retries: u32,
     pub jobs: usize,
+    /// Sources held at these commits on every probe (`NAME`, commit): a
+    /// triage holds every other input at the new run's values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pins: Vec<(String, String)>,
 }
 
 /// One probe: one point run once.
@@ -67,6 +71,10 @@ pub struct Probe {
     /// Whether this probe repeated an earlier probe of the point (`--retries`).
     #[serde(default)]
     pub retry: bool,
+    /// Its outcome was an earlier probe's of the same content (another
+    /// bisection's or triage's, `super::outcomes`): nothing ran.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 /// A probe's build stage.
@@ -217,6 +225,7 @@ mod tests {
                 timeout_is: TimeoutIs::Skip,
                 retries: 0,
                 jobs: 1,
+                pins: vec![],
             },
             space: Space {
                 kind: Kind::Axis,

@@ -156,6 +156,7 @@ fn begin(args: &BisectArgs) -> Result<Begin, Error> {
             timeout_is: args.timeout_is,
             retries: args.retries,
             jobs: args.jobs,
+            pins: Vec::new(),
         },
     })
 }

@@ -24,6 +24,13 @@ pub const REPORT: &str = "report";
 pub const RESULTS: &str = "results.json";
 /// A bisection's state, in `.rocmatrix/bisects/<id>/`.
 pub const BISECT: &str = "bisect.json";
+/// A run's triage: where each new signature started and each gone one
+/// was fixed (`Triage`, `src/triage/store.rs`), in the run directory.
+pub const TRIAGE: &str = "triage.json";
+/// The folder of bisections, under a run root (`.rocmatrix/bisects/`).
+pub const BISECTS: &str = "bisects";
+/// Probe outcomes kept by content, under a run root.
+pub const PROBE_OUTCOMES: &str = "probe-outcomes";
 
 /// The run root a run directory is in (the parent of its `runs/`), when
 /// it is in one: a run directory copied elsewhere has none.
@@ -73,4 +80,19 @@ pub fn results_file(report_dir: &Path) -> PathBuf {
 /// A bisection's state file.
 pub fn bisect_state(dir: &Path) -> PathBuf {
     dir.join(BISECT)
+}
+
+/// A run's triage (`triage.json` in the run directory).
+pub fn triage_of(run_dir: &Path) -> PathBuf {
+    run_dir.join(TRIAGE)
+}
+
+/// The kept probe outcomes under a run root (`<out>/probe-outcomes`).
+pub fn probe_outcomes_in(out: &Path) -> PathBuf {
+    out.join(PROBE_OUTCOMES)
+}
+
+/// The bisections under a run root (`<out>/bisects`).
+pub fn bisects_in(out: &Path) -> PathBuf {
+    out.join(BISECTS)
 }
