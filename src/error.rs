@@ -170,6 +170,9 @@ pub enum Error {
     /// A bisection could not be carried out.
     #[error(transparent)]
     Bisect(#[from] BisectError),
+    /// A triage could not be carried out.
+    #[error(transparent)]
+    Triage(#[from] crate::triage::TriageError),
     /// The history database could not be opened, read or written.
     #[error(transparent)]
     History(#[from] crate::history::HistoryError),
@@ -205,6 +208,8 @@ impl Error {
             Error::Report(_) => ExitCode::Infrastructure,
             Error::Bisect(e) if e.is_usage() => ExitCode::Usage,
             Error::Bisect(_) => ExitCode::Infrastructure,
+            Error::Triage(e) if e.is_usage() => ExitCode::Usage,
+            Error::Triage(_) => ExitCode::Infrastructure,
             Error::History(_) => ExitCode::Infrastructure,
             Error::Expect(e) if e.is_usage() => ExitCode::Usage,
             Error::Expect(_) => ExitCode::Infrastructure,

@@ -32,6 +32,7 @@ pub mod source;
 pub mod spec;
 pub mod store;
 pub mod suite;
+pub mod triage;
 pub mod xml;
 
 pub use error::{Error, ExitCode};

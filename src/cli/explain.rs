@@ -43,7 +43,13 @@ pub fn run(args: ExplainArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         s.push('\n');
         s
     } else {
-        why::explain(&results)
+        let mut text = why::explain(&results);
+        // Where the run's new signatures started (`rocmatrix triage`).
+        if let Ok(Some(t)) = crate::triage::store::load(&args.run) {
+            text.push('\n');
+            text.push_str(&crate::triage::report::text(&t));
+        }
+        text
     };
     super::write_out(out, &text)?;
     Ok(ExitCode::Success)

@@ -19,6 +19,7 @@ mod repro;
 mod run;
 mod shell;
 mod slurm_run;
+mod triage;
 mod validate;
 
 use std::io::Write;
@@ -63,7 +64,7 @@ pub enum Command {
     /// Check matrix files without printing anything but errors.
     Validate(validate::ValidateArgs),
     /// Build each cell's environment and run its steps in containers.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Build reports: of a run, of merged shard runs, or of JUnit directories.
     Report(report::ReportArgs),
     /// Why cells fail: failure signatures and the axis values behind them.
@@ -72,6 +73,8 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Find the first point of an axis or a git range where a failure's signature appears (or goes).
     Bisect(bisect::BisectArgs),
+    /// Where each new failure signature of a run started, and each gone one was fixed.
+    Triage(triage::TriageArgs),
     /// Run one cell of a run again from its lock; say whether the outcome matches.
     Repro(repro::ReproArgs),
     /// A shell in a container of a cell's environment.
@@ -119,11 +122,12 @@ impl Cli {
         };
         match self.command {
             Command::Bisect(a) => bisect::run(a, &cx, out),
+            Command::Triage(a) => triage::run(a, &cx, out),
             Command::Export(a) => export::run(a, out),
             Command::Images(a) => images::run(a, &cx, out),
             Command::Plan(a) => plan::run(a, out),
             Command::Repro(a) => repro::run(a, &cx, out),
-            Command::Run(a) => run::run(a, &cx, out),
+            Command::Run(a) => run::run(*a, &cx, out),
             Command::Shell(a) => shell::run(a, &cx, out),
             Command::Validate(a) => validate::run(a, out),
             Command::Gpus(a) => gpus::run(a, &cx, out),

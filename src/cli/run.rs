@@ -78,6 +78,13 @@ pub struct RunArgs {
     pub registry: Option<String>,
     #[command(flatten)]
     pub cluster: super::slurm_run::ClusterArgs,
+    /// After the run, find where each signature new against --baseline
+    /// started (and each gone one was fixed): `rocmatrix triage` (without
+    /// --baseline, the history names the good end).
+    #[arg(long)]
+    pub triage: bool,
+    #[command(flatten)]
+    pub triage_budget: super::triage::BudgetArg,
 }
 
 pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -108,20 +115,71 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
         listeners: vec![listener],
         gpus: gate,
     };
-    let report = cx.runtime.block_on(async {
+    // A bad budget is refused before anything runs.
+    args.triage_budget.parse()?;
+    let (report, triaged) = cx.runtime.block_on(async {
         let interrupt = Interrupt::install();
         let engine = cx.engine().await?;
-        runner::run(&engine, request, interrupt)
+        let report = runner::run(&engine, request, interrupt.clone())
             .await
-            .map_err(Error::from)
+            .map_err(Error::from)?;
+        let triaged = match args.triage && !report.outcome.interrupted {
+            true => Some(triage(&args, cx, &report, interrupt).await),
+            false => None,
+        };
+        Ok::<_, Error>((report, triaged))
     })?;
-    let (text, code) = judge(
+    let (mut text, code) = judge(
         &report,
         &args.judge,
         &args.judge.history.location(&args.out),
     );
+    let code = match triaged {
+        Some(Ok(t)) => {
+            text.push_str(&crate::triage::report::text(&t.triage));
+            if t.interrupted {
+                ExitCode::Interrupted
+            } else {
+                code
+            }
+        }
+        // The run's own results stand; the triage says why it did not.
+        Some(Err(e)) => {
+            text.push_str(&format!("could not triage: {e}\n"));
+            code
+        }
+        None => code,
+    };
     super::write_out(out, &text)?;
     Ok(code)
+}
+
+/// `--triage`: the finished run triaged against its baseline, before its
+/// reports are written (they show the triage's lines).
+async fn triage(
+    args: &RunArgs,
+    cx: &super::Context<'_>,
+    report: &RunReport,
+    interrupt: Interrupt,
+) -> Result<crate::triage::drive::Finished, Error> {
+    let root = report.store.root();
+    let setup = super::triage::Setup {
+        out: &root,
+        budget: &args.triage_budget,
+        progress: crate::run::progress::ProgressMode::Quiet,
+        network: &args.network,
+        max_cells: args.max_cells,
+        gpus: &args.gpus,
+        history: args.judge.history.location(&args.out),
+    };
+    super::triage::carry_out(
+        cx,
+        &report.store.dir,
+        args.judge.baseline.as_deref(),
+        &setup,
+        interrupt,
+    )
+    .await
 }
 
 /// What the matrix file (or the command line over it) says about running.

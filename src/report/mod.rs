@@ -17,6 +17,7 @@ pub mod envs;
 pub mod history_view;
 pub mod junit;
 pub mod junit_files;
+pub mod triage_view;
 pub mod view;
 pub mod why;
 
@@ -396,13 +397,14 @@ fn write_pages(
     past: Option<&Past>,
     out: &Path,
 ) -> Result<(), ReportError> {
+    let triage = triage_view::of(out);
     write_atomic(
         &out.join("summary.md"),
-        render_summary_with(results, reg, past)?.as_bytes(),
+        render_summary_triaged(results, reg, past, triage.as_ref())?.as_bytes(),
     )?;
     write_atomic(
         &out.join("index.html"),
-        html(results, reg, past, run_report(out))?.as_bytes(),
+        html(results, reg, past, triage.as_ref(), run_report(out))?.as_bytes(),
     )
 }
 
@@ -565,6 +567,16 @@ pub fn render_summary_with(
     reg: Option<&Regressions>,
     past: Option<&Past>,
 ) -> Result<String, ReportError> {
+    render_summary_triaged(results, reg, past, None)
+}
+
+/// [`render_summary_with`], with the run's triage beside its signatures.
+pub fn render_summary_triaged(
+    results: &Results,
+    reg: Option<&Regressions>,
+    past: Option<&Past>,
+    triage: Option<&crate::triage::store::Triage>,
+) -> Result<String, ReportError> {
     let mut caps = view::Caps {
         tests_per_cell: 50,
         per_class: 100,
@@ -577,6 +589,7 @@ pub fn render_summary_with(
     loop {
         let mut v = view::build(results, reg, caps);
         history_view::apply(&mut v, past, reg, caps.per_class);
+        triage_view::apply(&mut v, triage);
         let text = render("summary.md", &v)?;
         if text.len() <= SUMMARY_LIMIT {
             return Ok(text);
@@ -614,7 +627,7 @@ const HTML_CAPS: view::Caps = view::Caps {
 /// `index.html`: the cells' tests inline while they fit
 /// [`cell_pages::INLINE_BYTES`], else links to the cells' pages.
 pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<String, ReportError> {
-    html(results, reg, None, false)
+    html(results, reg, None, None, false)
 }
 
 /// index.html, linking the cells' files when `links` (a run's own report).
@@ -622,10 +635,12 @@ fn html(
     results: &Results,
     reg: Option<&Regressions>,
     past: Option<&Past>,
+    triage: Option<&crate::triage::store::Triage>,
     links: bool,
 ) -> Result<String, ReportError> {
     let mut v = view::build(results, reg, HTML_CAPS);
     history_view::apply(&mut v, past, reg, HTML_CAPS.per_class);
+    triage_view::apply(&mut v, triage);
     if links {
         view::link_cell_files(&mut v.cells, "../");
     }
@@ -644,7 +659,7 @@ mod tests {
             r#"{{"version": 1, "name": "m", "runs": [], "keys": [], "report": {{"rows": [], "columns": []}}, "cells": [{{"id": "bookworm.gfx1100", "values": {{}}, "status": "failed", "counts": {{"passed": 0, "failed": 0, "error": 0, "skipped": 0, "flaky": 0, "xfail": 0, "xpass": 0}}, "junit": ["junit/01-t/r.xml"], "steps": [{{"name": "compile", "status": "failed", "exit_code": 1, "duration_secs": 1.0, "log_tail": "{tail}", "log": "logs/01-compile.log"}}]}}]}}"#
         );
         let results: Results = serde_json::from_str(&json).unwrap();
-        let page = html(&results, None, None, true).unwrap();
+        let page = html(&results, None, None, None, true).unwrap();
         let error = page
             .find("✗ <code>clang: error: cannot find ROCm device library for gfx1100</code>")
             .expect("the error line, first");

@@ -70,6 +70,9 @@ pub struct View {
     pub signatures: Vec<super::why::SignatureView>,
     /// All signatures, listed or not.
     pub signature_count: usize,
+    /// The baseline's signatures that are gone, with their fix ranges,
+    /// from the run's triage (`triage.json`); empty when not triaged.
+    pub triage_gone: Vec<String>,
     /// The versions that matter per environment image.
     pub environments: Vec<super::envs::EnvView>,
     /// Whether index.html lists each cell's tests and log tails itself, or
@@ -363,6 +366,7 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         coverage_changes: results.coverage_changes.iter().map(|c| c.line()).collect(),
         signatures: super::why::views(&results.signatures, caps.signatures, caps.example),
         signature_count: results.signatures.len(),
+        triage_gone: Vec::new(),
         environments: super::envs::views(results),
         cells,
         inline_tests: true,

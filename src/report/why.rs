@@ -16,6 +16,8 @@ const EXAMPLE_LINES: usize = 12;
 /// One signature, capped for display.
 #[derive(Debug, Serialize)]
 pub struct SignatureView {
+    /// The signature's id.
+    pub id: String,
     pub text: String,
     pub message: String,
     pub count: u64,
@@ -32,6 +34,9 @@ pub struct SignatureView {
     pub frames: Vec<String>,
     /// Against a baseline: "new" or "known"; empty without one.
     pub baseline: &'static str,
+    /// Where it started, from the run's triage (`started at …`); empty
+    /// when the run was not triaged.
+    pub triage: String,
 }
 
 /// The first `max` signatures, each example cut to `example` bytes.
@@ -40,6 +45,7 @@ pub fn views(signatures: &[Signature], max: usize, example: usize) -> Vec<Signat
         .iter()
         .take(max)
         .map(|s| SignatureView {
+            id: s.id.clone(),
             text: s.text.clone(),
             message: s.message.clone(),
             count: s.count,
@@ -55,6 +61,7 @@ pub fn views(signatures: &[Signature], max: usize, example: usize) -> Vec<Signat
                 Some(Seen::Known) => "known",
                 None => "",
             },
+            triage: String::new(),
         })
         .collect()
 }

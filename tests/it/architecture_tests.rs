@@ -45,6 +45,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("report", 7),
     ("cluster", 7),
     ("bisect", 7),
+    ("triage", 7),
     ("history", 7),
     ("expect", 7),
     ("cli", 8),

@@ -39,3 +39,4 @@ mod slurm_tests;
 mod source_tests;
 mod spec_tests;
 mod suite_tests;
+mod triage_tests;

@@ -1,0 +1,69 @@
+//! The good end without `--baseline`: the last run in the history, before
+//! the one triaged, where the signature's cell ran and did not show it —
+//! it passed, or failed only in tests of other signatures. Its run store
+//! (under the same run root) gives the lock the search starts from.
+
+use std::path::{Path, PathBuf};
+
+use super::TriageError;
+use crate::history::History;
+
+/// Where the good end of `cell`'s signature `sig` comes from.
+pub enum Found {
+    /// That run's directory.
+    Run(PathBuf),
+    /// Why there is none, in words.
+    None(String),
+}
+
+/// The last run of matrix `name` before `run_id` where `cell` did not show
+/// the signature `sig` (an id), as a run directory under `out`.
+pub fn good_run(
+    history: &mut History,
+    name: &str,
+    run_id: &str,
+    cell: &str,
+    sig: &str,
+    out: &Path,
+) -> Result<Found, TriageError> {
+    let runs = history.runs()?;
+    // A run not recorded yet (`run --triage` triages before it records)
+    // comes after every recorded one.
+    let now = runs
+        .iter()
+        .position(|r| r.run == run_id)
+        .unwrap_or(runs.len());
+    let mut earlier: Vec<_> = history
+        .cells_of(name)?
+        .into_iter()
+        .filter(|c| c.cell.cell == cell && c.run < now)
+        .collect();
+    earlier.sort_by_key(|c| std::cmp::Reverse(c.run));
+    for c in earlier {
+        let clean = match c.cell.outcome.as_str() {
+            "passed" => true,
+            "failed" => {
+                let rows = history.rows_of_runs(std::slice::from_ref(&c.cell.run))?;
+                let mine: Vec<_> = rows.iter().filter(|r| r.cell == cell).collect();
+                !mine.is_empty() && mine.iter().all(|r| r.signature != sig)
+            }
+            _ => false,
+        };
+        if !clean {
+            continue;
+        }
+        let dir = out.join("runs").join(&c.cell.run);
+        if crate::store::layout::is_run(&dir) {
+            return Ok(Found::Run(dir));
+        }
+        return Ok(Found::None(format!(
+            "the history's last run where cell {cell} did not show it, {}, is no longer \
+             under {}",
+            c.cell.run,
+            out.join("runs").display()
+        )));
+    }
+    Ok(Found::None(format!(
+        "the history holds no earlier run where cell {cell} ran without it"
+    )))
+}
