@@ -23,6 +23,7 @@ pub mod history;
 pub mod junit;
 pub mod image;
 pub mod plan;
+pub mod prepare;
 pub mod report;
 pub mod reproduce;
 pub mod results;

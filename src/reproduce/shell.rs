@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::load_cell;
 use crate::engine::{Engine, ExecOutcome, LABEL_KIND};
 use crate::image::build::SNAPSHOT_REPO;
-use crate::run::cell::{container_spec, scripts_tar, step_slug};
+use crate::run::cell::container_spec;
+use crate::run::step::protocol::{scripts_tar, step_slug};
 use crate::run::{RunError, RunStore};
 
 pub struct ShellRequest<'a> {

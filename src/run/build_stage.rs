@@ -11,11 +11,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::cell::{
-    blocking, fresh_dir, judge_exec, not_run_step, prepare_sources, step_command, step_slug,
-    upload_long_scripts, CellEnv, CellError, StepLog,
-};
 use super::events::Event;
+use super::step::judge::judge_exec;
+use super::step::log::{not_run_step, StepLog};
+use super::step::protocol::{step_command, step_slug};
+use super::step::setup::{fresh_dir, prepare_sources, upload_long_scripts};
+use super::step::{blocking, CellEnv, CellError};
 use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, LABEL_KIND};
 use crate::image::registry::Registries;
@@ -152,57 +153,10 @@ pub async fn run_build(
         record.registry = Some(pulled);
         record.snapshot_id = cx.engine.image(&snapshot).await?.map(|i| i.id);
     } else {
-        let spec = ContainerSpec {
-            name: container_name(cx.run_id, &build.key),
-            image: env_image.0.to_string(),
-            labels: owner_labels(cx.run_id, &format!("build:{}", build.key)),
-            env: build_env(build),
-            binds,
-            ..Default::default()
-        };
-        let container = cx.engine.start_container(&spec).await?;
-        let ran = async {
-            for p in &prepared {
-                cx.engine.upload(&container, "/", p.tar.clone()).await?;
-            }
-            let (steps, verdict) = run_steps(cx, build, &container, &dir).await?;
-            record.steps = steps;
-            if let Some((status, reason)) = verdict {
-                record.status = status;
-                record.reason = Some(reason);
-            } else {
-                let labels = HashMap::from([
-                    (
-                        LABEL_KIND.to_string(),
-                        build.kind.repository().1.to_string(),
-                    ),
-                    (LABEL_BUILD.to_string(), build.key.clone()),
-                ]);
-                record.snapshot_id = Some(cx.engine.commit(&container, &snapshot, labels).await?);
-            }
-            Ok::<(), CellError>(())
-        }
-        .await;
-        if let Err(e) = cx.engine.remove_container(&container).await {
-            tracing::warn!("{e}");
-        }
-        ran?;
+        build_in_container(cx, build, binds, &prepared, &dir, &mut record).await?;
     }
     if let (Some(sh), Some(_), None) = (share, &record.snapshot_id, &record.registry) {
-        let shared = sh
-            .registries
-            .share_snapshot(cx.engine, sh.registry, &snapshot)
-            .await
-            .map_err(registry_error)?;
-        if let Some((reference, pushed)) = cx.events.fetched(shared) {
-            if pushed {
-                cx.events.emit(Event::BuildPushed {
-                    build: build.key.clone(),
-                    reference: reference.clone(),
-                });
-            }
-            record.registry = Some(reference);
-        }
+        push(cx, sh, build, &mut record).await?;
     }
     record.finished = now_rfc3339();
     record.duration_secs = t0.elapsed().as_secs_f64();
@@ -227,6 +181,83 @@ pub async fn run_build(
     })
     .await??;
     Ok(Built { record })
+}
+
+/// Runs the build's steps in a container of its environment image (its
+/// sources uploaded) and, when they pass, commits it as the snapshot; the
+/// container is removed either way.
+async fn build_in_container(
+    cx: &CellEnv<'_>,
+    build: &Build,
+    binds: Vec<String>,
+    prepared: &[std::sync::Arc<crate::source::Prepared>],
+    dir: &Path,
+    record: &mut BuildRecord,
+) -> Result<(), CellError> {
+    let spec = ContainerSpec {
+        name: container_name(cx.run_id, &build.key),
+        image: record.environment_image.clone(),
+        labels: owner_labels(cx.run_id, &format!("build:{}", build.key)),
+        env: build_env(build),
+        binds,
+        ..Default::default()
+    };
+    let container = cx.engine.start_container(&spec).await?;
+    let ran = async {
+        for p in prepared {
+            cx.engine.upload(&container, "/", p.tar.clone()).await?;
+        }
+        let (steps, verdict) = run_steps(cx, build, &container, dir).await?;
+        record.steps = steps;
+        if let Some((status, reason)) = verdict {
+            record.status = status;
+            record.reason = Some(reason);
+        } else {
+            let labels = HashMap::from([
+                (
+                    LABEL_KIND.to_string(),
+                    build.kind.repository().1.to_string(),
+                ),
+                (LABEL_BUILD.to_string(), build.key.clone()),
+            ]);
+            let id = cx
+                .engine
+                .commit(&container, &record.snapshot, labels)
+                .await?;
+            record.snapshot_id = Some(id);
+        }
+        Ok::<(), CellError>(())
+    }
+    .await;
+    if let Err(e) = cx.engine.remove_container(&container).await {
+        tracing::warn!("{e}");
+    }
+    ran
+}
+
+/// Puts the snapshot into the registry (unless it is there already); its
+/// reference goes into the record.
+async fn push(
+    cx: &CellEnv<'_>,
+    sh: Share<'_>,
+    build: &Build,
+    record: &mut BuildRecord,
+) -> Result<(), CellError> {
+    let shared = sh
+        .registries
+        .share_snapshot(cx.engine, sh.registry, &record.snapshot)
+        .await
+        .map_err(registry_error)?;
+    if let Some((reference, pushed)) = cx.events.fetched(shared) {
+        if pushed {
+            cx.events.emit(Event::BuildPushed {
+                build: build.key.clone(),
+                reference: reference.clone(),
+            });
+        }
+        record.registry = Some(reference);
+    }
+    Ok(())
 }
 
 /// The snapshot from the registry, if it has it: `<registry>/build@sha256:…`.
@@ -275,7 +306,10 @@ fn build_env(build: &Build) -> Vec<String> {
         env.push(format!("PATH={}", crate::plan::toolchain::PATH));
     }
     for (k, v) in &build.values {
-        env.push(format!("ROCMATRIX_{}={v}", super::cell::env_key(k)));
+        env.push(format!(
+            "ROCMATRIX_{}={v}",
+            super::step::protocol::env_key(k)
+        ));
     }
     env
 }

@@ -5,6 +5,7 @@ pub mod backtrace;
 pub mod build_stage;
 pub mod cell;
 pub mod coverage;
+mod dispatch;
 pub mod events;
 pub mod gpu_gate;
 pub mod journal;
@@ -12,8 +13,12 @@ pub mod main_process;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;
+mod services;
 mod step_reruns;
+mod steps;
 pub mod signals;
+pub mod step;
+mod stages;
 pub mod sweep;
 pub mod watchdog;
 
@@ -22,8 +27,9 @@ use std::path::{Path, PathBuf};
 use crate::engine::EngineError;
 use crate::image::ImageError;
 
+pub use crate::prepare::default_build_jobs;
 pub use crate::store::RunStore;
-pub use scheduler::{default_build_jobs, execute, RunOptions, RunOutcome};
+pub use scheduler::{execute, RunOptions, RunOutcome, RunScope};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::events::{Event, Events, Listener};
 use super::gpu_gate::GpuGate;
 use super::journal::Journal;
-use super::scheduler::{execute, RunOptions, RunOutcome};
+use super::scheduler::{execute, RunOptions, RunOutcome, RunScope};
 use super::signals::Interrupt;
 use super::RunError;
 use crate::engine::Engine;
@@ -147,18 +147,15 @@ pub async fn run(
         environments: environment_count(&to_run),
         jobs: req.options.jobs,
     });
-    let outcome = execute(
+    let scope = RunScope {
         engine,
-        &store,
-        &manifest.run_id,
-        to_run,
-        &manifest.builds,
-        &req.options,
-        &events,
-        req.gpus,
-        interrupt.clone(),
-    )
-    .await;
+        store: &store,
+        run_id: &manifest.run_id,
+        events: &events,
+        gpus: req.gpus,
+        interrupt: interrupt.clone(),
+    };
+    let outcome = execute(scope, to_run, &manifest.builds, &req.options).await;
     if req.options.coverage {
         scan_coverage(engine, &store, &manifest, &outcome, &events, &interrupt).await;
     }

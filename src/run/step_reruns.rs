@@ -16,10 +16,11 @@
 
 use std::path::Path;
 
-use super::cell::{
-    blocking, collect_junit, judge_exec, step_command, step_slug, CellEnv, CellError, StepAt,
-    StepLog, MAX_JUNIT_ARCHIVE,
-};
+use super::step::judge::judge_exec;
+use super::step::junit::{collect_junit, MAX_JUNIT_ARCHIVE};
+use super::step::log::StepLog;
+use super::step::protocol::{step_command, step_slug};
+use super::step::{blocking, CellEnv, CellError, StepAt};
 use crate::store::record::Status;
 use crate::suite::{gtest_output, junit_out, rerun, Case};
 

@@ -16,7 +16,7 @@ use super::load_cell;
 use crate::image::build::recipe;
 use crate::image::{BaseImage, BaseOrigin, Family};
 use crate::plan::{Cell, Environment};
-use crate::run::cell::{env_key, step_slug, EXIT_SKIPPED};
+use crate::run::step::protocol::{env_key, step_slug, EXIT_SKIPPED};
 use crate::run::{RunError, RunStore};
 use crate::source::Prepared;
 use crate::spec::GpuUse;

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::base_pin::{base_line, BasePin};
 use super::EXIT_TIMEOUT;
 use crate::plan::{Cell, Environment, Llvm};
-use crate::run::cell::EXIT_SKIPPED;
+use crate::run::step::protocol::EXIT_SKIPPED;
 use crate::run::RunError;
 use crate::store::lock::LockedSource;
 use crate::store::record::{CellRecord, RunManifest};
