@@ -14,11 +14,11 @@ pub mod progress;
 pub mod runner;
 pub mod scheduler;
 mod services;
-mod step_reruns;
-mod steps;
 pub mod signals;
 pub mod step;
 mod stages;
+mod step_reruns;
+mod steps;
 pub mod sweep;
 pub mod watchdog;
 
