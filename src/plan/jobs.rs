@@ -101,62 +101,12 @@ pub fn jobs(
     ci: CiLimits,
     runners: Runners,
 ) -> Result<Vec<Job>, JobError> {
-    match req.shards {
-        Some(0) => return Err(JobError::ZeroShards),
-        Some(n) if n > ci.max_jobs => {
-            return Err(JobError::ShardsOverLimit {
-                asked: n,
-                ci: ci.name.to_string(),
-                limit: ci.max_jobs,
-            })
-        }
-        _ => {}
-    }
+    check_shards(req, &ci)?;
     let groups = groups(plan, &req.group_by)?;
     let grouped = !req.group_by.is_empty();
-    // Without --group-by: as before, one shard per cell by default.
-    // With it: one job per group by default, `--shards N` splits each.
-    let counts: Vec<usize> = groups
-        .iter()
-        .map(|(_, cells)| {
-            let len = cells.len().max(1);
-            match req.shards {
-                Some(n) => n.min(len),
-                None if grouped => 1,
-                None => len.min(ci.max_jobs),
-            }
-        })
-        .collect();
-    if let Some(n) = req
-        .shards
-        .filter(|n| !grouped && *n > plan.cells.len().max(1))
-    {
-        tracing::warn!(
-            "--shards {n} is more than the {} cells; using {} shards",
-            plan.cells.len(),
-            plan.cells.len().max(1)
-        );
-    }
+    let counts = shard_counts(plan, &groups, req, &ci);
     let total: usize = counts.iter().sum();
-    if total > ci.max_jobs {
-        return Err(JobError::TooManyJobs {
-            group_by: req.group_by.join(","),
-            shards: req
-                .shards
-                .map(|n| format!(" --shards {n}"))
-                .unwrap_or_default(),
-            jobs: total,
-            groups: groups.len(),
-            ci: ci.name.to_string(),
-            limit: ci.max_jobs,
-            fewer: if req.shards.is_some_and(|n| n > 1) {
-                " or ask for fewer shards".into()
-            } else {
-                String::new()
-            },
-        });
-    }
-
+    check_total(total, groups.len(), req, &ci)?;
     let templates: &[Template] = match runners {
         Runners::RunsOn => &spec.ci.runs_on,
         Runners::Tags => &spec.ci.tags,
@@ -196,6 +146,76 @@ pub fn jobs(
         }
     }
     Ok(out)
+}
+
+/// `--shards N` within what the CI takes.
+fn check_shards(req: &JobRequest, ci: &CiLimits) -> Result<(), JobError> {
+    match req.shards {
+        Some(0) => Err(JobError::ZeroShards),
+        Some(n) if n > ci.max_jobs => Err(JobError::ShardsOverLimit {
+            asked: n,
+            ci: ci.name.to_string(),
+            limit: ci.max_jobs,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// How many shards each group gets.
+fn shard_counts(plan: &Plan, groups: &[Group<'_>], req: &JobRequest, ci: &CiLimits) -> Vec<usize> {
+    let grouped = !req.group_by.is_empty();
+    // Without --group-by: as before, one shard per cell by default.
+    // With it: one job per group by default, `--shards N` splits each.
+    let counts: Vec<usize> = groups
+        .iter()
+        .map(|(_, cells)| {
+            let len = cells.len().max(1);
+            match req.shards {
+                Some(n) => n.min(len),
+                None if grouped => 1,
+                None => len.min(ci.max_jobs),
+            }
+        })
+        .collect();
+    if let Some(n) = req
+        .shards
+        .filter(|n| !grouped && *n > plan.cells.len().max(1))
+    {
+        tracing::warn!(
+            "--shards {n} is more than the {} cells; using {} shards",
+            plan.cells.len(),
+            plan.cells.len().max(1)
+        );
+    }
+    counts
+}
+
+/// All the jobs within what the CI takes.
+fn check_total(
+    total: usize,
+    groups: usize,
+    req: &JobRequest,
+    ci: &CiLimits,
+) -> Result<(), JobError> {
+    if total > ci.max_jobs {
+        return Err(JobError::TooManyJobs {
+            group_by: req.group_by.join(","),
+            shards: req
+                .shards
+                .map(|n| format!(" --shards {n}"))
+                .unwrap_or_default(),
+            jobs: total,
+            groups,
+            ci: ci.name.to_string(),
+            limit: ci.max_jobs,
+            fewer: if req.shards.is_some_and(|n| n > 1) {
+                " or ask for fewer shards".into()
+            } else {
+                String::new()
+            },
+        });
+    }
+    Ok(())
 }
 
 type Group<'a> = (Vec<(String, String)>, Vec<&'a Cell>);

@@ -94,19 +94,7 @@ impl Source {
         let mut shards: Vec<String> = Vec::new();
         for dir in run_dirs {
             let m = manifest(dir)?;
-            let src = out.get_or_insert_with(|| Source {
-                name: m.name.clone(),
-                runs: Vec::new(),
-                matrix_hash: m.matrix_hash.clone(),
-                keys: m.keys.clone(),
-                expect: m.expect.clone(),
-                classify: m.classify.clone(),
-                report: m.report.clone(),
-                cells: Vec::new(),
-                messages: Vec::new(),
-                coverage: Vec::new(),
-                environments: Vec::new(),
-            });
+            let src = out.get_or_insert_with(|| Source::of_plan(&m));
             if m.matrix_hash != src.matrix_hash {
                 return Err(ResultsError::Merge(format!(
                     "{} ran matrix {} ({}), but {} ran {} ({}): shards of different plans cannot be merged",
@@ -119,92 +107,133 @@ impl Source {
                 )));
             }
             src.runs.push(m.run_id.clone());
-            if let Some(s) = &m.shard {
-                // `plan --group-by` jobs shard each group: runs of different
-                // groups share shard names but no cells. A shard named twice
-                // is a repeat only when the runs share cells.
-                let repeat = m
-                    .cells
-                    .iter()
-                    .any(|cell| src.cells.iter().any(|c| c.id == cell.id));
-                if shards.contains(s) && repeat {
-                    src.messages
-                        .push(format!("shard {s} appears twice (run {})", m.run_id));
-                }
-                shards.push(s.clone());
-            }
-            for cell in &m.cells {
-                if src.cells.iter().any(|c| c.id == cell.id) {
-                    src.messages.push(format!(
-                        "cell {} is in more than one run; kept the first, ignored run {}",
-                        cell.id, m.run_id
-                    ));
-                    continue;
-                }
-                let cdir = dir.join(crate::store::layout::CELLS).join(&cell.id);
-                let rec_path = crate::store::layout::cell_record_in(&cdir);
-                let record: Option<CellRecord> = if rec_path.is_file() {
-                    Some(read_json(&rec_path)?)
-                } else {
-                    None
-                };
-                let junit = record.as_ref().map(|r| r.junit.clone()).unwrap_or_default();
-                src.cells.push(CellSource {
-                    id: cell.id.clone(),
-                    values: cell.values.clone(),
-                    dir: cdir,
-                    record,
-                    junit,
-                    from_run: true,
-                });
-            }
-            let (coverage, problems) = EnvironmentCoverage::load_all(dir);
-            for c in coverage {
-                if !src.coverage.iter().any(|o| o.environment == c.environment) {
-                    src.coverage.push(c);
-                }
-            }
-            src.messages.extend(problems);
-            let (facts, problem) = super::facts::load(dir, &m.report.packages, &m.cells);
-            for f in facts {
-                match src
-                    .environments
-                    .iter_mut()
-                    .find(|o| o.environment == f.environment)
-                {
-                    Some(o) => {
-                        for c in f.cells {
-                            if !o.cells.contains(&c) {
-                                o.cells.push(c);
-                            }
-                        }
-                    }
-                    None => src.environments.push(f),
-                }
-            }
-            src.messages.extend(problem);
+            src.note_shard(&m, &mut shards);
+            src.add_cells(dir, &m)?;
+            src.add_environments(dir, &m);
         }
         let mut src = out.ok_or_else(|| ResultsError::Merge("no run given".into()))?;
-        // Which shards of K/N are missing?
-        if let Some(total) = shards
+        src.note_missing_shards(&shards, run_dirs.len());
+        Ok(src)
+    }
+
+    /// An empty source for the plan `m` ran.
+    fn of_plan(m: &RunManifest) -> Source {
+        Source {
+            name: m.name.clone(),
+            runs: Vec::new(),
+            matrix_hash: m.matrix_hash.clone(),
+            keys: m.keys.clone(),
+            expect: m.expect.clone(),
+            classify: m.classify.clone(),
+            report: m.report.clone(),
+            cells: Vec::new(),
+            messages: Vec::new(),
+            coverage: Vec::new(),
+            environments: Vec::new(),
+        }
+    }
+
+    /// Records the run's shard, saying so when it is a repeat.
+    fn note_shard(&mut self, m: &RunManifest, shards: &mut Vec<String>) {
+        let Some(s) = &m.shard else {
+            return;
+        };
+        // `plan --group-by` jobs shard each group: runs of different
+        // groups share shard names but no cells. A shard named twice
+        // is a repeat only when the runs share cells.
+        let repeat = m
+            .cells
+            .iter()
+            .any(|cell| self.cells.iter().any(|c| c.id == cell.id));
+        if shards.contains(s) && repeat {
+            self.messages
+                .push(format!("shard {s} appears twice (run {})", m.run_id));
+        }
+        shards.push(s.clone());
+    }
+
+    /// The run's cells with their records; a cell already taken from an
+    /// earlier run is left out, with a message.
+    fn add_cells(&mut self, dir: &Path, m: &RunManifest) -> Result<(), ResultsError> {
+        for cell in &m.cells {
+            if self.cells.iter().any(|c| c.id == cell.id) {
+                self.messages.push(format!(
+                    "cell {} is in more than one run; kept the first, ignored run {}",
+                    cell.id, m.run_id
+                ));
+                continue;
+            }
+            let cdir = dir.join(crate::store::layout::CELLS).join(&cell.id);
+            let rec_path = crate::store::layout::cell_record_in(&cdir);
+            let record: Option<CellRecord> = if rec_path.is_file() {
+                Some(read_json(&rec_path)?)
+            } else {
+                None
+            };
+            let junit = record.as_ref().map(|r| r.junit.clone()).unwrap_or_default();
+            self.cells.push(CellSource {
+                id: cell.id.clone(),
+                values: cell.values.clone(),
+                dir: cdir,
+                record,
+                junit,
+                from_run: true,
+            });
+        }
+        Ok(())
+    }
+
+    /// The run's environments: their gfx coverage and the versions that
+    /// matter (`lock.json`), each environment once across runs.
+    fn add_environments(&mut self, dir: &Path, m: &RunManifest) {
+        let (coverage, problems) = EnvironmentCoverage::load_all(dir);
+        for c in coverage {
+            if !self.coverage.iter().any(|o| o.environment == c.environment) {
+                self.coverage.push(c);
+            }
+        }
+        self.messages.extend(problems);
+        let (facts, problem) = super::facts::load(dir, &m.report.packages, &m.cells);
+        for f in facts {
+            match self
+                .environments
+                .iter_mut()
+                .find(|o| o.environment == f.environment)
+            {
+                Some(o) => {
+                    for c in f.cells {
+                        if !o.cells.contains(&c) {
+                            o.cells.push(c);
+                        }
+                    }
+                }
+                None => self.environments.push(f),
+            }
+        }
+        self.messages.extend(problem);
+    }
+
+    /// Says which shards of K/N are missing among `shards`.
+    fn note_missing_shards(&mut self, shards: &[String], runs: usize) {
+        let Some(total) = shards
             .first()
             .and_then(|s| s.split_once('/'))
             .and_then(|(_, n)| n.parse::<usize>().ok())
-        {
-            if run_dirs.len() > 1 || total > 1 {
-                let missing: Vec<String> = (1..=total)
-                    .map(|k| format!("{k}/{total}"))
-                    .filter(|s| !shards.contains(s))
-                    .collect();
-                if !missing.is_empty() {
-                    src.messages.push(format!(
-                        "shards {} of this plan are not included: their cells are not in this report",
-                        missing.join(", ")
-                    ));
-                }
+        else {
+            return;
+        };
+        if runs > 1 || total > 1 {
+            let missing: Vec<String> = (1..=total)
+                .map(|k| format!("{k}/{total}"))
+                .filter(|s| !shards.contains(s))
+                .collect();
+            if !missing.is_empty() {
+                self.messages.push(format!(
+                    "shards {} of this plan are not included: their cells are not in this report",
+                    missing.join(", ")
+                ));
             }
         }
-        Ok(src)
     }
 
     /// Plain directories of JUnit files, one directory per cell, named after it.
