@@ -91,7 +91,9 @@ fn prune_keeps_other_run_roots_locked_images_and_a_running_runs_image() {
         if let Some(row) = listed
             .stdout()
             .lines()
-            .find(|l| l.contains("held by a running run"))
+            // Its environment image: the run holds its base first, while
+            // the environment is made (a row that sorts before it).
+            .find(|l| l.starts_with("env ") && l.contains("held by a running run"))
         {
             break row.split_whitespace().nth(1).unwrap().to_string();
         }
