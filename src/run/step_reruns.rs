@@ -16,10 +16,9 @@
 
 use std::path::Path;
 
-use super::step::judge::judge_exec;
 use super::step::junit::{collect_junit, MAX_JUNIT_ARCHIVE};
 use super::step::log::StepLog;
-use super::step::protocol::{step_command, step_slug};
+use super::step::protocol::step_slug;
 use super::step::{blocking, CellEnv, CellError, StepAt};
 use crate::store::record::Status;
 use crate::suite::{gtest_output, junit_out, rerun, Case};
@@ -69,22 +68,12 @@ pub(super) async fn run_again_while_failing(
             break;
         }
         log.note(&format!(
-            "\nrocmatrix: rerun_failures: {failing} failing test{}; running the step again ({attempt} of {})\n",
-            if failing == 1 { "" } else { "s" },
+            "\nrocmatrix: rerun_failures: {}; running the step again ({attempt} of {})\n",
+            super::progress::count(failing, "failing test"),
             step.rerun_failures
         ));
         clear_junit(cx, at).await?;
-        let outcome = cx
-            .engine
-            .exec(
-                at.container,
-                step_command(&slug, &step.run),
-                vec![format!("ROCMATRIX_STEP={}", step.name)],
-                &mut |b: &[u8]| log.write(b),
-                Some(step.timeout),
-            )
-            .await?;
-        judged = judge_exec(cx.engine, at.container, outcome, step, log, ooms_seen).await?;
+        judged = super::steps::exec_script(cx, at, log, ooms_seen).await?;
         if judged.0 == Status::Timeout {
             break;
         }

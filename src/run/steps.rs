@@ -114,18 +114,7 @@ async fn run_step(
     let (mut status, mut exit_code, mut reason) = if step.run.trim().is_empty() {
         (Status::Passed, None, None)
     } else {
-        let cmd = step_command(&slug, &step.run);
-        let outcome = cx
-            .engine
-            .exec(
-                at.container,
-                cmd,
-                env.clone(),
-                &mut |b: &[u8]| log.write(b),
-                Some(step.timeout),
-            )
-            .await?;
-        judge_exec(cx.engine, at.container, outcome, step, log, ooms_seen).await?
+        exec_script(cx, at, log, ooms_seen).await?
     };
     let mut reran = None;
     if step.rerun_failures > 0 && status != Status::Timeout {
@@ -196,4 +185,26 @@ async fn run_suite(
         (Status::Passed, None)
     };
     Ok((status, reason, outcome.junit))
+}
+
+/// Runs the step's script by exec, its output into `log`, with its
+/// timeout, and judges how it ended (a run of it again, too).
+pub(super) async fn exec_script(
+    cx: &CellEnv<'_>,
+    at: &StepAt<'_>,
+    log: &mut StepLog,
+    ooms_seen: &mut u64,
+) -> Result<(Status, Option<i64>, Option<String>), CellError> {
+    let step = at.step;
+    let outcome = cx
+        .engine
+        .exec(
+            at.container,
+            step_command(&step_slug(at.index, &step.name), &step.run),
+            vec![format!("ROCMATRIX_STEP={}", step.name)],
+            &mut |b: &[u8]| log.write(b),
+            Some(step.timeout),
+        )
+        .await?;
+    judge_exec(cx.engine, at.container, outcome, step, log, ooms_seen).await
 }
