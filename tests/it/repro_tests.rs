@@ -192,7 +192,7 @@ fn an_exported_reproducer_runs_with_the_docker_cli_and_fails_the_same_way() {
         .arg(good.join("run.sh"))
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("=== all steps done"));
 }
 

@@ -80,7 +80,11 @@ pub struct RemoveOnDrop(pub String);
 
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        let o = docker(["rmi", &self.0]);
+        // `--no-prune`: the untagged layers under the image may be another
+        // test's build cache at this moment (a concurrent `docker build`
+        // that just said "Using cache" fails if its parent layer goes); the
+        // harness's sweep removes them by label at the end.
+        let o = docker(["rmi", "--no-prune", &self.0]);
         let err = super::stderr(&o);
         if !o.status.success() && !err.contains("No such image") {
             use std::io::Write;
