@@ -27,6 +27,10 @@ pub struct Autopkgtest {
     pub path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
     pub timeout_per_test: Option<Duration>,
+    /// `gtest: adapter` (false: left out of the plan, so cell hashes stay
+    /// what they were).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gtest_adapter: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -103,6 +107,7 @@ pub(super) fn render(
             source: opt(&a.source)?.map(|s| s.trim().to_string()),
             path: opt(&a.path)?.map(|s| s.trim().to_string()),
             timeout_per_test: a.timeout_per_test,
+            gtest_adapter: a.gtest_adapter,
         }),
     })
 }

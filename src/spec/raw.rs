@@ -273,6 +273,8 @@ pub struct RawAutopkgtest {
     pub source: Option<String>,
     pub path: Option<String>,
     pub timeout_per_test: Option<String>,
+    /// `adapter` or `run-tests` (docs/autopkgtest.md).
+    pub gtest: Option<String>,
 }
 
 /// A `classify:` rule.

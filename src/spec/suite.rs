@@ -28,6 +28,9 @@ pub struct AutopkgtestTemplate {
     pub path: Option<Template>,
     /// autopkgtest's `--timeout-test`; by default what is left of the step.
     pub timeout_per_test: Option<Duration>,
+    /// `gtest: adapter`: a `rocm-test-launcher … run-tests` test's
+    /// googletest binary runs through rocmatrix's gtest adapter.
+    pub gtest_adapter: bool,
 }
 
 /// `gtest:`: a googletest binary (or a glob naming several).
@@ -149,10 +152,19 @@ pub(super) fn read_autopkgtest(
             parse_duration(t).map_err(|e| err(&format!("{f}.timeout_per_test"), e.to_string()))
         })
         .transpose()?;
+    let gtest_adapter = match raw.gtest.as_deref().map(str::trim) {
+        None | Some("run-tests") => false,
+        Some("adapter") => true,
+        Some(other) => return Err(err(
+            &format!("{f}.gtest"),
+            format!("`{other}`: give `adapter` (a `rocm-test-launcher … run-tests` test's googletest binary run through rocmatrix's gtest adapter) or `run-tests` (the default: as autopkgtest runs it)"),
+        )),
+    };
     Ok(SuiteTemplate::Autopkgtest(AutopkgtestTemplate {
         source,
         path,
         timeout_per_test,
+        gtest_adapter,
     }))
 }
 
