@@ -163,16 +163,14 @@ fn prepare(
                 )?,
                 Target::Source { name, all_commits } => {
                     let cell = space::one_cell(&plan, &request.only, "--only")?;
-                    space::git(
-                        &spec,
-                        &cell,
+                    let ends = space::GitEnds {
                         name,
-                        &request.good,
-                        &request.bad,
-                        request.regress,
-                        *all_commits,
-                        cache,
-                    )?
+                        good: &request.good,
+                        bad: &request.bad,
+                        regress: request.regress,
+                        all_commits: *all_commits,
+                    };
+                    space::git(&spec, &cell, ends, cache)?
                 }
             };
             request.matrix_file = std::path::absolute(&matrix)

@@ -230,20 +230,34 @@ fn ends_in_order(
     }
 }
 
+/// What `--source NAME --good G --bad B` asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct GitEnds<'a> {
+    /// The source's name in the matrix file.
+    pub name: &'a str,
+    pub good: &'a str,
+    pub bad: &'a str,
+    pub regress: Regress,
+    /// Every commit of the range, not only its first-parent line.
+    pub all_commits: bool,
+}
+
 /// The points of `--source NAME --good G --bad B`: the commits between
 /// the ends, first-parent unless `all_commits`, read from the source's
 /// mirror under `cache`.
-#[allow(clippy::too_many_arguments)]
 pub fn git(
     spec: &Spec,
     cell: &Cell,
-    name: &str,
-    good: &str,
-    bad: &str,
-    regress: Regress,
-    all_commits: bool,
+    ends: GitEnds<'_>,
     cache: &Path,
 ) -> Result<Space, BisectError> {
+    let GitEnds {
+        name,
+        good,
+        bad,
+        regress,
+        all_commits,
+    } = ends;
     let Some(source) = cell.sources.iter().find(|s| s.name == name) else {
         let names: Vec<&str> = spec.sources.iter().map(|s| s.name.as_str()).collect();
         return Err(BisectError::Usage(format!(
