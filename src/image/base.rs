@@ -82,50 +82,21 @@ pub async fn ensure_base(
     mut share: Option<&mut BaseShare<'_>>,
     proxy: Option<&str>,
 ) -> Result<BaseImage, ImageError> {
-    let family_bootstrap = profile.bootstrap.as_str();
     if is_tarball(&env.base) {
         return import_tarball(engine, Path::new(&env.base)).await;
     }
     let reference = env.base.clone();
-    if let Some(img) = engine.image(&reference).await? {
-        let bootstrapped = bootstrapped_from(&img.labels);
-        return Ok(BaseImage {
-            reference,
-            id: img.id,
-            origin: BaseOrigin::Present { bootstrapped },
-        });
-    }
-    let pull_error = match engine.pull(&reference, PULL_LIMIT).await {
-        Ok(()) => {
-            let id = engine
-                .image(&reference)
-                .await?
-                .map(|i| i.id)
-                .unwrap_or_default();
-            return Ok(BaseImage {
-                reference,
-                id,
-                origin: BaseOrigin::Pulled,
-            });
-        }
-        Err(e) => e.to_string(),
+    let pull_error = match present_or_pulled(engine, &reference).await? {
+        Found::Base(base) => return Ok(base),
+        Found::PullFailed(e) => e,
     };
-    if family_bootstrap != "debootstrap" {
+    if profile.bootstrap.as_str() != "debootstrap" {
         return Err(ImageError::NoBase {
             reference,
             why: format!("it cannot be pulled ({pull_error}) and this family has no bootstrap; import a rootfs tarball as `base:`"),
         });
     }
-    let suite = env
-        .suite
-        .clone()
-        .or_else(|| reference.rsplit_once(':').map(|(_, t)| t.to_string()))
-        .filter(|s| !s.is_empty() && s != "latest")
-        .ok_or_else(|| ImageError::NoBase {
-            reference: reference.clone(),
-            why: "it cannot be pulled and no suite is known to bootstrap: set environment.suite"
-                .into(),
-        })?;
+    let suite = suite_to_bootstrap(env, &reference)?;
     let mirror = env
         .mirror
         .clone()
@@ -134,41 +105,21 @@ pub async fn ensure_base(
         .as_deref()
         .map(|sh| registry::base_reference(sh.registry, &profile.family, &suite, &mirror));
     if let (Some(sh), Some(remote)) = (share.as_deref_mut(), &shared) {
-        match sh
-            .registries
-            .pull_as(engine, sh.registry, remote, &reference)
-            .await?
-        {
-            Fetched::Done(_) => {
-                let img = engine
-                    .image(&reference)
-                    .await?
-                    .ok_or_else(|| ImageError::NoBase {
-                        reference: reference.clone(),
-                        why: format!("{remote} was pulled but the engine has no {reference}"),
-                    })?;
-                return Ok(BaseImage {
-                    reference,
-                    id: img.id,
-                    origin: BaseOrigin::Registry {
-                        reference: remote.clone(),
-                        bootstrapped: bootstrapped_from(&img.labels),
-                    },
-                });
-            }
-            Fetched::Unavailable { registry, reason } => sh.unavailable.push((registry, reason)),
-            Fetched::Missing | Fetched::Skipped => {}
+        if let Some(base) = pull_shared(engine, sh, remote, &reference).await? {
+            return Ok(base);
         }
     }
     let base = bootstrap(
         engine,
-        &reference,
-        &suite,
-        &mirror,
-        work,
-        log,
-        &pull_error,
-        proxy,
+        &Bootstrapping {
+            reference: &reference,
+            suite: &suite,
+            mirror: &mirror,
+            work,
+            log,
+            pull_error: &pull_error,
+            proxy,
+        },
     )
     .await?;
     if let (Some(sh), Some(remote)) = (share, &shared) {
@@ -183,6 +134,92 @@ pub async fn ensure_base(
         }
     }
     Ok(base)
+}
+
+/// A base the engine has or could pull, or why the pull failed.
+enum Found {
+    Base(BaseImage),
+    PullFailed(String),
+}
+
+/// The base `reference` as the engine has it, else as pulled.
+async fn present_or_pulled(engine: &Engine, reference: &str) -> Result<Found, ImageError> {
+    if let Some(img) = engine.image(reference).await? {
+        let bootstrapped = bootstrapped_from(&img.labels);
+        return Ok(Found::Base(BaseImage {
+            reference: reference.to_string(),
+            id: img.id,
+            origin: BaseOrigin::Present { bootstrapped },
+        }));
+    }
+    match engine.pull(reference, PULL_LIMIT).await {
+        Ok(()) => {
+            let id = engine
+                .image(reference)
+                .await?
+                .map(|i| i.id)
+                .unwrap_or_default();
+            Ok(Found::Base(BaseImage {
+                reference: reference.to_string(),
+                id,
+                origin: BaseOrigin::Pulled,
+            }))
+        }
+        Err(e) => Ok(Found::PullFailed(e.to_string())),
+    }
+}
+
+/// The suite to bootstrap `reference` from: the environment's, else the
+/// reference's tag (not `latest`).
+fn suite_to_bootstrap(env: &Environment, reference: &str) -> Result<String, ImageError> {
+    env.suite
+        .clone()
+        .or_else(|| reference.rsplit_once(':').map(|(_, t)| t.to_string()))
+        .filter(|s| !s.is_empty() && s != "latest")
+        .ok_or_else(|| ImageError::NoBase {
+            reference: reference.to_string(),
+            why: "it cannot be pulled and no suite is known to bootstrap: set environment.suite"
+                .into(),
+        })
+}
+
+/// The bootstrapped base shared as `remote`, pulled from the registry and
+/// tagged `reference`; `None` when the registry does not have it (a failing
+/// registry is noted in `sh.unavailable`).
+async fn pull_shared(
+    engine: &Engine,
+    sh: &mut BaseShare<'_>,
+    remote: &str,
+    reference: &str,
+) -> Result<Option<BaseImage>, ImageError> {
+    match sh
+        .registries
+        .pull_as(engine, sh.registry, remote, reference)
+        .await?
+    {
+        Fetched::Done(_) => {
+            let img = engine
+                .image(reference)
+                .await?
+                .ok_or_else(|| ImageError::NoBase {
+                    reference: reference.to_string(),
+                    why: format!("{remote} was pulled but the engine has no {reference}"),
+                })?;
+            Ok(Some(BaseImage {
+                reference: reference.to_string(),
+                id: img.id,
+                origin: BaseOrigin::Registry {
+                    reference: remote.to_string(),
+                    bootstrapped: bootstrapped_from(&img.labels),
+                },
+            }))
+        }
+        Fetched::Unavailable { registry, reason } => {
+            sh.unavailable.push((registry, reason));
+            Ok(None)
+        }
+        Fetched::Missing | Fetched::Skipped => Ok(None),
+    }
 }
 
 /// Where a bootstrapped base came from, as its labels say.
@@ -221,24 +258,34 @@ fn remove_stale_scratch(work: &Path) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn bootstrap(
-    engine: &Engine,
-    reference: &str,
-    suite: &str,
-    mirror: &str,
-    work: &Path,
-    log: &Path,
-    pull_error: &str,
-    proxy: Option<&str>,
-) -> Result<BaseImage, ImageError> {
-    let no_base = |why: String| ImageError::NoBase {
-        reference: reference.to_string(),
-        why,
-    };
+/// What a debootstrap of a base needs: the base's reference, the suite and
+/// mirror, a scratch directory (`work`), debootstrap's log, why the base
+/// could not be pulled (for the error when debootstrap is missing) and the
+/// package cache's proxy.
+struct Bootstrapping<'a> {
+    reference: &'a str,
+    suite: &'a str,
+    mirror: &'a str,
+    work: &'a Path,
+    log: &'a Path,
+    pull_error: &'a str,
+    proxy: Option<&'a str>,
+}
+
+impl Bootstrapping<'_> {
+    fn no_base(&self, why: String) -> ImageError {
+        ImageError::NoBase {
+            reference: self.reference.to_string(),
+            why,
+        }
+    }
+}
+
+async fn bootstrap(engine: &Engine, b: &Bootstrapping<'_>) -> Result<BaseImage, ImageError> {
     let debootstrap = find_program("debootstrap").ok_or_else(|| {
-        no_base(format!(
-            "it cannot be pulled ({pull_error}) and debootstrap is not installed (apt-get install debootstrap)"
+        b.no_base(format!(
+            "it cannot be pulled ({}) and debootstrap is not installed (apt-get install debootstrap)",
+            b.pull_error
         ))
     })?;
     // Per process and base: two runs bootstrapping the same suite at once,
@@ -246,66 +293,23 @@ async fn bootstrap(
     // share (and delete) each other's root file system.
     let scratch = format!(
         "rootfs-{}-{}",
-        crate::spec::cell_id::sanitize(reference),
+        crate::spec::cell_id::sanitize(b.reference),
         std::process::id()
     );
-    let root = work.join(&scratch);
-    let stale = work.to_path_buf();
+    let root = b.work.join(&scratch);
+    let stale = b.work.to_path_buf();
     let _ = tokio::task::spawn_blocking(move || remove_stale_scratch(&stale)).await;
-    tokio::fs::create_dir_all(work)
+    tokio::fs::create_dir_all(b.work)
         .await
-        .map_err(|e| ImageError::io(work, e))?;
-    let log_file = tokio::fs::File::create(log)
-        .await
-        .map_err(|e| ImageError::io(log, e))?
-        .into_std()
-        .await;
-    let log_err = log_file.try_clone().map_err(|e| ImageError::io(log, e))?;
-    let mut command = tokio::process::Command::new(&debootstrap);
-    // debootstrap fetches with wget, which honours `http_proxy`; nothing of
-    // it reaches the root file system.
-    if let Some(p) = proxy {
-        command.envs(super::aptcache::proxy_vars(p));
-    }
-    let status = command
-        .args(["--variant=minbase", suite])
-        .arg(&root)
-        .arg(mirror)
-        .stdin(std::process::Stdio::null())
-        .stdout(log_file)
-        .stderr(log_err)
-        .kill_on_drop(true)
-        .status()
-        .await
-        .map_err(|e| no_base(format!("cannot run {}: {e}", debootstrap.display())))?;
-    if !status.success() {
-        let _ = tokio::fs::remove_dir_all(&root).await;
-        return Err(no_base(format!(
-            "debootstrap {suite} from {mirror} failed ({status}); see {}",
-            log.display()
-        )));
-    }
+        .map_err(|e| ImageError::io(b.work, e))?;
+    run_debootstrap(b, &debootstrap, &root).await?;
     let suite_root = root.clone();
     let release_date = tokio::task::spawn_blocking(move || release_date(&suite_root))
         .await
         .unwrap_or(None);
-    let tarball = work.join(format!("{scratch}.tar"));
-    let tar = tokio::process::Command::new("tar")
-        .args(["--numeric-owner", "-C"])
-        .arg(&root)
-        .args(["-cf"])
-        .arg(&tarball)
-        .arg(".")
-        .stdin(std::process::Stdio::null())
-        .status()
-        .await
-        .map_err(|e| no_base(format!("cannot run tar: {e}")))?;
-    let _ = tokio::fs::remove_dir_all(&root).await;
-    if !tar.success() {
-        return Err(no_base(format!(
-            "packing the root file system failed ({tar})"
-        )));
-    }
+    let tarball = b.work.join(format!("{scratch}.tar"));
+    pack_rootfs(b, &root, &tarball).await?;
+    let (suite, mirror) = (b.suite, b.mirror);
     let mut changes = vec![
         format!("LABEL {LABEL_KIND}=base"),
         format!("LABEL {LABEL_SUITE}={suite}"),
@@ -315,10 +319,10 @@ async fn bootstrap(
     if let Some(d) = &release_date {
         changes.push(format!("LABEL {LABEL_RELEASE_DATE}=\"{d}\""));
     }
-    let id = engine.import_rootfs(&tarball, reference, changes).await;
+    let id = engine.import_rootfs(&tarball, b.reference, changes).await;
     let _ = tokio::fs::remove_file(&tarball).await;
     Ok(BaseImage {
-        reference: reference.to_string(),
+        reference: b.reference.to_string(),
         id: id?,
         origin: BaseOrigin::Bootstrapped(Bootstrap {
             suite: suite.to_string(),
@@ -326,6 +330,67 @@ async fn bootstrap(
             release_date,
         }),
     })
+}
+
+/// debootstrap's minbase of the suite into `root`, its output in the log;
+/// `root` is removed when it fails.
+async fn run_debootstrap(
+    b: &Bootstrapping<'_>,
+    debootstrap: &Path,
+    root: &Path,
+) -> Result<(), ImageError> {
+    let log_file = tokio::fs::File::create(b.log)
+        .await
+        .map_err(|e| ImageError::io(b.log, e))?
+        .into_std()
+        .await;
+    let log_err = log_file.try_clone().map_err(|e| ImageError::io(b.log, e))?;
+    let mut command = tokio::process::Command::new(debootstrap);
+    // debootstrap fetches with wget, which honours `http_proxy`; nothing of
+    // it reaches the root file system.
+    if let Some(p) = b.proxy {
+        command.envs(super::aptcache::proxy_vars(p));
+    }
+    let status = command
+        .args(["--variant=minbase", b.suite])
+        .arg(root)
+        .arg(b.mirror)
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file)
+        .stderr(log_err)
+        .kill_on_drop(true)
+        .status()
+        .await
+        .map_err(|e| b.no_base(format!("cannot run {}: {e}", debootstrap.display())))?;
+    if !status.success() {
+        let _ = tokio::fs::remove_dir_all(root).await;
+        return Err(b.no_base(format!(
+            "debootstrap {} from {} failed ({status}); see {}",
+            b.suite,
+            b.mirror,
+            b.log.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `root` packed into `tarball` (numeric owners); `root` is removed.
+async fn pack_rootfs(b: &Bootstrapping<'_>, root: &Path, tarball: &Path) -> Result<(), ImageError> {
+    let tar = tokio::process::Command::new("tar")
+        .args(["--numeric-owner", "-C"])
+        .arg(root)
+        .args(["-cf"])
+        .arg(tarball)
+        .arg(".")
+        .stdin(std::process::Stdio::null())
+        .status()
+        .await
+        .map_err(|e| b.no_base(format!("cannot run tar: {e}")))?;
+    let _ = tokio::fs::remove_dir_all(root).await;
+    if !tar.success() {
+        return Err(b.no_base(format!("packing the root file system failed ({tar})")));
+    }
+    Ok(())
 }
 
 async fn import_tarball(engine: &Engine, tarball: &Path) -> Result<BaseImage, ImageError> {
