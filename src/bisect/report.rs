@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::drive::words;
 use super::judge::Regress;
 use super::space::Kind;
-use super::store::{BisectStore, Bisection, Probe};
+use super::store::{Answer, BisectStore, Bisection, Probe};
 use super::BisectError;
 
 /// One point as shown: `21`, or `1a2b3c4d5e6f subject`.
@@ -122,6 +122,20 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
     if let Some(t) = &b.target {
         let _ = writeln!(s, "judged by: {}", t.describe());
     }
+    ends(&mut s, b, a, old_word, new_word);
+    let skipped = skips(&mut s, b, a);
+    tally(&mut s, b, skipped);
+    let _ = writeln!(
+        s,
+        "bisection: {} (bisect.json, bisect.md, bisect.html)",
+        store.dir.display()
+    );
+    s
+}
+
+/// The ends the search found (or why there are none) and the signature
+/// where the failure shows.
+fn ends(s: &mut String, b: &Bisection, a: &Answer, old_word: &str, new_word: &str) {
     match (a.last_old, a.first_new) {
         (Some(lo), Some(hi)) => {
             let _ = writeln!(s, "{old_word}: {}", point(b, lo));
@@ -166,6 +180,11 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
             let _ = writeln!(s, "{}", a.message);
         }
     }
+}
+
+/// The skipped and flaky points and the commands that reproduce the
+/// answer; returns how many probes were skipped.
+fn skips(s: &mut String, b: &Bisection, a: &Answer) -> usize {
     let skipped: Vec<&Probe> = b
         .probes
         .iter()
@@ -203,6 +222,11 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
     for r in &a.reproduce {
         let _ = writeln!(s, "reproduce: {r}");
     }
+    skipped.len()
+}
+
+/// Probes, points, seconds and builds reused.
+fn tally(s: &mut String, b: &Bisection, skipped: usize) {
     let with_build: Vec<&Probe> = b.probes.iter().filter(|p| p.build.is_some()).collect();
     let reused = with_build
         .iter()
@@ -214,7 +238,7 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
         "{} probe{} ({} skipped) for {} points in {:.0} s{}",
         b.probes.len(),
         if b.probes.len() == 1 { "" } else { "s" },
-        skipped.len(),
+        skipped,
         b.space.points.len(),
         secs,
         if with_build.is_empty() {
@@ -223,12 +247,6 @@ pub fn text(b: &Bisection, store: &BisectStore) -> String {
             format!("; builds reused by {reused} of {} probes", with_build.len())
         }
     );
-    let _ = writeln!(
-        s,
-        "bisection: {} (bisect.json, bisect.md, bisect.html)",
-        store.dir.display()
-    );
-    s
 }
 
 /// `bisect.md`.
