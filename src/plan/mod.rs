@@ -240,54 +240,13 @@ impl Plan {
                 .entry(env_json)
                 .or_insert_with_key(|json| crate::digest::sha256_hex(json.as_bytes()))
                 .clone();
-            let mut steps = Vec::with_capacity(spec.steps.len());
-            for s in &spec.steps {
-                let mut junit = Vec::with_capacity(s.junit.len());
-                for g in &s.junit {
-                    let g = r.render(g, &ctx, &id)?;
-                    if !g.trim().is_empty() {
-                        junit.push(g);
-                    }
-                }
-                steps.push(Step {
-                    name: s.name.clone(),
-                    run: match &s.run {
-                        Some(t) => r.render(t, &ctx, &id)?,
-                        None => String::new(),
-                    },
-                    suite: match &s.suite {
-                        Some(t) => Some(suite::render(&r, t, &ctx, &id)?),
-                        None => None,
-                    },
-                    timeout: s.timeout.unwrap_or(spec.timeout),
-                    junit,
-                    gpu: s.gpu.unwrap_or(spec.gpu.need),
-                    continue_on_error: s.continue_on_error,
-                    backtrace: s.backtrace.clone(),
-                    rerun_failures: s.rerun_failures,
-                });
-            }
+            let steps = render_steps(spec, &r, &ctx, &id)?;
             let mut sources = Vec::with_capacity(spec.sources.len());
             for src in &spec.sources {
                 sources.push(sources::render(spec, &r, src, &ctx, &id)?);
             }
             let caches = cache::render(spec, &r, &ctx, render::Subject::Cell(&id))?;
-            let gpu = GpuRequest {
-                need: spec.gpu.need,
-                count: spec.gpu.count,
-                target: match &spec.gpu.target {
-                    Some(t) => Some(r.render(t, &ctx, &id)?).filter(|s| !s.trim().is_empty()),
-                    None => None,
-                },
-                policy: spec.gpu.policy,
-                cdi: {
-                    let mut names = Vec::new();
-                    for t in &spec.gpu.cdi {
-                        names.extend(r.render(t, &ctx, &id)?.split_whitespace().map(String::from));
-                    }
-                    names
-                },
-            };
+            let gpu = render_gpu(spec, &r, &ctx, &id)?;
             let hash = {
                 let payload = serde_json::json!({
                     "values": PairsRef(&combo.values),
@@ -526,6 +485,68 @@ fn render_llvm(
             };
             return Err(spec.error_at(l.debug.pos, format!("{field}, not `{other}` (cell {id})")));
         }
+    })
+}
+
+/// The steps of one cell, rendered in its context.
+fn render_steps(
+    spec: &Spec,
+    r: &Renderer,
+    ctx: &minijinja::Value,
+    id: &str,
+) -> Result<Vec<Step>, SpecError> {
+    let mut steps = Vec::with_capacity(spec.steps.len());
+    for s in &spec.steps {
+        let mut junit = Vec::with_capacity(s.junit.len());
+        for g in &s.junit {
+            let g = r.render(g, ctx, id)?;
+            if !g.trim().is_empty() {
+                junit.push(g);
+            }
+        }
+        steps.push(Step {
+            name: s.name.clone(),
+            run: match &s.run {
+                Some(t) => r.render(t, ctx, id)?,
+                None => String::new(),
+            },
+            suite: match &s.suite {
+                Some(t) => Some(suite::render(r, t, ctx, id)?),
+                None => None,
+            },
+            timeout: s.timeout.unwrap_or(spec.timeout),
+            junit,
+            gpu: s.gpu.unwrap_or(spec.gpu.need),
+            continue_on_error: s.continue_on_error,
+            backtrace: s.backtrace.clone(),
+            rerun_failures: s.rerun_failures,
+        });
+    }
+    Ok(steps)
+}
+
+/// The GPU request of one cell, its target and CDI names rendered.
+fn render_gpu(
+    spec: &Spec,
+    r: &Renderer,
+    ctx: &minijinja::Value,
+    id: &str,
+) -> Result<GpuRequest, SpecError> {
+    Ok(GpuRequest {
+        need: spec.gpu.need,
+        count: spec.gpu.count,
+        target: match &spec.gpu.target {
+            Some(t) => Some(r.render(t, ctx, id)?).filter(|s| !s.trim().is_empty()),
+            None => None,
+        },
+        policy: spec.gpu.policy,
+        cdi: {
+            let mut names = Vec::new();
+            for t in &spec.gpu.cdi {
+                names.extend(r.render(t, ctx, id)?.split_whitespace().map(String::from));
+            }
+            names
+        },
     })
 }
 
