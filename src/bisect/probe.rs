@@ -4,7 +4,7 @@
 //! read back as an [`Observation`]: the cell's status, whether its build
 //! failed or was reused, and the failure signatures of the run.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -88,21 +88,8 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
         .map(std::path::Path::to_path_buf);
     let key = super::outcomes::key(&plan, &cell);
     if let (true, Some(root), Some(key)) = (reuse, &root, &key) {
-        let (root, key) = (root.clone(), key.clone());
-        let kept = tokio::task::spawn_blocking(move || super::outcomes::load(&root, &key))
-            .await
-            .map_err(|e| BisectError::Join(e.to_string()))?;
-        if let Some(k) = kept {
-            return Ok(Ran {
-                run: k.run.clone(),
-                cell: k.cell.clone(),
-                observation: k.observation(),
-                build: k.build.clone().map(|b| ProbeBuild { reused: true, ..b }),
-                started,
-                secs: 0.0,
-                interrupted: false,
-                reused: true,
-            });
+        if let Some(ran) = kept_outcome(root, key, &started).await? {
+            return Ok(ran);
         }
     }
     let t0 = Instant::now();
@@ -131,20 +118,7 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
         .build
         .as_ref()
         .and_then(|k| report.outcome.builds.iter().find(|b| &b.key == k));
-    let mut observation = Observation {
-        status: record.map(|r| r.status),
-        reason: record.and_then(|r| r.reason.clone()).or_else(|| {
-            report
-                .outcome
-                .not_run
-                .iter()
-                .find(|(id, _)| *id == cell.id)
-                .map(|(_, why)| why.clone())
-                .or_else(|| report.outcome.image_errors.first().cloned())
-        }),
-        signatures: Vec::new(),
-        build_failed: built.is_some_and(|b| b.status != Status::Passed),
-    };
+    let mut observation = observe(&report, &cell, record, built);
     if record.is_some_and(|r| r.status.is_failure()) {
         let dir = run_dir.clone();
         observation.signatures = tokio::task::spawn_blocking(move || signatures(&dir))
@@ -178,23 +152,72 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
     // not what the infrastructure did to it.
     let keep = !ran.interrupted && ran.observation.status.is_some_and(|s| s != Status::Error);
     if let (true, Some(root), Some(key)) = (keep, root, key) {
-        let kept = super::outcomes::Kept {
-            key,
-            status: ran.observation.status,
-            reason: ran.observation.reason.clone(),
-            signatures: ran.observation.signatures.clone(),
-            build_failed: ran.observation.build_failed,
-            run: std::path::absolute(&run_dir)
-                .unwrap_or(run_dir)
-                .display()
-                .to_string(),
-            cell: ran.cell.clone(),
-            build: ran.build.clone(),
-            secs: ran.secs,
-        };
-        let _ = tokio::task::spawn_blocking(move || super::outcomes::save(&root, &kept)).await;
+        keep_outcome(root, key, &ran, run_dir).await;
     }
     Ok(ran)
+}
+
+/// The outcome an earlier probe of the same content kept under `root`, as
+/// this probe's (started at `started`, reused, in no time).
+async fn kept_outcome(root: &Path, key: &str, started: &str) -> Result<Option<Ran>, BisectError> {
+    let (root, key) = (root.to_path_buf(), key.to_string());
+    let kept = tokio::task::spawn_blocking(move || super::outcomes::load(&root, &key))
+        .await
+        .map_err(|e| BisectError::Join(e.to_string()))?;
+    Ok(kept.map(|k| Ran {
+        run: k.run.clone(),
+        cell: k.cell.clone(),
+        observation: k.observation(),
+        build: k.build.clone().map(|b| ProbeBuild { reused: true, ..b }),
+        started: started.to_string(),
+        secs: 0.0,
+        interrupted: false,
+        reused: true,
+    }))
+}
+
+/// What the probe's run showed of `cell`: its status and why, and whether
+/// its build failed; the signatures are read afterwards.
+fn observe(
+    report: &runner::RunReport,
+    cell: &crate::plan::Cell,
+    record: Option<&crate::store::record::CellRecord>,
+    built: Option<&crate::store::record::BuildRecord>,
+) -> Observation {
+    Observation {
+        status: record.map(|r| r.status),
+        reason: record.and_then(|r| r.reason.clone()).or_else(|| {
+            report
+                .outcome
+                .not_run
+                .iter()
+                .find(|(id, _)| *id == cell.id)
+                .map(|(_, why)| why.clone())
+                .or_else(|| report.outcome.image_errors.first().cloned())
+        }),
+        signatures: Vec::new(),
+        build_failed: built.is_some_and(|b| b.status != Status::Passed),
+    }
+}
+
+/// Keeps what `ran` showed under `root` for later probes of the same
+/// content (`key`), naming its run store by its absolute path.
+async fn keep_outcome(root: PathBuf, key: String, ran: &Ran, run_dir: PathBuf) {
+    let kept = super::outcomes::Kept {
+        key,
+        status: ran.observation.status,
+        reason: ran.observation.reason.clone(),
+        signatures: ran.observation.signatures.clone(),
+        build_failed: ran.observation.build_failed,
+        run: std::path::absolute(&run_dir)
+            .unwrap_or(run_dir)
+            .display()
+            .to_string(),
+        cell: ran.cell.clone(),
+        build: ran.build.clone(),
+        secs: ran.secs,
+    };
+    let _ = tokio::task::spawn_blocking(move || super::outcomes::save(&root, &kept)).await;
 }
 
 /// The failure signatures of a run, with `expect:` set aside: an expected
