@@ -19,6 +19,7 @@ pub mod ctest;
 mod ctest_output;
 pub mod gtest;
 pub mod gtest_output;
+mod gtest_process;
 pub mod junit_out;
 mod process;
 pub mod rerun;
