@@ -35,5 +35,6 @@ pub mod store;
 pub mod suite;
 pub mod triage;
 pub mod xml;
+pub mod yaml;
 
 pub use error::{Error, ExitCode};

@@ -15,8 +15,10 @@ mod raw;
 mod registry;
 mod suggest;
 pub mod suite;
-pub mod tree;
 mod validate;
+
+/// The positioned YAML tree every matrix file is parsed into (`src/yaml/`).
+pub use crate::yaml as tree;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -27,6 +27,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("safe_read", 0),
     ("xml", 0),
     ("junit", 0),
+    ("yaml", 0),
     ("spec", 1),
     ("plan", 2),
     ("store", 3),

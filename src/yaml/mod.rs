@@ -1,10 +1,14 @@
 //! A positioned YAML tree: every node knows its line and column.
 //!
+//! A room of its own on the lowest floor: it depends on nothing of the
+//! crate. `spec` reads matrix files through it (and re-exports it as
+//! `spec::tree`), `expect` edits them through it.
+//!
 //! The one parse of a matrix file (yaml-rust2's marked events): the tree
 //! keeps every scalar exactly as written and where it was written, so the
 //! `matrix:` section can be read faithfully and every validation error can
 //! point at a line; serde models are read from it by [`from_node`]
-//! (`src/spec/tree/de.rs`), whose errors carry the node's position too.
+//! (`src/yaml/de.rs`), whose errors carry the node's position too.
 
 use std::collections::HashMap;
 
