@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 
 use super::run::RunArgs;
-use crate::cluster::state::{self, ArrayState, TaskState};
-use crate::cluster::{array, shards, ClusterError};
+use crate::cluster::state::{ArrayState, TaskState};
+use crate::cluster::{controller, shards, ClusterError};
 use crate::error::{Error, ExitCode};
 use crate::plan::jobs::{self, JobError, JobRequest, Runners};
-use crate::plan::slurm::{self, ScriptPaths};
+use crate::plan::slurm;
 use crate::plan::Plan;
 use crate::spec::Spec;
 
@@ -107,9 +107,9 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         let quiet = args.progress == crate::run::progress::ProgressMode::Quiet;
         let (jobs, followed) = cx
             .runtime
-            .block_on(execute(&dir, &mut state, &todo, quiet))?;
+            .block_on(controller::execute(&dir, &mut state, &todo, quiet))?;
         interrupted = followed.interrupted;
-        text.push_str(&mark(&dir, &state, &todo, &jobs, &followed)?);
+        text.push_str(&controller::mark(&dir, &state, &todo, &jobs, &followed)?);
     }
     let summary = shards::merge(
         &dir,
@@ -142,89 +142,6 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
     }
     super::write_out(out, &text)?;
     Ok(judge(&summary, args, interrupted, errors))
-}
-
-/// Submitted arrays: (job, task indices) each.
-type Jobs = Vec<(String, Vec<usize>)>;
-
-/// Follows what an earlier controller submitted that still runs, then
-/// submits the incomplete rest of `todo` and follows it. Progress lines go
-/// to stderr unless `quiet` (the interruption's line is said anyway).
-async fn execute(
-    dir: &Path,
-    state: &mut ArrayState,
-    todo: &[TaskState],
-    quiet: bool,
-) -> Result<(Jobs, array::Followed), ClusterError> {
-    let mut say = |line: String| {
-        if !quiet || line.starts_with("interrupted") {
-            eprintln!("{line}")
-        }
-    };
-    let mut jobs = array::still_queued(&state.jobs).await?;
-    let mut followed = array::Followed::default();
-    if !jobs.is_empty() {
-        let ids: Vec<&str> = jobs.iter().map(|(j, _)| j.as_str()).collect();
-        say(format!(
-            "slurm: following array job {} of the earlier submission",
-            ids.join(", ")
-        ));
-        followed = array::follow(&jobs, &mut say).await?;
-    }
-    let rest: Vec<&TaskState> = todo
-        .iter()
-        .filter(|t| !shards::complete(dir, t))
-        .filter(|t| !jobs.iter().any(|(_, ts)| ts.contains(&t.index)))
-        .collect();
-    if !followed.interrupted && !rest.is_empty() {
-        let submitted = array::submit(dir, state, &rest).await?;
-        let more = array::follow(&submitted, &mut say).await?;
-        followed.interrupted = more.interrupted;
-        followed.ended.extend(more.ended);
-        jobs.extend(submitted);
-    }
-    Ok((jobs, followed))
-}
-
-/// Records `error` for every cell of `todo` that its task did not finish,
-/// saying how the task ended; a line per task that left any.
-fn mark(
-    dir: &Path,
-    state: &ArrayState,
-    todo: &[TaskState],
-    jobs: &Jobs,
-    followed: &array::Followed,
-) -> Result<String, Error> {
-    let mut text = String::new();
-    for t in todo {
-        let job = jobs
-            .iter()
-            .find(|(_, ts)| ts.contains(&t.index))
-            .map(|(j, _)| j.as_str())
-            .unwrap_or("?");
-        let how = match followed.ended.get(&t.index) {
-            Some((st, why)) if why.is_empty() || why == "None" => st.clone(),
-            Some((st, why)) => format!("{st} ({why})"),
-            None => "without Slurm knowing how".into(),
-        };
-        let why = format!(
-            "Slurm array task {} (job {job}_{}) ended {how} before this cell finished; \
-             `rocmatrix run --resume {} --executor slurm` runs it again",
-            t.index,
-            t.index,
-            dir.display()
-        );
-        let marked = shards::mark_unfinished(dir, state, t, &why)?;
-        if marked > 0 {
-            text.push_str(&format!(
-                "slurm: task {} (job {job}_{}) ended {how}: {} recorded `error`\n",
-                t.index,
-                t.index,
-                crate::run::progress::count(marked, "cell")
-            ));
-        }
-    }
-    Ok(text)
 }
 
 /// Exit codes as a local run's: interrupted 130; test failures 1;
@@ -284,37 +201,14 @@ fn prepare(args: &RunArgs, dir: &Path) -> Result<ArrayState, Error> {
             },
         )?;
     let settings = c.slurm.settings(&spec);
-    let tasks = slurm::tasks(&plan, &jobs, &settings).map_err(|e| Error::Usage(e.to_string()))?;
-    let exe = std::env::current_exe().map_err(|e| Error::io("the rocmatrix binary", e))?;
-    let paths = ScriptPaths {
-        rocmatrix: exe.display().to_string(),
-        dir: dir.display().to_string(),
-        run_args: run_args(args),
-    };
-    for sub in ["logs", "shards"] {
-        std::fs::create_dir_all(dir.join(sub)).map_err(|e| Error::io(dir.join(sub), e))?;
-    }
-    let script = slurm::script(&plan, &tasks, &settings, &paths);
-    let script_path = dir.join(state::SCRIPT);
-    crate::store::write_atomic(&script_path, script.as_bytes())?;
-    let state = ArrayState {
-        version: state::VERSION,
-        manifest: state::manifest_of(&spec, &plan),
-        tasks: tasks
-            .iter()
-            .map(|t| TaskState {
-                index: t.index,
-                shard: t.job.shard.to_string(),
-                cell_ids: t.job.cell_ids.clone(),
-                gres: t.gres.as_ref().map(|g| g.to_string()),
-                command: t.job.command.clone(),
-            })
-            .collect(),
-        options: slurm::common_options(&plan.name, &settings, &paths),
-        jobs: Vec::new(),
-    };
-    state.save(dir)?;
-    Ok(state)
+    Ok(controller::create(
+        dir,
+        &spec,
+        &plan,
+        &jobs,
+        &settings,
+        run_args(args),
+    )?)
 }
 
 /// What every task's `rocmatrix run` gets from this command line.

@@ -10,6 +10,7 @@
 
 pub mod array;
 pub mod commands;
+pub mod controller;
 pub mod gpus;
 pub mod shards;
 pub mod state;
