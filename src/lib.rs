@@ -31,6 +31,7 @@ pub mod run;
 pub mod safe_read;
 pub mod source;
 pub mod spec;
+pub mod stop;
 pub mod store;
 pub mod suite;
 pub mod triage;

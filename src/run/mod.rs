@@ -14,13 +14,13 @@ pub mod progress;
 pub mod runner;
 pub mod scheduler;
 mod services;
-pub mod signals;
 mod stages;
 pub mod step;
 mod step_reruns;
 mod steps;
-pub mod sweep;
-pub mod watchdog;
+
+/// Rooms this one stands on, under the names its files use.
+pub use crate::stop::{signals, sweep, watchdog};
 
 use std::path::{Path, PathBuf};
 

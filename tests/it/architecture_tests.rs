@@ -39,6 +39,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("debugger", 4),
     ("suite", 4),
     ("autopkgtest", 4),
+    ("stop", 4),
     ("prepare", 5),
     ("run", 5),
     ("results", 6),
