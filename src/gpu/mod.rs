@@ -7,6 +7,7 @@
 pub mod cdi;
 pub mod checks;
 pub mod compat;
+pub mod gate;
 pub mod inventory;
 pub mod lease;
 pub mod nvidia;

@@ -7,7 +7,6 @@ pub mod cell;
 pub mod coverage;
 mod dispatch;
 pub mod events;
-pub mod gpu_gate;
 pub mod journal;
 pub mod main_process;
 pub mod progress;
@@ -20,6 +19,7 @@ mod step_reruns;
 mod steps;
 
 /// Rooms this one stands on, under the names its files use.
+pub use crate::gpu::gate as gpu_gate;
 pub use crate::stop::{signals, sweep, watchdog};
 
 use std::path::{Path, PathBuf};
