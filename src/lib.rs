@@ -8,6 +8,7 @@
 pub mod analysis;
 pub mod autopkgtest;
 pub mod bisect;
+pub mod build_stage;
 pub mod budget;
 pub mod bundle;
 pub mod cli;
@@ -31,6 +32,7 @@ pub mod run;
 pub mod safe_read;
 pub mod source;
 pub mod spec;
+pub mod step;
 pub mod stop;
 pub mod store;
 pub mod suite;

@@ -9,8 +9,8 @@ use super::load_cell;
 use crate::engine::{Engine, ExecOutcome, LABEL_KIND};
 use crate::image::build::SNAPSHOT_REPO;
 use crate::run::cell::container_spec;
-use crate::run::step::protocol::{scripts_tar, step_slug};
 use crate::run::{RunError, RunStore};
+use crate::step::protocol::{scripts_tar, step_slug};
 
 pub struct ShellRequest<'a> {
     pub store: &'a RunStore,
@@ -22,7 +22,7 @@ pub struct ShellRequest<'a> {
     pub command: Vec<String>,
     pub tty: bool,
     /// GPUs for cells that need them, as in the run.
-    pub gpus: std::sync::Arc<dyn crate::run::gpu_gate::GpuGate>,
+    pub gpus: std::sync::Arc<dyn crate::gpu::gate::GpuGate>,
 }
 
 /// Runs the shell; returns its exit code.
@@ -122,7 +122,7 @@ pub async fn shell(engine: &Engine, req: ShellRequest<'_>) -> Result<i64, RunErr
 async fn gpu_grant(
     req: &ShellRequest<'_>,
     cell: &crate::plan::Cell,
-) -> Result<Option<crate::run::gpu_gate::GpuGrant>, RunError> {
+) -> Result<Option<crate::gpu::gate::GpuGrant>, RunError> {
     if !cell.wants_gpu() {
         return Ok(None);
     }
@@ -247,7 +247,7 @@ async fn start_cell_container(
     owner: &str,
     cell: &crate::plan::Cell,
     image: &str,
-    grant: Option<&crate::run::gpu_gate::GpuGrant>,
+    grant: Option<&crate::gpu::gate::GpuGrant>,
     holds_sources: bool,
 ) -> Result<String, RunError> {
     let name = format!(

@@ -9,16 +9,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::events::Event;
-use super::gpu_gate::GpuGrant;
-use super::main_process;
-use super::step::protocol::env_key;
-use super::step::setup::{fresh_dir, prepare_sources, upload_long_scripts};
-use super::step::{blocking, CellEnv, CellError};
 use super::steps::{run_steps, GpuAt, StepsOutcome};
 use crate::engine::labels::owner_labels;
 use crate::engine::ContainerSpec;
+use crate::gpu::gate::GpuGrant;
 use crate::plan::{Cell, Step};
 use crate::spec::GpuUse;
+use crate::step::main_process;
+use crate::step::protocol::env_key;
+use crate::step::setup::{fresh_dir, prepare_sources, upload_long_scripts};
+use crate::step::{blocking, CellEnv, CellError};
 use crate::store::now_rfc3339;
 use crate::store::record::CellRecord;
 
@@ -31,12 +31,12 @@ pub async fn run_cell(
     cx: &CellEnv<'_>,
     cell: &Cell,
     image: &str,
-    built: Option<&super::build_stage::Built>,
+    built: Option<&crate::build_stage::Built>,
     attempt: u32,
 ) -> Result<CellRecord, CellError> {
     let started_at = now_rfc3339();
     let t0 = Instant::now();
-    let instrumented = super::backtrace::instrument(cell);
+    let instrumented = crate::step::backtrace::instrument(cell);
     let cell: &Cell = &instrumented;
     let dir = cx.store.cell_dir(&cell.id);
     let logs = fresh_dir(&dir).await?;
@@ -62,7 +62,7 @@ pub async fn run_cell(
         .map(|g| (g.notes.clone(), g.after_start.clone()))
         .unwrap_or_default();
     let leading = main_process::leading_steps(cell);
-    let nonce = super::step::protocol::nonce();
+    let nonce = crate::step::protocol::nonce();
     let (runner, cmd) = main_command(cell, leading, &hooks, &nonce, gpu_refusal.is_some());
     let container = cx.engine.create_container(&spec, cmd).await?;
     let attached = set_up(cx, cell, &container, &prepared, runner).await?;
@@ -144,7 +144,7 @@ fn main_command(
         .collect();
     (
         true,
-        super::step::protocol::runner_command(nonce, hooks, &steps),
+        crate::step::protocol::runner_command(nonce, hooks, &steps),
     )
 }
 
@@ -157,9 +157,15 @@ async fn collect_backtraces(
     dir: &std::path::Path,
     out: &mut StepsOutcome,
 ) {
-    let collected =
-        super::backtrace::collect(cx, cell, container, dir, &mut out.steps, &mut out.messages)
-            .await;
+    let collected = crate::step::backtrace::collect(
+        cx,
+        cell,
+        container,
+        dir,
+        &mut out.steps,
+        &mut out.messages,
+    )
+    .await;
     if let Err(e) = collected {
         out.messages.push(format!("backtraces: {e}"));
     }

@@ -1,24 +1,21 @@
 //! Running a plan: images first, then cells in parallel containers, with
 //! events, a journal, a run store that survives interruption, and resume.
 
-pub mod backtrace;
-pub mod build_stage;
 pub mod cell;
 pub mod coverage;
 mod dispatch;
 pub mod events;
 pub mod journal;
-pub mod main_process;
 pub mod progress;
 pub mod runner;
 pub mod scheduler;
 mod services;
 mod stages;
-pub mod step;
 mod step_reruns;
 mod steps;
 
 /// Rooms this one stands on, under the names its files use.
+pub use crate::build_stage;
 pub use crate::gpu::gate as gpu_gate;
 pub use crate::stop::{signals, sweep, watchdog};
 

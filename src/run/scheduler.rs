@@ -16,15 +16,15 @@ use tokio::task::JoinSet;
 
 use super::dispatch::{collect_cells, start_dispatcher, Job};
 use super::events::{Event, Events};
-use super::gpu_gate::GpuGate;
 use super::services::{Admission, Crew, NotRun, Shared};
-use super::signals::Interrupt;
 use super::stages::{build_then_cells, toolchain_then_builds, BuildTaskOut, Staged};
 use crate::engine::Engine;
+use crate::gpu::gate::GpuGate;
 use crate::image::network::NetworkChoice;
 use crate::image::{BaseImage, EnvImage};
 use crate::plan::{Build, Cell, Environment};
 use crate::prepare::{bases_first, PrepareError, PrepareOptions, Preparer};
+use crate::stop::signals::Interrupt;
 use crate::store::lock::{Lock, LockedEnvironment};
 use crate::store::record::{BuildRecord, CellRecord};
 use crate::store::RunStore;
@@ -242,7 +242,7 @@ pub async fn execute(
     shared.prepare.report_package_cache();
     out.interrupted = interrupt.by_signal();
     if out.interrupted {
-        let _ = super::sweep::remove_run_containers(engine, run_id).await;
+        let _ = crate::stop::sweep::remove_run_containers(engine, run_id).await;
     }
     out.bases = shared.prepare.bases();
     out

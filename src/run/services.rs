@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::events::{Event, Events};
-use super::gpu_gate::GpuGate;
-use super::signals::Interrupt;
-use super::step::CellEnv;
 use crate::engine::Engine;
+use crate::gpu::gate::GpuGate;
 use crate::plan::Cell;
 use crate::prepare::Preparer;
+use crate::step::CellEnv;
+use crate::stop::signals::Interrupt;
 use crate::store::record::CellRecord;
 use crate::store::RunStore;
 
@@ -179,4 +179,11 @@ pub(super) struct Shared {
     pub(super) admission: Admission,
     /// Bases, environment images, registries, the package cache.
     pub(super) prepare: Arc<Preparer>,
+}
+
+/// A step's events go to the run's fan-out.
+impl crate::step::EventSink for Events {
+    fn emit(&self, event: Event) {
+        Events::emit(self, event);
+    }
 }

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::build_stage::{self, Built};
 use super::dispatch::Job;
 use super::events::Event;
 use super::services::{NotRun, Shared};
+use crate::build_stage::{self, Built};
 use crate::plan::{Build, Cell};
 use crate::store::now_rfc3339;
 use crate::store::record::{BuildRecord, Status};

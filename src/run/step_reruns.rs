@@ -16,10 +16,10 @@
 
 use std::path::Path;
 
-use super::step::junit::{collect_junit, MAX_JUNIT_ARCHIVE};
-use super::step::log::StepLog;
-use super::step::protocol::step_slug;
-use super::step::{blocking, CellEnv, CellError, StepAt};
+use crate::step::junit::{collect_junit, MAX_JUNIT_ARCHIVE};
+use crate::step::log::StepLog;
+use crate::step::protocol::step_slug;
+use crate::step::{blocking, CellEnv, CellError, StepAt};
 use crate::store::record::Status;
 use crate::suite::{gtest_output, junit_out, rerun, Case};
 

@@ -6,15 +6,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::main_process;
-use super::step::judge::{judge_exec, Progress};
-use super::step::junit::collect_junit;
-use super::step::log::{skip_step, OpenStep, StepLog};
-use super::step::protocol::{step_command, step_slug};
-use super::step::{CellEnv, CellError, StepAt};
 use super::step_reruns;
 use crate::plan::Cell;
 use crate::spec::GpuUse;
+use crate::step::judge::{judge_exec, Progress};
+use crate::step::junit::collect_junit;
+use crate::step::log::{skip_step, OpenStep, StepLog};
+use crate::step::main_process;
+use crate::step::protocol::{step_command, step_slug};
+use crate::step::{CellEnv, CellError, StepAt};
 use crate::store::record::{Status, StepRecord};
 use crate::suite::SuiteContext;
 

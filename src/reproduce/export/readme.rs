@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::base_pin::{base_line, BasePin};
 use super::EXIT_TIMEOUT;
 use crate::plan::{Cell, Environment, Llvm};
-use crate::run::step::protocol::EXIT_SKIPPED;
 use crate::run::RunError;
+use crate::step::protocol::EXIT_SKIPPED;
 use crate::store::lock::LockedSource;
 use crate::store::record::{CellRecord, RunManifest};
 

@@ -1,25 +1,30 @@
 //! One step's primitives, shared by the cell lifecycle (`src/run/cell.rs`,
-//! `src/run/steps.rs`), the runner that runs a cell's leading steps as its
-//! main process (`src/run/main_process.rs`), build stages and reruns: what a
-//! step runs in ([`CellEnv`]) and how it fails ([`CellError`]), its log
+//! `src/run/steps.rs`), build stages (`src/build_stage.rs`) and reruns: what
+//! a step runs in ([`CellEnv`]) and how it fails ([`CellError`]), its log
 //! ([`log`]), how its end is judged ([`judge`]), its JUnit files copied out
-//! ([`junit`]) and the commands and marker lines of the runner's bash
-//! protocol, built and parsed in one place ([`protocol`]). Nothing here
-//! imports the cell lifecycle or the scheduler: they stand on it.
+//! ([`junit`]), the commands and marker lines of the runner's bash protocol,
+//! built and parsed in one place ([`protocol`]), the runner that runs a
+//! cell's leading steps as its main process ([`main_process`]) and a step's
+//! backtraces under gdb ([`backtrace`]). A room of its own: nothing here
+//! imports `run` or the build stages; they stand on it (the architecture
+//! test checks it). Events go to whatever [`EventSink`] the run gives.
 
+pub mod backtrace;
 pub mod judge;
 pub mod junit;
 pub mod log;
+pub mod main_process;
 pub mod protocol;
 pub mod setup;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::events::Events;
-use super::gpu_gate::GpuGate;
 use crate::engine::{Engine, EngineError};
+use crate::gpu::gate::GpuGate;
+use crate::image::registry::Fetched;
 use crate::plan::Step;
+use crate::store::journal::Event;
 use crate::store::RunStore;
 use crate::suite::SuiteError;
 
@@ -28,12 +33,33 @@ pub struct CellEnv<'a> {
     pub engine: &'a Engine,
     pub store: &'a RunStore,
     pub run_id: &'a str,
-    pub events: &'a Events,
+    pub events: &'a dyn EventSink,
     pub gpus: &'a Arc<dyn GpuGate>,
     pub sources: &'a Arc<crate::source::Sources>,
     /// Removals of finished cells' containers, awaited by the scheduler
     /// before the run ends (removing is off the cells' critical path).
     pub cleanups: &'a std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// Where a step's (and a cell's, and a build's) events go: the run's
+/// event fan-out (`run::events::Events`).
+pub trait EventSink: Send + Sync {
+    fn emit(&self, event: Event);
+}
+
+impl dyn EventSink + '_ {
+    /// What a registry gave, if anything; a registry that just failed is
+    /// reported (as `run::events::Events::fetched` reports it).
+    pub fn fetched<T>(&self, f: Fetched<T>) -> Option<T> {
+        match f {
+            Fetched::Done(t) => Some(t),
+            Fetched::Unavailable { registry, reason } => {
+                self.emit(Event::RegistryUnavailable { registry, reason });
+                None
+            }
+            Fetched::Missing | Fetched::Skipped => None,
+        }
+    }
 }
 
 /// Why a cell could not be judged.
@@ -62,15 +88,19 @@ impl From<SuiteError> for CellError {
     }
 }
 
-/// `run::blocking` for a step's (or a cell's) own work.
+/// Blocking work of a step (or a cell) on tokio's blocking pool, as
+/// `run::blocking` runs it: a panic is passed on, a runtime shutting down
+/// under it is [`CellError::Cancelled`].
 pub(crate) async fn blocking<T, F>(what: &'static str, work: F) -> Result<T, CellError>
 where
     T: Send + 'static,
     F: FnOnce() -> T + Send + 'static,
 {
-    super::blocking(what, work)
-        .await
-        .map_err(|_| CellError::Cancelled(what))
+    match tokio::task::spawn_blocking(work).await {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(CellError::Cancelled(what)),
+    }
 }
 
 impl CellError {

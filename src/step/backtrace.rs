@@ -7,8 +7,8 @@
 use std::borrow::Cow;
 use std::path::Path;
 
-use super::step::protocol::step_slug;
-use super::step::{blocking, CellEnv, CellError};
+use super::protocol::step_slug;
+use super::{blocking, CellEnv, CellError};
 use crate::debugger::{backtrace, capture, MAX_OUTPUT};
 use crate::plan::Cell;
 use crate::store::record::{Status, StepRecord};

@@ -31,13 +31,11 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use super::step::judge::{judge_exit, timed_out, timed_out_note, Progress};
-use super::step::junit::{place_junit, MAX_JUNIT_ARCHIVE};
-use super::step::log::{skip_step, OpenStep, StepLog};
-use super::step::protocol::{
-    passed_inline, step_slug, Marker, MarkerScanner, Piece, JUNIT_STAGING,
-};
-use super::step::{blocking, CellEnv, CellError, StepAt};
+use super::judge::{judge_exit, timed_out, timed_out_note, Progress};
+use super::junit::{place_junit, MAX_JUNIT_ARCHIVE};
+use super::log::{skip_step, OpenStep, StepLog};
+use super::protocol::{passed_inline, step_slug, Marker, MarkerScanner, Piece, JUNIT_STAGING};
+use super::{blocking, CellEnv, CellError, StepAt};
 use crate::engine::{Attached, EngineError};
 use crate::image::untar;
 use crate::plan::{Cell, Step};
@@ -105,7 +103,7 @@ impl Reader {
 /// into its log, its events, its record judged from the exit code the
 /// runner reported; a step past its timeout kills the container. Then the
 /// JUnit files the runner staged are copied out in one go.
-pub(super) async fn run_leading(
+pub(crate) async fn run_leading(
     cx: &CellEnv<'_>,
     cell: &Cell,
     container: &str,

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::protocol::step_slug;
 use super::{blocking, CellEnv, CellError};
 use crate::plan::{Cell, Step};
-use crate::run::events::Event;
+use crate::store::journal::Event;
 use crate::store::record::{Status, StepRecord};
 
 /// Bytes of log kept in memory for the tail.

@@ -11,16 +11,16 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::events::Event;
-use super::step::judge::judge_exec;
-use super::step::log::{not_run_step, StepLog};
-use super::step::protocol::{step_command, step_slug};
-use super::step::setup::{fresh_dir, prepare_sources, upload_long_scripts};
-use super::step::{blocking, CellEnv, CellError};
 use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, LABEL_KIND};
 use crate::image::registry::Registries;
 use crate::plan::Build;
+use crate::step::judge::judge_exec;
+use crate::step::log::{not_run_step, StepLog};
+use crate::step::protocol::{step_command, step_slug};
+use crate::step::setup::{fresh_dir, prepare_sources, upload_long_scripts};
+use crate::step::{blocking, CellEnv, CellError};
+use crate::store::journal::Event;
 use crate::store::lock::LockedSource;
 use crate::store::now_rfc3339;
 use crate::store::record::{BuildRecord, Status, StepRecord};
@@ -308,7 +308,7 @@ fn build_env(build: &Build) -> Vec<String> {
     for (k, v) in &build.values {
         env.push(format!(
             "ROCMATRIX_{}={v}",
-            super::step::protocol::env_key(k)
+            crate::step::protocol::env_key(k)
         ));
     }
     env
