@@ -13,10 +13,6 @@ pub mod capture;
 pub mod gdb;
 pub mod gdb_output;
 
-/// The module's old name, kept for `src/run/backtrace.rs` until the
-/// restructuring of `src/run/` takes the new one.
-pub use gdb_output as backtrace;
-
 /// Where the step shell leaves its backtrace files in the container.
 pub const DIR: &str = "/rocmatrix/backtrace";
 /// At most this much of gdb's output is kept.

@@ -123,7 +123,7 @@ pub async fn run_cell(
     write_record(cx, dir, record).await
 }
 
-/// The container's main process: the runner (`src/run/step/protocol.rs`)
+/// The container's main process: the runner (`src/step/protocol.rs`)
 /// when it has leading steps or hook stand-ins to run (either would
 /// otherwise cost an exec each), else an idle one; and whether it is the
 /// runner. Steps that need a GPU the cell was refused are left out.

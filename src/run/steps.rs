@@ -1,5 +1,5 @@
 //! A cell's steps in order in its container: the leading ones from its
-//! main process (`src/run/main_process.rs`), the rest by exec, each with its
+//! main process (`src/step/main_process.rs`), the rest by exec, each with its
 //! own log, timeout and JUnit files, then its test suite; a step that stops
 //! the cell makes the rest skipped with the reason, and the cell's verdict
 //! comes from its steps.

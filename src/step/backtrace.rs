@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::protocol::step_slug;
 use super::{blocking, CellEnv, CellError};
-use crate::debugger::{backtrace, capture, MAX_OUTPUT};
+use crate::debugger::{capture, gdb_output, MAX_OUTPUT};
 use crate::plan::Cell;
 use crate::store::record::{Status, StepRecord};
 
@@ -75,7 +75,7 @@ pub async fn collect(
         }
         let (command, output) = text.split_once('\0').unwrap_or((text.as_str(), ""));
         let rel = format!("backtraces/{slug}.txt");
-        let bt = backtrace::parse(command, output, &spec.breaks, spec.frames, &rel);
+        let bt = gdb_output::parse(command, output, &spec.breaks, spec.frames, &rel);
         let (path, body) = (
             cell_dir.join(&rel),
             format!("$ {}\n{output}", command.trim()),
