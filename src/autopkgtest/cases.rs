@@ -119,6 +119,36 @@ impl Judged {
         }
     }
 
+    /// The gtest adapter's run of launched test `name` (`gtest: adapter`):
+    /// its cases join the report under `PACKAGE/NAME/`, and the test's own
+    /// case, passed by autopkgtest, fails when the run failed (flaky when
+    /// its stanza says `flaky`, as autopkgtest would have it).
+    pub fn adapted(&mut self, name: &str, flaky: bool, a: super::launcher::Adapted) {
+        if let Some(c) = self.cases.iter_mut().find(|c| c.name == name) {
+            c.output.push_str(&a.note);
+            c.output.push('\n');
+            if let Some((message, text)) = a.failure {
+                let failed = Verdict::Failed { message, text };
+                if flaky {
+                    c.reruns.push(failed);
+                } else {
+                    c.verdict = failed;
+                }
+            }
+        }
+        for mut c in a.cases {
+            c.suite = format!("{}/{name}/{}", self.package, c.suite);
+            self.cases.push(c);
+        }
+    }
+
+    /// Whether test `name` passed by autopkgtest's verdict.
+    pub fn passed(&self, name: &str) -> bool {
+        self.cases
+            .iter()
+            .any(|c| c.name == name && c.verdict == Verdict::Passed && c.reruns.is_empty())
+    }
+
     /// googletest XML reports found under `out/artifacts/`: each joins the
     /// report under the test that wrote it, told by the test's output
     /// naming the file, else the one test that ran and was not skipped.

@@ -16,6 +16,7 @@
 
 pub mod cases;
 pub mod control;
+pub mod launcher;
 pub mod script;
 pub mod summary;
 
@@ -86,10 +87,20 @@ pub async fn run(
         .zip(&bad)
         .map(|(s, b)| s.problem.is_none() && b.is_none())
         .collect();
+    let launched = if a.gtest_adapter {
+        launcher::find(&stanzas, &names, &keep)
+    } else {
+        Vec::new()
+    };
     let mut run_tree = tree.clone();
-    if keep.iter().any(|k| !k) && keep.iter().any(|k| *k) {
+    let partial = keep.iter().any(|k| !k) && keep.iter().any(|k| *k);
+    if partial || !launched.is_empty() {
         run_tree = format!("{work}/tree");
-        let filtered = control::filtered(&text, &stanzas, &keep);
+        let filtered = if launched.is_empty() {
+            control::filtered(&text, &stanzas, &keep)
+        } else {
+            launcher::rewritten(&text, &stanzas, &keep, &launched)
+        };
         let copy = "rm -rf \"$2\" && mkdir -p \"${2%/*}\" && cp -a \"$1\" \"$2\" && printf %s \"$3\" > \"$2/debian/tests/control\"";
         let args = [tree.as_str(), run_tree.as_str(), filtered.as_str()];
         if shell(cx, copy, &args, log, left(deadline)).await?.0 != Some(0) {
@@ -106,6 +117,7 @@ pub async fn run(
     };
     let host_out = cell_dir(cx).join(CELL_DIR).join(cx.slug);
     let mut judged = cases::Judged::new(&package);
+    let mut adapter_timed_out = false;
     if let Some(ran) = &ran {
         copy_out(cx, &format!("{work}/out"), &host_out).await?;
         let summary_text = cat(cx, &format!("{work}/summary"))
@@ -113,6 +125,14 @@ pub async fn run(
             .unwrap_or_default();
         judged.add_summary(&summary::parse(&summary_text), &host_out);
         judged.not_run(&names, &keep, &ran.ending());
+        let passed: Vec<&launcher::Launched> =
+            launched.iter().filter(|l| judged.passed(&l.name)).collect();
+        for l in passed {
+            let got = launcher::run(cx, a.timeout_per_test, l, &host_out, log, deadline).await?;
+            adapter_timed_out |= got.timed_out;
+            let flaky = stanzas[l.stanza].restrictions().contains(&"flaky");
+            judged.adapted(&l.name, flaky, got);
+        }
         let copy = summary_text.clone();
         let at = host_out.join("summary");
         on_disk(at, move |p| {
@@ -130,7 +150,7 @@ pub async fn run(
         crate::suite::junit_out::write(p, "autopkgtest", &for_write)
     })
     .await?;
-    let step_timed_out = ran.as_ref().is_some_and(|r| r.timed_out);
+    let step_timed_out = ran.as_ref().is_some_and(|r| r.timed_out) || adapter_timed_out;
     Ok(SuiteOutcome {
         problem: ran.as_ref().and_then(|r| r.problem()),
         cases,

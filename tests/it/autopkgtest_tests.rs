@@ -14,7 +14,12 @@
 //!   others still run;
 //! - a source package the archive does not have, and one whose
 //!   `debian.tar.xz` this mirror answers 404 for: the cell is an `error`
-//!   whose reason names the file (or the index) and the suite.
+//!   whose reason names the file (or the index) and the suite;
+//! - `launcher/` with `gtest: adapter`: a `rocm-test-launcher …/run-tests`
+//!   test (Debian's real pkg-rocm-tools) whose googletest binary runs
+//!   through rocmatrix's gtest adapter when the launcher finds `/dev/kfd`
+//!   (a stand-in device node of a leased GPU), and is skipped with the
+//!   launcher's own words when the cell has no GPU.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -438,4 +443,128 @@ fn autopkgtest_flagship_run_store() {
             }
         }
     }
+}
+
+/// A cell's JUnit file of step `index` (0-based).
+fn cell_step_junit(run: &Path, cell_name: &str, cell: &Value, index: usize) -> PathBuf {
+    let slug = format!("{:02}-", index + 1);
+    let rel = cell["junit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|j| j.contains(&slug))
+        .unwrap_or_else(|| panic!("no JUnit of step {index}: {cell:#}"));
+    run.join("cells").join(cell_name).join(rel)
+}
+
+#[test]
+fn autopkgtest_gtest_adapter_runs_a_launched_run_tests_binary_test_by_test_and_keeps_the_launchers_skip(
+) {
+    let test = "autopkgtest_gtest_adapter_runs_a_launched_run_tests_binary_test_by_test_and_keeps_the_launchers_skip";
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // A leased GPU's nodes: stand-ins (character devices numbered like
+    // /dev/null), all rocm-test-launcher asks of /dev/kfd is that it is
+    // there (and readable when not root).
+    let dev = dir.path().join("dev");
+    if !stand_in_nodes(&dev, &["kfd", "dri/renderD128"]) && unavailable(test, "mknod needs root") {
+        return;
+    }
+    let _image = IMAGE.lock().unwrap_or_else(|p| p.into_inner());
+    bases::ensure("sid");
+    let repo = tree_repo(dir.path());
+    let sysfs = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kfd/gfx1100");
+    let m = write(
+        dir.path(),
+        "a.yaml",
+        &format!(
+            "name: launcher\nmatrix:\n  gfx: [gfx1100, gfx90a]\nenvironment:\n  base: debian:sid\n  \
+             packages: [autopkgtest, dpkg-dev, pkg-rocm-tools, g++, libgtest-dev]\n\
+             gpu:\n  need: optional\n  policy: exact\n  target: '{{{{ matrix.gfx }}}}'\ntimeout: 20m\n\
+             sources:\n  - name: trees\n    url: {}\n    ref: main\n\
+             steps:\n  - name: install\n    run: |\n      \
+             d=/usr/libexec/rocm/librmx0-tests && install -d $d\n      \
+             install -m 755 /src/trees/launcher/libexec/run-tests $d/\n      \
+             g++ -o $d/rmx-test /src/trees/launcher/libexec/rmx-test.cc -lgtest -lgtest_main -pthread\n  \
+             - name: launched\n    timeout: 10m\n    autopkgtest:\n      path: /src/trees/launcher\n      \
+             gtest: adapter\n      timeout_per_test: 2m\n",
+            repo.display()
+        ),
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .arg("--sysfs-root")
+        .arg(&sysfs)
+        .arg("--dev-root")
+        .arg(&dev)
+        .out(dir.path().join("out"))
+        .run();
+    o.assert_code(1);
+    let run = o.run_store();
+    let xml_of = |junit: &Path| std::fs::read_to_string(junit).unwrap();
+
+    // No GPU: rocm-test-launcher (Debian's) exits 77 before anything else
+    // runs; autopkgtest's SKIP with the launcher's words, no googletest case.
+    let none = cell_json(&run, "gfx90a");
+    assert_ne!(none["status"], "failed", "{none:#}");
+    let skipped = cases(&cell_step_junit(&run, "gfx90a", &none, 1));
+    assert_eq!(skipped.len(), 1, "{skipped:#?}");
+    assert_verdict(
+        case(&skipped, "librmx0-tests"),
+        "librmx0-tests",
+        "SKIP",
+        "exit status 77 and marked as skippable: /dev/kfd not present, system either lacks AMD GPU or &apos;amdgpu&apos; driver is not loaded.",
+    );
+
+    // A leased GPU: the launcher's check passes (autopkgtest ran
+    // `rocm-test-launcher true`: PASS in its own summary), and the binary
+    // run-tests names runs through the adapter: the crash costs one test.
+    let gpu = cell_json(&run, "gfx1100");
+    assert_eq!(gpu["status"], "failed", "{gpu:#}");
+    assert_eq!(gpu["steps"][1]["status"], "failed", "{gpu:#}");
+    let text =
+        std::fs::read_to_string(run.join("cells/gfx1100/autopkgtest/02-launched/summary")).unwrap();
+    let first: Vec<&str> = text.split_whitespace().take(2).collect();
+    assert_eq!(first, ["librmx0-tests", "PASS"], "{text}");
+    let junit = cell_step_junit(&run, "gfx1100", &gpu, 1);
+    let got = cases(&junit);
+    assert_eq!(got.len(), 5, "{got:#?}");
+    let own = case(&got, "librmx0-tests");
+    assert!(
+        own.contains("<failure message=\"rocmatrix&apos;s gtest adapter: 2 of 4 tests:")
+            || own.contains("<failure message=\"rocmatrix's gtest adapter: 2 of 4 tests:"),
+        "{own}"
+    );
+    assert!(
+        own.contains("Launched.Fails") && own.contains("Launched.Crashes"),
+        "{own}"
+    );
+    let xml = xml_of(&junit);
+    for name in ["Passes", "Fails", "Crashes", "AfterTheCrash"] {
+        let classname = "rmx-launcher/librmx0-tests/Launched";
+        assert!(
+            xml.contains(&format!("name=\"{name}\" classname=\"{classname}\""))
+                || xml.contains(&format!("classname=\"{classname}\" name=\"{name}\"")),
+            "{name} under {classname}: {xml}"
+        );
+    }
+    assert_verdict(case(&got, "Passes"), "Passes", "PASS", "");
+    assert_verdict(case(&got, "AfterTheCrash"), "AfterTheCrash", "PASS", "");
+    assert!(
+        case(&got, "Fails").contains("<failure")
+            && case(&got, "Fails").contains("two minus two is not one"),
+        "{got:#?}"
+    );
+    let crash = case(&got, "Crashes");
+    assert!(
+        crash.contains("<error") && crash.contains("SIGSEGV"),
+        "{crash}"
+    );
+    // The adapter's own report is kept beside autopkgtest's output.
+    assert!(run
+        .join("cells/gfx1100/autopkgtest/02-launched/gtest/librmx0-tests/rmx-test/gtest.xml")
+        .is_file());
 }
