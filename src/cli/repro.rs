@@ -73,20 +73,7 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
                 ..manifest
             })),
             out: args.out.clone(),
-            options: RunOptions {
-                jobs: 1,
-                build_jobs: crate::run::default_build_jobs(),
-                fail_fast: false,
-                retries: 1,
-                network: NetworkChoice::Auto,
-                work_dir: crate::dirs::cache_dir().join("bootstrap"),
-                locked: match own {
-                    Some(_) => None,
-                    None => lock.clone().map(Arc::new),
-                },
-                coverage: false,
-                registry: None,
-            },
+            options: options(own.is_some(), lock.as_ref()),
             listeners: vec![Arc::from(progress::listener(args.progress, 1))],
             gpus,
         };
@@ -146,4 +133,24 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
     } else {
         ReproOutcome::Differs
     }))
+}
+
+/// How the cell runs again: alone, once, on the lock unless the run's own
+/// image is reused (`reusing_own`).
+fn options(reusing_own: bool, lock: Option<&crate::store::lock::Lock>) -> RunOptions {
+    RunOptions {
+        jobs: 1,
+        build_jobs: crate::run::default_build_jobs(),
+        fail_fast: false,
+        retries: 1,
+        network: NetworkChoice::Auto,
+        work_dir: crate::dirs::cache_dir().join("bootstrap"),
+        locked: if reusing_own {
+            None
+        } else {
+            lock.cloned().map(Arc::new)
+        },
+        coverage: false,
+        registry: None,
+    }
 }
