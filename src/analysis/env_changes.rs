@@ -57,19 +57,37 @@ impl PackageChange {
 
 /// Something else that changed: the base image, its Release date, a build
 /// snapshot, a source commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueChange {
     pub what: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
+    /// A source that moved from one commit to another: its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Of such a source: the commits after `from` up to `to` (counted by
+    /// the report from the source cache; absent where it could not read
+    /// them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commits: Option<usize>,
+    /// Their first subjects, oldest first (`6caaf39 Fix the queue`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subjects: Vec<String>,
 }
 
 impl ValueChange {
+    /// `base image sha256:a → sha256:b`, `source gadget 8d6356a… →
+    /// 6caaf39… (36 commits)`.
     pub fn text(&self) -> String {
         let v = |s: &Option<String>| s.clone().unwrap_or_else(|| "none".into());
-        format!("{} {} → {}", self.what, v(&self.from), v(&self.to))
+        let count = match self.commits {
+            Some(1) => " (1 commit)".to_string(),
+            Some(n) => format!(" ({n} commits)"),
+            None => String::new(),
+        };
+        format!("{} {} → {}{count}", self.what, v(&self.from), v(&self.to))
     }
 }
 
@@ -197,6 +215,7 @@ fn between(before: &EnvironmentFacts, now: &EnvironmentFacts, globs: &[&str]) ->
                 what: what.to_string(),
                 from: a.cloned(),
                 to: b.cloned(),
+                ..ValueChange::default()
             });
         }
     };
@@ -215,6 +234,7 @@ fn between(before: &EnvironmentFacts, now: &EnvironmentFacts, globs: &[&str]) ->
             what: format!("build {key}"),
             from,
             to,
+            ..ValueChange::default()
         });
     }
     other.extend(source_changes(&before.sources, &now.sources));
@@ -249,8 +269,11 @@ fn source_changes(
             (None, Some(t)) if one_each => moved.entry(name).or_default().1 = Some((key, t)),
             (from, to) => out.push(ValueChange {
                 what: format!("source {key}"),
+                // The same ref at another commit: it moved.
+                source: (from.is_some() && to.is_some()).then_some(name),
                 from,
                 to,
+                ..ValueChange::default()
             }),
         }
     }
@@ -278,16 +301,18 @@ fn source_changes(
                 },
                 from: Some(w),
                 to: Some(i),
+                source: Some(name.clone()),
+                ..ValueChange::default()
             }),
             (Some((wk, w)), None) => out.push(ValueChange {
                 what: format!("source {wk}"),
                 from: Some(w),
-                to: None,
+                ..ValueChange::default()
             }),
             (None, Some((ik, i))) => out.push(ValueChange {
                 what: format!("source {ik}"),
-                from: None,
                 to: Some(i),
+                ..ValueChange::default()
             }),
             (None, None) => {}
         }
@@ -314,6 +339,7 @@ mod tests {
             release_date: None,
             builds: BTreeMap::new(),
             sources: BTreeMap::new(),
+            source_urls: BTreeMap::new(),
         }
     }
 
@@ -420,5 +446,34 @@ mod tests {
         // Two refs of one source on a side are not paired.
         let now = map(&[("gadget (v1.3)", new), ("gadget (v1.4)", old)]);
         assert_eq!(source_changes(&before, &now).len(), 3);
+    }
+
+    #[test]
+    fn a_moved_source_is_named_for_its_commit_count() {
+        let map = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let before = map(&[("tool (main)", "aaaa"), ("gone (main)", "cccc")]);
+        let now = map(&[("tool (main)", "bbbb"), ("gadget (v1)", "dddd")]);
+        let changes = source_changes(&before, &now);
+        let named: Vec<(&str, Option<&str>)> = changes
+            .iter()
+            .map(|c| (c.what.as_str(), c.source.as_deref()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("source gadget (v1)", None),
+                ("source gone (main)", None),
+                ("source tool (main)", Some("tool")),
+            ]
+        );
+        let mut moved = changes[2].clone();
+        moved.commits = Some(36);
+        assert_eq!(moved.text(), "source tool (main) aaaa → bbbb (36 commits)");
+        moved.commits = Some(1);
+        assert!(moved.text().ends_with("(1 commit)"));
     }
 }

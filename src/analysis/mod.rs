@@ -8,7 +8,8 @@
 //! - [`coverage_changes`]: gfx targets libraries gain and lose along the
 //!   matrix or against a baseline;
 //! - [`regress`]: tests and cells against a baseline, and [`env_changes`]:
-//!   what changed in their environments.
+//!   what changed in their environments ([`source_moves`]: by how many
+//!   commits each source moved).
 //!
 //! Data flow: `results::collect` (reading) → [`analyse`] (signatures,
 //! coverage changes) → [`regress::compare`] against a baseline.
@@ -18,6 +19,7 @@ pub mod coverage_changes;
 pub mod env_changes;
 pub mod regress;
 pub mod signature;
+pub mod source_moves;
 
 use crate::results::{junit::Limits, Results, Sink, Source};
 

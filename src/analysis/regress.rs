@@ -417,6 +417,7 @@ pub fn compare(
         }
     }
     r.environments = super::env_changes::compare(current, baseline);
+    super::source_moves::count(&mut r.environments, current, &crate::dirs::cache_dir());
     r.coverage = super::coverage_changes::against_baseline(current, baseline);
     r
 }

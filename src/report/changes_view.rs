@@ -84,7 +84,15 @@ pub fn environments(results: &Results, reg: &Regressions) -> Vec<EnvChangeView> 
             } else {
                 e.base.clone()
             };
-            let mut all: Vec<String> = e.other.iter().map(|o| o.text()).collect();
+            // A moved source's details name its first commits.
+            let mut all: Vec<String> = e
+                .other
+                .iter()
+                .map(|o| match o.subjects.as_slice() {
+                    [] => o.text(),
+                    s => format!("{}: {}", o.text(), s.join("; ")),
+                })
+                .collect();
             all.extend(e.packages.iter().map(|p| p.text()));
             EnvChangeView {
                 label: results.environment_label(&e.cells, &fallback),

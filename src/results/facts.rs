@@ -65,6 +65,10 @@ pub struct EnvironmentFacts {
     /// `source (ref)` → commit, of the environment's builds and cells.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sources: BTreeMap<String, String>,
+    /// Source name → the URL it was fetched from (what a report reads the
+    /// commits between two runs' commits from).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub source_urls: BTreeMap<String, String>,
 }
 
 /// What an environment is, independent of rocmatrix's hash of it (which
@@ -149,16 +153,19 @@ fn unordered(lock: &Lock, globs: &[&str], cells: &[Cell]) -> Vec<EnvironmentFact
                 BaseOrigin::Pulled | BaseOrigin::Imported { .. } => None,
             };
             let mut sources = BTreeMap::new();
+            let mut source_urls = BTreeMap::new();
             let mut builds = BTreeMap::new();
             for (key, b) in lock.builds.iter().filter(|(_, b)| &b.environment == hash) {
                 builds.insert(key.clone(), b.id.clone());
                 for s in &b.sources {
                     sources.insert(format!("{} ({})", s.name, s.reference), s.commit.clone());
+                    source_urls.insert(s.name.clone(), s.url.clone());
                 }
             }
             for c in lock.cells.values().filter(|c| &c.environment == hash) {
                 for s in &c.sources {
                     sources.insert(format!("{} ({})", s.name, s.reference), s.commit.clone());
+                    source_urls.insert(s.name.clone(), s.url.clone());
                 }
             }
             EnvironmentFacts {
@@ -172,6 +179,7 @@ fn unordered(lock: &Lock, globs: &[&str], cells: &[Cell]) -> Vec<EnvironmentFact
                 release_date,
                 builds,
                 sources,
+                source_urls,
                 environment: crate::digest::short(hash).to_string(),
                 base: env.base.reference.clone(),
                 cells: lock

@@ -4,10 +4,7 @@
 use std::path::{Path, PathBuf};
 
 pub fn update(cache: &Path, url: &str) -> Result<PathBuf, git2::Error> {
-    let dir = cache.join(format!(
-        "{}.git",
-        &crate::digest::sha256_hex(url.as_bytes())[..24]
-    ));
+    let dir = path(cache, url);
     let repo = match git2::Repository::open_bare(&dir) {
         Ok(r) => r,
         Err(_) => {
@@ -29,4 +26,12 @@ pub fn update(cache: &Path, url: &str) -> Result<PathBuf, git2::Error> {
         None,
     )?;
     Ok(dir)
+}
+
+/// Where the bare mirror of `url` lives under `cache` (fetched or not).
+pub fn path(cache: &Path, url: &str) -> PathBuf {
+    cache.join(format!(
+        "{}.git",
+        &crate::digest::sha256_hex(url.as_bytes())[..24]
+    ))
 }

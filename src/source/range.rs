@@ -35,13 +35,48 @@ pub fn commits(
     to: &str,
     first_parent: bool,
 ) -> Result<Range, SourceError> {
+    let mirror = super::mirror::update(&cache.join("git"), url).map_err(|e| SourceError::Git {
+        name: name.to_string(),
+        message: format!("fetching {url}: {}", e.message()),
+    })?;
+    walk(&mirror, name, url, from, to, first_parent)
+}
+
+/// As [`commits`], from the mirror as the last fetch left it, without
+/// fetching (a report counting the commits a source moved by must not wait
+/// on the network); an error when it was never fetched here.
+pub fn commits_fetched(
+    cache: &Path,
+    name: &str,
+    url: &str,
+    from: &str,
+    to: &str,
+    first_parent: bool,
+) -> Result<Range, SourceError> {
+    let mirror = super::mirror::path(&cache.join("git"), url);
+    if !mirror.is_dir() {
+        return Err(SourceError::Git {
+            name: name.to_string(),
+            message: format!("{url} was never fetched to this machine"),
+        });
+    }
+    walk(&mirror, name, url, from, to, first_parent)
+}
+
+/// The range in the bare mirror at `mirror`.
+fn walk(
+    mirror: &Path,
+    name: &str,
+    url: &str,
+    from: &str,
+    to: &str,
+    first_parent: bool,
+) -> Result<Range, SourceError> {
     let git = |message: String| SourceError::Git {
         name: name.to_string(),
         message,
     };
-    let mirror = super::mirror::update(&cache.join("git"), url)
-        .map_err(|e| git(format!("fetching {url}: {}", e.message())))?;
-    let repo = git2::Repository::open_bare(&mirror).map_err(|e| git(e.message().to_string()))?;
+    let repo = git2::Repository::open_bare(mirror).map_err(|e| git(e.message().to_string()))?;
     let resolve = |rev: &str| {
         repo.revparse_single(rev)
             .or_else(|_| repo.revparse_single(&format!("origin/{rev}")))
