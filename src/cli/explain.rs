@@ -17,7 +17,8 @@ use crate::results::{NoSink, Source};
 pub struct ExplainArgs {
     /// A run directory, a report directory or a results.json.
     pub run: PathBuf,
-    /// Print the signatures as JSON (the `signatures` of results.json).
+    /// Print the signatures as JSON (the `signatures` of results.json),
+    /// each with its `triage` where the run was triaged.
     #[arg(long)]
     pub json: bool,
 }
@@ -35,8 +36,11 @@ pub fn run(args: ExplainArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         }
         r
     };
+    // Where the run's new signatures started (`rocmatrix triage`).
+    let triage = crate::triage::store::load(&args.run).ok().flatten();
     let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&results.signatures).map_err(|e| Error::Io {
+        let signatures = with_triage(&results.signatures, triage.as_ref());
+        let mut s = serde_json::to_string_pretty(&signatures).map_err(|e| Error::Io {
             path: args.run.clone(),
             source: e.into(),
         })?;
@@ -44,13 +48,40 @@ pub fn run(args: ExplainArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         s
     } else {
         let mut text = why::explain(&results);
-        // Where the run's new signatures started (`rocmatrix triage`).
-        if let Ok(Some(t)) = crate::triage::store::load(&args.run) {
+        if let Some(t) = &triage {
             text.push('\n');
-            text.push_str(&crate::triage::report::text(&t));
+            text.push_str(&crate::triage::report::text(t));
         }
         text
     };
     super::write_out(out, &text)?;
     Ok(ExitCode::Success)
+}
+
+/// The signatures as JSON, each new one that the run's triage searched
+/// with that search (`triage`: its state, line and searches, as
+/// `triage.json` has them). Gone signatures are not in the run: their fix
+/// ranges are in `triage.json` and `rocmatrix triage RUN --json`.
+fn with_triage(
+    signatures: &[crate::analysis::signature::Signature],
+    triage: Option<&crate::triage::store::Triage>,
+) -> Vec<serde_json::Value> {
+    signatures
+        .iter()
+        .map(|s| {
+            let mut v = serde_json::to_value(s).unwrap_or_default();
+            let item = triage.and_then(|t| {
+                t.items.iter().find(|i| {
+                    i.change == crate::triage::store::Change::New && i.signature.id == s.id
+                })
+            });
+            if let (Some(item), Some(map)) = (item, v.as_object_mut()) {
+                map.insert(
+                    "triage".into(),
+                    serde_json::to_value(item).unwrap_or_default(),
+                );
+            }
+            v
+        })
+        .collect()
 }

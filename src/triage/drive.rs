@@ -349,6 +349,21 @@ fn prepare(
                     }),
                 }
             }
+            // What the run before it showed and this run does not: gone,
+            // fixed somewhere between the two.
+            let previous = super::history::previous_run(
+                &mut h,
+                &run.manifest.name,
+                &run.manifest.run_id,
+                out,
+            )?;
+            if let super::history::Found::Run(dir) = previous {
+                let base = targets::read(&dir)?;
+                let (_, gone) = targets::changed(&mut run.results.clone(), &base.results);
+                for s in &gone {
+                    tasks.push(targets::task(Change::Gone, s, &run, &base, cache));
+                }
+            }
             Some("history".into())
         }
     };

@@ -1,7 +1,9 @@
-//! The good end without `--baseline`: the last run in the history, before
-//! the one triaged, where the signature's cell ran and did not show it —
-//! it passed, or failed only in tests of other signatures. Its run store
-//! (under the same run root) gives the lock the search starts from.
+//! The other end without `--baseline`, from the history. For a signature
+//! of the run: the last run before it where the signature's cell ran and
+//! did not show it — it passed, or failed only in tests of other
+//! signatures. For the signatures gone from the run: the run just before
+//! it, where they were last seen. Its run store (under the same run root)
+//! gives the lock the search starts from.
 
 use std::path::{Path, PathBuf};
 
@@ -65,5 +67,35 @@ pub fn good_run(
     }
     Ok(Found::None(format!(
         "the history holds no earlier run where cell {cell} ran without it"
+    )))
+}
+
+/// The run of matrix `name` the history recorded last before `run_id`, as
+/// a run directory under `out`: the signatures it showed that the run does
+/// not are gone, and their fix ranges end there.
+pub fn previous_run(
+    history: &mut History,
+    name: &str,
+    run_id: &str,
+    out: &Path,
+) -> Result<Found, TriageError> {
+    let runs = history.runs()?;
+    let now = runs
+        .iter()
+        .position(|r| r.run == run_id)
+        .unwrap_or(runs.len());
+    let Some(before) = runs[..now].iter().rev().find(|r| r.name == name) else {
+        return Ok(Found::None(
+            "the history holds no earlier run of this matrix".into(),
+        ));
+    };
+    let dir = out.join("runs").join(&before.run);
+    if crate::store::layout::is_run(&dir) {
+        return Ok(Found::Run(dir));
+    }
+    Ok(Found::None(format!(
+        "the history's run before it, {}, is no longer under {}",
+        before.run,
+        out.join("runs").display()
     )))
 }

@@ -271,8 +271,30 @@ fn run_triage_names_where_a_signature_started_and_where_another_was_fixed_for_re
         "{}",
         o.stdout()
     );
-    // The pages and explain show it beside the signature.
+    // So does the report's "what changed" of the environment, with its
+    // first subjects, without --triage's help.
+    let results = read_json(&run.join("report/results.json"));
+    let moved = results["regressions"]["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| e["other"].as_array().cloned().unwrap_or_default())
+        .find(|v| v["source"] == "proj")
+        .unwrap_or_else(|| panic!("no moved source: {}", results["regressions"]));
+    assert_eq!(moved["commits"], (HEAD - BASE) as u64, "{moved}");
+    assert!(
+        moved["subjects"][0]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("commit {}", BASE + 1)),
+        "{moved}"
+    );
     let summary = std::fs::read_to_string(run.join("report/summary.md")).unwrap();
+    assert!(
+        summary.contains(&format!("({} commits)", HEAD - BASE)),
+        "{summary}"
+    );
+    // The pages and explain show it beside the signature.
     assert!(
         summary.contains(&format!("↳ started at {}", &ids[SUM_BREAKS as usize][..12])),
         "{summary}"
@@ -286,6 +308,21 @@ fn run_triage_names_where_a_signature_started_and_where_another_was_fixed_for_re
     let e = Rocmatrix::new().arg("explain").arg(&run).run();
     e.assert_success();
     assert!(e.stdout().contains(&line), "{}", e.stdout());
+    // And in JSON, under the signature it is about.
+    let e = Rocmatrix::new()
+        .arg("explain")
+        .arg(&run)
+        .arg("--json")
+        .run();
+    e.assert_success();
+    let sigs: serde_json::Value = serde_json::from_str(&e.stdout()).unwrap();
+    assert!(
+        sigs.as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["triage"]["line"] == line.as_str() && s["triage"]["change"] == "new"),
+        "{sigs}"
+    );
     // The run's own results are its own.
     let results = read_json(&run.join("report/results.json"));
     assert_eq!(results["cells"].as_array().unwrap().len(), 2);
@@ -330,6 +367,16 @@ fn run_triage_names_where_a_signature_started_and_where_another_was_fixed_for_re
         o.stdout().contains(&format!(
             "started at {} \"commit {SUM_BREAKS}\"",
             &ids[SUM_BREAKS as usize][..12]
+        )),
+        "{}",
+        o.stdout()
+    );
+    // And the signature gone since the run before it, fixed where the
+    // baseline's triage found it.
+    assert!(
+        o.stdout().contains(&format!(
+            "fixed at {}",
+            &ids[PRODUCT_FIXED as usize][..12]
         )),
         "{}",
         o.stdout()
