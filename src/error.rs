@@ -14,6 +14,7 @@ use crate::bisect::BisectError;
 use crate::bundle::BundleError;
 use crate::engine::EngineError;
 use crate::gpu::GpuError;
+use crate::outcome::CellVerdict;
 use crate::report::{ReportError, ReportSummary};
 use crate::results::ResultsError;
 use crate::run::runner::RunReport;
@@ -86,31 +87,8 @@ impl ExitCode {
     /// do not count, and `--fail-on` decides); infrastructure errors 3 —
     /// cells that only errored are not test failures; else 0.
     pub fn of_run(run: &RunReport, report: Option<&ReportSummary>, fail_on: FailOn) -> ExitCode {
-        let unexpected = run.records.iter().any(|c| run.unexpected_failure(c));
-        let infrastructure = run.infrastructure_errors();
-        if run.outcome.interrupted {
-            return ExitCode::Interrupted;
-        }
-        let Some(report) = report else {
-            return if unexpected {
-                ExitCode::TestFailure
-            } else if infrastructure {
-                ExitCode::Infrastructure
-            } else {
-                ExitCode::Success
-            };
-        };
-        let tests_failed = report.totals.failed + report.totals.error > 0 || unexpected;
-        match ExitCode::of_report(report, fail_on) {
-            ExitCode::TestFailure if infrastructure && !unexpected && !tests_failed => {
-                ExitCode::Infrastructure
-            }
-            ExitCode::TestFailure => ExitCode::TestFailure,
-            _ if infrastructure && !unexpected => ExitCode::Infrastructure,
-            _ => ExitCode::Success,
-        }
+        RunExit::of(run, report, fail_on).code
     }
-
     /// `bisect`: 0 when a first bad (or, with `--regress success`, first
     /// good) point was found; 1 when the ends do not behave as claimed;
     /// 3 when an end could not be probed at all; 130 when interrupted.
@@ -135,6 +113,129 @@ impl ExitCode {
             ReproOutcome::NotRun => ExitCode::Infrastructure,
             ReproOutcome::Interrupted => ExitCode::Interrupted,
         }
+    }
+}
+
+/// A run's exit code and why, in words: both from the cells' judgements
+/// (`crate::outcome::judge_cell`, the verdicts the live lines, the summary
+/// table and the reports give), the run's own troubles and `--fail-on`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunExit {
+    pub code: ExitCode,
+    /// `1 failing cell: bookworm.gfx1100`, `interrupted` …
+    pub reason: String,
+}
+
+impl RunExit {
+    /// How `run` exits, with its reports' summary when they were written.
+    pub fn of(run: &RunReport, report: Option<&ReportSummary>, fail_on: FailOn) -> RunExit {
+        let failing: Vec<&str> = run
+            .judged()
+            .filter(|(_, j)| j.verdict == CellVerdict::Failing && !j.is_error())
+            .map(|(r, _)| r.id.as_str())
+            .collect();
+        let unexpected = !failing.is_empty();
+        let infrastructure = run.infrastructure_errors();
+        let exit = |code, reason: String| RunExit { code, reason };
+        if run.outcome.interrupted {
+            return exit(ExitCode::Interrupted, "interrupted".into());
+        }
+        let failing_reason = || {
+            let cells = crate::run::progress::count(failing.len(), "failing cell");
+            match failing.len() {
+                0 => cells,
+                n if n <= 5 => format!("{cells}: {}", failing.join(", ")),
+                _ => format!("{cells}: {}, …", failing[..5].join(", ")),
+            }
+        };
+        let Some(report) = report else {
+            return if unexpected {
+                exit(ExitCode::TestFailure, failing_reason())
+            } else if infrastructure {
+                exit(ExitCode::Infrastructure, infrastructure_reason(run))
+            } else {
+                exit(ExitCode::Success, success_reason(run))
+            };
+        };
+        let tests_failed = report.totals.failed + report.totals.error > 0 || unexpected;
+        match ExitCode::of_report(report, fail_on) {
+            ExitCode::TestFailure if infrastructure && !unexpected && !tests_failed => {
+                exit(ExitCode::Infrastructure, infrastructure_reason(run))
+            }
+            ExitCode::TestFailure => exit(
+                ExitCode::TestFailure,
+                match (fail_on, report.regressions) {
+                    (FailOn::Regression, Some(r)) => {
+                        format!(
+                            "{} against the baseline",
+                            crate::run::progress::count(r as usize, "regression")
+                        )
+                    }
+                    _ if unexpected => failing_reason(),
+                    _ if report.failing_cells > 0 => format!(
+                        "{} in the report",
+                        crate::run::progress::count(report.failing_cells, "failing cell")
+                    ),
+                    _ => format!(
+                        "{} lost",
+                        crate::run::progress::count(
+                            report.coverage_regressions as usize,
+                            "gfx target"
+                        )
+                    ),
+                },
+            ),
+            _ if infrastructure && !unexpected => {
+                exit(ExitCode::Infrastructure, infrastructure_reason(run))
+            }
+            _ if fail_on == FailOn::Never => exit(ExitCode::Success, "--fail-on never".into()),
+            _ if fail_on == FailOn::Regression && report.regressions.is_some() => exit(
+                ExitCode::Success,
+                "no regression against the baseline".into(),
+            ),
+            _ => exit(ExitCode::Success, success_reason(run)),
+        }
+    }
+
+    /// `exit 1: 1 failing cell: bookworm.gfx1100`: the line the run ends with.
+    pub fn line(&self) -> String {
+        format!("exit {}: {}", self.code.code(), self.reason)
+    }
+}
+
+/// `1 error, 2 not run, 1 image error`: what the infrastructure broke.
+fn infrastructure_reason(run: &RunReport) -> String {
+    let count = crate::run::progress::count;
+    let errors = run.judgements.iter().filter(|j| j.is_error()).count();
+    let mut parts = Vec::new();
+    if errors > 0 {
+        parts.push(format!("{} (infrastructure)", count(errors, "cell error")));
+    }
+    if !run.outcome.not_run.is_empty() {
+        parts.push(format!(
+            "{} not run",
+            count(run.outcome.not_run.len(), "cell")
+        ));
+    }
+    if !run.outcome.image_errors.is_empty() {
+        parts.push(count(run.outcome.image_errors.len(), "image error"));
+    }
+    parts.join(", ")
+}
+
+/// `no failing cell (1 expected failure)`.
+fn success_reason(run: &RunReport) -> String {
+    let t = crate::outcome::CellTally::of(run.judgements.iter().copied());
+    let mut notes = Vec::new();
+    if t.expected > 0 {
+        notes.push(CellVerdict::ExpectedFailure.count(t.expected));
+    }
+    if t.classified > 0 {
+        notes.push(CellVerdict::Classified.count(t.classified));
+    }
+    match notes.is_empty() {
+        true => "no failing cell".into(),
+        false => format!("no failing cell ({})", notes.join(", ")),
     }
 }
 

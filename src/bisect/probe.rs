@@ -104,6 +104,7 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
         options: setup.options.clone(),
         listeners: vec![listener],
         gpus: setup.gpus.clone(),
+        judge: None,
     };
     let report = runner::run(setup.engine, request, setup.interrupt.clone()).await?;
     let secs = t0.elapsed().as_secs_f64();

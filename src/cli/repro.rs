@@ -76,6 +76,7 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
             options: options(own.is_some(), lock.as_ref()),
             listeners: vec![Arc::from(progress::listener(args.progress, 1))],
             gpus,
+            judge: None,
         };
         let report = runner::run(&engine, request, Interrupt::install())
             .await

@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use clap::Args;
 
-use crate::error::{Error, ExitCode};
+use crate::error::{Error, ExitCode, RunExit};
 use crate::image::network::NetworkChoice;
+use crate::outcome::CellVerdict;
 use crate::plan::{Plan, Shard};
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunReport, RunRequest, RunSource};
 use crate::run::signals::Interrupt;
 use crate::run::{RunOptions, RunStore};
 use crate::spec::{Spec, DEFAULT_MAX_CELLS};
-use crate::store::record::Status;
 use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]
@@ -114,6 +114,8 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
         options: options(&args, settings)?,
         listeners: vec![listener],
         gpus: gate,
+        // Each cell judged by its tests as it finishes, as the report will.
+        judge: Some(Arc::new(crate::results::judge::ByTests::new())),
     };
     // A bad budget is refused before anything runs.
     args.triage_budget.parse()?;
@@ -297,38 +299,37 @@ fn judge(
             if judge.fail_on == crate::error::FailOn::Regression {
                 text.push_str(&super::report::discount_flaky(&mut r));
             }
-            ExitCode::of_run(report, Some(&r), judge.fail_on)
+            RunExit::of(report, Some(&r), judge.fail_on)
         }
         Err(e) => {
             text.push_str(&format!("the reports could not be written: {e}\n"));
-            ExitCode::of_run(report, None, judge.fail_on)
+            RunExit::of(report, None, judge.fail_on)
         }
     };
-    (text, code)
+    text.push_str(&code.line());
+    text.push('\n');
+    (text, code.code)
 }
 
 fn summary(r: &RunReport) -> String {
     let mut rows: Vec<[String; 4]> = r
-        .records
-        .iter()
-        .map(|c| {
-            let (status, reason) = match r.expectation(c) {
-                Some(e) if c.status.is_failure() => (
-                    format!("{} (expected)", c.status.as_str()),
-                    format!(
-                        "{}; expected: {}",
-                        c.reason.clone().unwrap_or_default(),
-                        e.reason
-                    ),
+        .judged()
+        .map(|(c, judged)| {
+            // The cell's judgement (crate::outcome::judge_cell): its status
+            // all things considered, and its verdict when the status alone
+            // does not say it.
+            let status = judged.status.as_str();
+            let reason = c.reason.clone().unwrap_or_default();
+            let (status, reason) = match (judged.verdict, r.expectation(c)) {
+                (CellVerdict::ExpectedFailure, Some(e)) => (
+                    format!("{status} (expected)"),
+                    format!("{reason}; expected: {}", e.reason),
                 ),
-                Some(e) if c.status == Status::Passed => (
-                    "passed (unexpectedly)".to_string(),
+                (CellVerdict::Passed, Some(e)) => (
+                    format!("{status} (unexpectedly)"),
                     format!("expected to fail: {}", e.reason),
                 ),
-                _ => (
-                    c.status.as_str().to_string(),
-                    c.reason.clone().unwrap_or_default(),
-                ),
+                (v, _) => (format!("{status}{}", progress::verdict_note(v)), reason),
             };
             [
                 c.id.clone(),
@@ -363,24 +364,13 @@ fn summary(r: &RunReport) -> String {
         s.push_str(line.trim_end());
         s.push('\n');
     }
-    let count = |st: Status| r.records.iter().filter(|c| c.status == st).count();
-    let expected = r
-        .records
-        .iter()
-        .filter(|c| {
-            c.status.is_failure() && c.status != Status::Error && r.expectation(c).is_some()
-        })
-        .count();
-    s.push_str(&format!(
-        "{} passed, {} failed, {}, {} skipped, {}, {} not run in {:.0} s\n",
-        count(Status::Passed),
-        r.records.iter().filter(|c| r.unexpected_failure(c)).count(),
-        crate::run::progress::count(expected, "expected failure"),
-        count(Status::Skipped),
-        crate::run::progress::count(count(Status::Error), "error"),
+    let tally = crate::outcome::CellTally::of(r.judgements.iter().copied());
+    s.push_str(&progress::tally_line(
+        &tally,
         r.outcome.not_run.len(),
-        r.secs
+        r.secs,
     ));
+    s.push('\n');
     for e in &r.outcome.image_errors {
         s.push_str(&format!("image error: {e}\n"));
     }

@@ -33,7 +33,9 @@ use crate::history::past::{Past, Recorder};
 use crate::results::collect::Sink;
 use crate::results::junit::{Case, Limits};
 use crate::results::source::CellSource;
-use crate::results::{collect, CellResult, Counts, Results, ResultsError, Source, TestStatus};
+use crate::results::{
+    collect, CellResult, CellVerdict, Counts, Results, ResultsError, Source, TestStatus,
+};
 
 /// `summary.md` is cut to fit this (GitHub's job-summary limit).
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
@@ -93,6 +95,9 @@ pub struct ReportSummary {
     pub failing_cells: usize,
     /// Cells that failed as the matrix's `expect:` said they would.
     pub expected_cells: usize,
+    /// Cells that failed only in tests a `classify:` rule moved.
+    #[serde(default)]
+    pub classified_cells: usize,
     pub totals: Counts,
     /// New failures and broken cells against the baseline, when there is one.
     pub regressions: Option<u64>,
@@ -116,13 +121,15 @@ impl ReportSummary {
     /// One line for the terminal.
     pub fn line(&self) -> String {
         let t = &self.totals;
-        let expected = match self.expected_cells {
-            0 => String::new(),
-            n => format!(
-                ", {}",
-                crate::results::CellVerdict::ExpectedFailure.count(n)
-            ),
-        };
+        let mut expected = String::new();
+        for (v, n) in [
+            (CellVerdict::ExpectedFailure, self.expected_cells),
+            (CellVerdict::Classified, self.classified_cells),
+        ] {
+            if n > 0 {
+                expected.push_str(&format!(", {}", v.count(n)));
+            }
+        }
         let mut s = format!(
             "{} ({} failing{expected}), {}: {} passed, {} failed, {}, {} skipped, {} flaky, {} xfail, {} xpass",
             count(self.cells as u64, "cell", None),
@@ -341,17 +348,15 @@ fn summarise(
     changes.extend(results.coverage_changes.iter().map(|c| c.line()));
     let coverage_regressions =
         crate::analysis::coverage_changes::regressions(&results.coverage_changes);
+    let verdicts = |v: CellVerdict| results.cells.iter().filter(|c| c.verdict() == v).count();
     ReportSummary {
         coverage_regressions,
         changes,
         dir: out.to_path_buf(),
         cells: results.cells.len(),
         failing_cells: results.failing_cells(),
-        expected_cells: results
-            .cells
-            .iter()
-            .filter(|c| c.verdict() == crate::results::CellVerdict::ExpectedFailure)
-            .count(),
+        expected_cells: verdicts(CellVerdict::ExpectedFailure),
+        classified_cells: verdicts(CellVerdict::Classified),
         totals: results.totals(),
         regressions: regressions.map(Regressions::regression_count),
         junit_bytes: junit_written.bytes,

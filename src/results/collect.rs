@@ -376,21 +376,32 @@ fn collect_cell(
         problems,
         oddities,
     } = notes;
-    let mut verdict = CellVerdict::new(cs, &counts, &mut messages);
-    verdict.worsen(&counts, problems, &messages);
+    let mut recorded = Recorded::new(cs, &counts, &mut messages);
+    let judged = crate::outcome::judge_cell(&crate::outcome::CellFacts {
+        steps: recorded.status,
+        tests: counts.tally(problems),
+        expected: rules.whole.map(|e| e.reason.as_str()),
+    });
+    if judged.status != recorded.status {
+        recorded.status = judged.status;
+        // An unreadable file made it an error: the first message says why.
+        if judged.is_error() && recorded.reason.is_none() {
+            recorded.reason = messages.first().cloned();
+        }
+    }
     let expected_failure = rules
         .whole
-        .filter(|_| verdict.status.is_failure())
+        .filter(|_| crate::outcome::is_test_failure(recorded.status))
         .map(|e| e.reason.clone());
     let cell = CellResult {
         id: cs.id.clone(),
         values: cs.values.iter().cloned().collect(),
-        status: verdict.status,
-        reason: verdict.reason,
-        duration_secs: verdict.duration_secs,
+        status: recorded.status,
+        reason: recorded.reason,
+        duration_secs: recorded.duration_secs,
         counts,
         expected_failure,
-        steps: verdict.steps,
+        steps: recorded.steps,
         tests,
         passed_hashes: passed,
         messages,
@@ -458,23 +469,25 @@ impl FileNotes {
     }
 }
 
-/// A cell's status, why it has it, how long it took and its steps.
-struct CellVerdict {
+/// A cell's status as its record (or its tests alone) says, why it has
+/// it, how long it took and its steps; [`crate::outcome::judge_cell`] makes
+/// the status worse by what its tests say.
+struct Recorded {
     status: CellStatus,
     reason: Option<String>,
     duration_secs: f64,
     steps: Vec<StepResult>,
 }
 
-impl CellVerdict {
+impl Recorded {
     /// As the cell's record says (adding its messages to `messages`).
     /// Without a record, a cell of a run did not finish, and a plain JUnit
     /// directory is judged by its tests.
-    fn new(cs: &CellSource, counts: &Counts, messages: &mut Vec<String>) -> CellVerdict {
+    fn new(cs: &CellSource, counts: &Counts, messages: &mut Vec<String>) -> Recorded {
         match &cs.record {
             Some(r) => {
                 messages.extend(r.messages.iter().cloned());
-                CellVerdict {
+                Recorded {
                     status: r.status,
                     reason: r.reason.clone(),
                     duration_secs: r.duration_secs,
@@ -494,32 +507,18 @@ impl CellVerdict {
                         .collect(),
                 }
             }
-            None if cs.from_run => CellVerdict {
+            None if cs.from_run => Recorded {
                 status: CellStatus::Error,
                 reason: Some("the cell did not finish: it has no cell.json".to_string()),
                 duration_secs: 0.0,
                 steps: Vec::new(),
             },
-            None => CellVerdict {
+            None => Recorded {
                 status: status_of_tests(cs, counts, messages),
                 reason: None,
                 duration_secs: 0.0,
                 steps: Vec::new(),
             },
-        }
-    }
-
-    /// What the JUnit files say can only make a cell worse than its record:
-    /// failed by failing tests, an error when a file could not be read.
-    fn worsen(&mut self, counts: &Counts, problems: usize, messages: &[String]) {
-        if counts.failures() > 0 && !self.status.is_failure() {
-            self.status = CellStatus::Failed;
-        }
-        if problems > 0 && !self.status.is_failure() {
-            self.status = CellStatus::Error;
-            if self.reason.is_none() {
-                self.reason = messages.first().cloned();
-            }
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod classify;
 pub mod collect;
 pub mod facts;
 pub mod findings;
+pub mod judge;
 pub mod model;
 mod readers;
 pub mod source;

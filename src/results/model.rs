@@ -112,6 +112,17 @@ impl Counts {
         self.failed + self.error
     }
 
+    /// What the verdict needs of these counts ([`crate::outcome::TestTally`]),
+    /// with `unreadable` JUnit files.
+    pub fn tally(&self, unreadable: usize) -> crate::outcome::TestTally {
+        crate::outcome::TestTally {
+            failures: self.failures(),
+            xfail: self.xfail,
+            classified: self.classified,
+            unreadable,
+        }
+    }
+
     pub fn merge(&mut self, o: &Counts) {
         for s in TestStatus::ALL {
             *self.get_mut(s) += o.get(s);
@@ -250,73 +261,25 @@ pub struct CellResult {
     pub junit: Vec<String>,
 }
 
-/// How a cell ended, all things considered: the one verdict that the
-/// reports (badge, banner, grid mark, counts), `explain` and the run's
-/// summary give a cell, decided by [`CellResult::verdict`] alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CellVerdict {
-    /// Fails the run: an unexpected test failure, or a failing status that
-    /// nothing expected explains.
-    Failing,
-    Passed,
-    /// Failed where the matrix's `expect:` said it would (the whole cell,
-    /// or only tests expected to fail).
-    ExpectedFailure,
-    /// Failed only in tests a `classify:` rule moved (needs a GPU, on a
-    /// host without one): it could not be judged here.
-    Classified,
-    Skipped,
-}
-
-impl CellVerdict {
-    /// In the order the reports count them, most serious first.
-    pub const ALL: [CellVerdict; 5] = [
-        CellVerdict::Failing,
-        CellVerdict::Passed,
-        CellVerdict::ExpectedFailure,
-        CellVerdict::Classified,
-        CellVerdict::Skipped,
-    ];
-
-    /// `expected failure`: the words every report uses for a cell.
-    pub fn label(self) -> &'static str {
-        match self {
-            CellVerdict::Failing => "failing",
-            CellVerdict::Passed => "passed",
-            CellVerdict::ExpectedFailure => "expected failure",
-            CellVerdict::Classified => "failed only in classified tests",
-            CellVerdict::Skipped => "skipped",
-        }
-    }
-
-    /// `1 expected failure`, `2 expected failures`.
-    pub fn count(self, n: usize) -> String {
-        match (self, n) {
-            (CellVerdict::ExpectedFailure, n) if n != 1 => format!("{n} expected failures"),
-            (v, n) => format!("{n} {}", v.label()),
-        }
-    }
-}
+/// How a cell ended, all things considered: decided by
+/// [`crate::outcome::judge_cell`] alone, for the reports as for the run.
+pub use crate::outcome::CellVerdict;
 
 impl CellResult {
-    /// The cell's verdict: the one place that decides whether a cell
-    /// failed, failed as expected, or passed.
+    /// The cell's verdict, as [`crate::outcome::judge_cell`] decides it
+    /// from the cell's status, its tests' counts and its expectation.
     pub fn verdict(&self) -> CellVerdict {
-        if self.is_failure() {
-            CellVerdict::Failing
-        } else if self.expected_failure.is_some()
-            || self.counts.xfail > 0 && self.status.is_failure()
-        {
-            CellVerdict::ExpectedFailure
-        } else if self.status.is_failure() {
-            // Not a failure, not expected: only classified tests failed.
-            CellVerdict::Classified
-        } else if self.status == CellStatus::Skipped {
-            CellVerdict::Skipped
-        } else {
-            CellVerdict::Passed
-        }
+        self.judgement().verdict
+    }
+
+    /// The cell's [`Judgement`](crate::outcome::Judgement): its status
+    /// (already made worse by its tests when it was collected) and verdict.
+    pub fn judgement(&self) -> crate::outcome::Judgement {
+        crate::outcome::judge_cell(&crate::outcome::CellFacts {
+            steps: self.status,
+            tests: self.counts.tally(0),
+            expected: self.expected_failure.as_deref(),
+        })
     }
 
     /// How the reports name the cell's outcome in a word or two: its
@@ -329,19 +292,9 @@ impl CellResult {
         }
     }
 
-    /// Whether this cell fails the run: an unexpected test failure, or a
-    /// failing cell status that expected test failures do not explain.
+    /// Whether this cell fails the run (its verdict is failing).
     pub fn is_failure(&self) -> bool {
-        if self.counts.failures() > 0 {
-            return true;
-        }
-        if !self.status.is_failure() || self.expected_failure.is_some() {
-            return false;
-        }
-        // A `failed` cell whose only failures were expected, or classified
-        // (a test that needs a GPU, on a cell without one), is fine.
-        !(self.status == CellStatus::Failed
-            && (self.counts.xfail > 0 || self.counts.classified > 0))
+        self.verdict() == CellVerdict::Failing
     }
 
     pub fn value(&self, key: &str) -> Option<&str> {

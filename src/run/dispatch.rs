@@ -142,15 +142,10 @@ async fn run_one(
             }
         }
     };
-    if record.status.is_failure() {
+    let judged = s.crew.events.finish_cell(&record, &s.crew.store.dir).await;
+    if judged.status.is_failure() {
         s.admission.failed();
     }
-    s.crew.events.emit(Event::CellFinished {
-        cell: cell.id.clone(),
-        status: record.status,
-        reason: record.reason.clone(),
-        secs: record.duration_secs,
-    });
     CellResult::Done(Box::new(record))
 }
 
@@ -174,12 +169,7 @@ async fn build_failed(s: Arc<Shared>, cell: Cell, built: Arc<Built>) -> CellResu
         )
     });
     s.crew.write_record(record.clone()).await;
-    s.crew.events.emit(Event::CellFinished {
-        cell: cell.id.clone(),
-        status: record.status,
-        reason: record.reason.clone(),
-        secs: record.duration_secs,
-    });
+    s.crew.events.finish_cell(&record, &s.crew.store.dir).await;
     CellResult::Done(Box::new(record))
 }
 

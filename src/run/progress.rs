@@ -10,6 +10,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::events::{Event, Listener, RunContext};
+use crate::outcome::{CellTally, CellVerdict};
 use crate::store::record::Status;
 
 /// How progress is shown.
@@ -155,15 +156,18 @@ pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
         Event::CellRetry { cell, attempt, error } => {
             format!("{cell}: infrastructure error on attempt {attempt}, retrying: {error}")
         }
-        Event::CellFinished { cell, status, reason, secs } => format!(
+        Event::CellFinished { cell, status, verdict, reason, secs } => format!(
             "{cell}: {}{}{} ({secs:.1} s)",
             status.as_str().to_uppercase(),
-            // As the run's summary counts it (RunReport::unexpected_failure).
-            match context.and_then(|c| c.expected(cell)) {
-                Some(_) if matches!(status, Status::Failed | Status::Timeout | Status::Oom) => {
-                    " (expected)"
-                }
-                _ => "",
+            // The cell's verdict (crate::outcome::judge_cell), as the summary
+            // table and the reports give it; an event without one (an
+            // earlier journal's) by its whole-cell expectation.
+            match verdict {
+                Some(v) => verdict_note(*v),
+                None => match context.and_then(|c| c.expected(cell)) {
+                    Some(_) if crate::outcome::is_test_failure(*status) => " (expected)",
+                    _ => "",
+                },
             },
             reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
         ),
@@ -172,13 +176,51 @@ pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
             "image {environment}: gfx coverage of {libraries} libraries with device code ({secs:.0} s)"
         ),
         Event::Warning { message } => message.clone(),
-        Event::RunFinished { passed, failed, expected, errors, skipped, not_run, interrupted, secs } => format!(
-            "{}: {passed} passed, {failed} failed, {}, {skipped} skipped, {}, {not_run} not run in {secs:.0} s",
-            if *interrupted { "interrupted" } else { "finished" },
-            count(*expected, "expected failure"),
-            count(*errors, "error")
-        ),
+        Event::RunFinished { passed, failed, expected, classified, errors, skipped, not_run, interrupted, secs } => {
+            let tally = CellTally {
+                passed: *passed,
+                failed: *failed,
+                expected: *expected,
+                classified: *classified,
+                skipped: *skipped,
+                errors: *errors,
+            };
+            format!(
+                "{}: {}",
+                if *interrupted { "interrupted" } else { "finished" },
+                tally_line(&tally, *not_run, *secs)
+            )
+        }
     })
+}
+
+/// What a cell's line says after its status when its verdict is not what
+/// the status alone says: ` (expected)`, ` (classified)`.
+pub fn verdict_note(verdict: CellVerdict) -> &'static str {
+    match verdict {
+        CellVerdict::ExpectedFailure => " (expected)",
+        CellVerdict::Classified => " (classified)",
+        CellVerdict::Failing | CellVerdict::Passed | CellVerdict::Skipped => "",
+    }
+}
+
+/// `2 passed, 1 failed, 1 expected failure, 0 skipped, 0 errors, 0 not run
+/// in 5 s`: cells counted by their verdicts, as the last progress line and
+/// the run's summary table give them (cells that failed only in classified
+/// tests are named when there are any).
+pub fn tally_line(t: &CellTally, not_run: usize, secs: f64) -> String {
+    let classified = match t.classified {
+        0 => String::new(),
+        n => format!(", {}", CellVerdict::Classified.count(n)),
+    };
+    format!(
+        "{} passed, {} failed, {}{classified}, {} skipped, {}, {not_run} not run in {secs:.0} s",
+        t.passed,
+        t.failed,
+        count(t.expected, "expected failure"),
+        t.skipped,
+        count(t.errors, "error")
+    )
 }
 
 /// `s` without terminal escapes or control characters (a builder's colours,
@@ -372,6 +414,7 @@ mod tests {
         let finished = |cell: &str, status| Event::CellFinished {
             cell: cell.into(),
             status,
+            verdict: None,
             reason: Some("step `compile`: exit code 1".into()),
             secs: 1.2,
         };
@@ -450,6 +493,7 @@ mod tests {
             passed: 8,
             failed: 0,
             expected: 1,
+            classified: 0,
             errors: 1,
             skipped: 0,
             not_run: 0,

@@ -43,6 +43,9 @@ pub struct RunRequest {
     pub options: RunOptions,
     pub listeners: Vec<Arc<dyn Listener>>,
     pub gpus: Arc<dyn GpuGate>,
+    /// Judges each finished cell by its JUnit files too (the results
+    /// room's); without one, by its steps and whole-cell expectation.
+    pub judge: Option<Arc<dyn crate::outcome::CellJudge>>,
 }
 
 /// What the run did, for the CLI's summary.
@@ -51,6 +54,8 @@ pub struct RunReport {
     pub manifest: RunManifest,
     /// Records of every finished cell, earlier invocations included, in plan order.
     pub records: Vec<CellRecord>,
+    /// Each record's judgement (`crate::outcome::judge_cell`), in the same order.
+    pub judgements: Vec<crate::outcome::Judgement>,
     pub outcome: RunOutcome,
     pub secs: f64,
 }
@@ -61,19 +66,16 @@ impl RunReport {
         expectation(&self.manifest, record)
     }
 
-    /// Whether `record` failed without an expectation saying it would.
-    pub fn unexpected_failure(&self, record: &CellRecord) -> bool {
-        matches!(
-            record.status,
-            Status::Failed | Status::Timeout | Status::Oom
-        ) && self.expectation(record).is_none()
+    /// Each record with its judgement.
+    pub fn judged(&self) -> impl Iterator<Item = (&CellRecord, crate::outcome::Judgement)> {
+        self.records.iter().zip(self.judgements.iter().copied())
     }
 
     /// Whether an image failed, a cell errored (infrastructure) or a cell
     /// was not run.
     pub fn infrastructure_errors(&self) -> bool {
         !self.outcome.image_errors.is_empty()
-            || self.records.iter().any(|r| r.status == Status::Error)
+            || self.judgements.iter().any(|j| j.is_error())
             || !self.outcome.not_run.is_empty()
     }
 }
@@ -125,6 +127,9 @@ pub async fn run(
     })
     .await??;
     let (events, journal) = open_events(&store, req.listeners)?;
+    if let Some(judge) = req.judge {
+        events.judge_with(judge);
+    }
     interrupt.set_run(&manifest.run_id);
     let watchdog = super::watchdog::start(engine, &interrupt);
     sweep_orphans(engine, &events).await;
@@ -176,27 +181,14 @@ pub async fn run(
             Ok::<_, RunError>((store, manifest, outcome, records))
         })
         .await??;
-    let count = |s: Status| records.iter().filter(|r| r.status == s).count();
     let secs = t0.elapsed().as_secs_f64();
-    // Counted as the summary table counts (RunReport): errors are not
-    // failures, and foretold failures are expected.
-    let failures = |expected: bool| {
-        records
-            .iter()
-            .filter(|r| matches!(r.status, Status::Failed | Status::Timeout | Status::Oom))
-            .filter(|r| expectation(&manifest, r).is_some() == expected)
-            .count()
-    };
-    events.emit(Event::RunFinished {
-        passed: count(Status::Passed),
-        failed: failures(false),
-        expected: failures(true),
-        errors: count(Status::Error),
-        skipped: count(Status::Skipped),
-        not_run: outcome.not_run.len(),
-        interrupted: outcome.interrupted,
+    let judgements = events.judgements(&records, &store.dir).await;
+    events.emit(super::events::run_finished(
+        crate::outcome::CellTally::of(judgements.iter().copied()),
+        outcome.not_run.len(),
+        outcome.interrupted,
         secs,
-    });
+    ));
     if let Some((path, e)) = journal.failure() {
         return Err(RunError::io(&path, e));
     }
@@ -204,6 +196,7 @@ pub async fn run(
         store,
         manifest,
         records,
+        judgements,
         outcome,
         secs,
     })

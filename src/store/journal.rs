@@ -102,9 +102,14 @@ pub enum Event {
         attempt: u32,
         error: String,
     },
+    /// `status` is the cell's all things considered (its steps', made worse
+    /// by its tests) and `verdict` what `crate::outcome::judge_cell` made
+    /// of it (absent in journals of earlier versions).
     CellFinished {
         cell: String,
         status: Status,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<crate::outcome::CellVerdict>,
         reason: Option<String>,
         secs: f64,
     },
@@ -123,15 +128,18 @@ pub enum Event {
     Warning {
         message: String,
     },
-    /// The counts are those of the run's summary table: `failed` are the
-    /// unexpected test failures (failed, timeout, oom), `expected` the
-    /// failures an `expect:` foretold, `errors` the cells the
+    /// The counts are those of the run's summary table, cells counted by
+    /// their verdicts (`crate::outcome::CellTally`): `failed` the failing
+    /// cells, `expected` the failures an `expect:` foretold, `classified`
+    /// those that failed only in classified tests, `errors` the cells the
     /// infrastructure broke.
     RunFinished {
         passed: usize,
         failed: usize,
         #[serde(default)]
         expected: usize,
+        #[serde(default)]
+        classified: usize,
         #[serde(default)]
         errors: usize,
         skipped: usize,

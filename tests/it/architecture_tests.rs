@@ -31,6 +31,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("spec", 1),
     ("plan", 2),
     ("store", 3),
+    ("outcome", 3),
     ("engine", 4),
     ("image", 4),
     ("source", 4),

@@ -40,3 +40,4 @@ mod source_tests;
 mod spec_tests;
 mod suite_tests;
 mod triage_tests;
+mod verdict_tests;

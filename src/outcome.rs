@@ -1,0 +1,357 @@
+//! The vocabulary of outcomes, and the one function that decides a cell's
+//! verdict.
+//!
+//! A cell's steps end with a [`Status`] (the record's, `cell.json`); its
+//! JUnit files, judged by the matrix's `expect:` and `classify:` rules,
+//! leave a [`TestTally`]; an `expect:` rule without `tests:` may foretell
+//! that the whole cell fails. [`judge_cell`] turns these facts into the
+//! cell's [`Judgement`] — its status all things considered and its
+//! [`CellVerdict`] — and every place that says how a cell ended asks it: the
+//! live lines and the last progress line (`src/run/progress.rs`), the
+//! journal's `cell_finished`, the run's summary table and the exit code with
+//! its reason (`src/cli/run.rs`, `src/error.rs`), and the reports
+//! (`crate::results::CellResult::verdict`). The live side reaches the JUnit
+//! files through a [`CellJudge`], which the results room implements (it
+//! stands above the runner, which may not import it).
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::record::CellRecord;
+pub use crate::store::record::Status;
+
+/// How a cell ended, all things considered: the one verdict that the live
+/// lines, the summary table, the reports (badge, banner, grid mark,
+/// counts), `explain` and the exit code give a cell, decided by
+/// [`judge_cell`] alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellVerdict {
+    /// Fails the run: an unexpected test failure, or a failing status that
+    /// nothing expected explains (a cell the infrastructure broke, status
+    /// `error`, is one too; the exit code tells it apart by its status).
+    Failing,
+    Passed,
+    /// Failed where the matrix's `expect:` said it would (the whole cell,
+    /// or only tests expected to fail).
+    ExpectedFailure,
+    /// Failed only in tests a `classify:` rule moved (needs a GPU, on a
+    /// host without one): it could not be judged here.
+    Classified,
+    Skipped,
+}
+
+impl CellVerdict {
+    /// In the order the reports count them, most serious first.
+    pub const ALL: [CellVerdict; 5] = [
+        CellVerdict::Failing,
+        CellVerdict::Passed,
+        CellVerdict::ExpectedFailure,
+        CellVerdict::Classified,
+        CellVerdict::Skipped,
+    ];
+
+    /// `expected failure`: the words every report uses for a cell.
+    pub fn label(self) -> &'static str {
+        match self {
+            CellVerdict::Failing => "failing",
+            CellVerdict::Passed => "passed",
+            CellVerdict::ExpectedFailure => "expected failure",
+            CellVerdict::Classified => "failed only in classified tests",
+            CellVerdict::Skipped => "skipped",
+        }
+    }
+
+    /// `1 expected failure`, `2 expected failures`.
+    pub fn count(self, n: usize) -> String {
+        match (self, n) {
+            (CellVerdict::ExpectedFailure, n) if n != 1 => format!("{n} expected failures"),
+            (v, n) => format!("{n} {}", v.label()),
+        }
+    }
+}
+
+/// What a cell's tests said, after `expect:` and `classify:`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TestTally {
+    /// Tests that failed or errored and nothing expected or classified.
+    pub failures: u64,
+    /// Tests that failed as an `expect:` rule said they would.
+    pub xfail: u64,
+    /// Failing tests a `classify:` rule (or the built-in no-GPU rule) moved.
+    pub classified: u64,
+    /// JUnit files that could not be read in full.
+    pub unreadable: usize,
+}
+
+/// Everything a cell's verdict depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct CellFacts<'a> {
+    /// How its steps ended (the record's status).
+    pub steps: Status,
+    pub tests: TestTally,
+    /// The reason of the `expect:` rule without `tests:` that covers the
+    /// whole cell, if one does.
+    pub expected: Option<&'a str>,
+}
+
+/// A cell's status all things considered and its verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Judgement {
+    /// The steps' status, made worse by what the tests said: `failed` by a
+    /// failing test, `error` by a JUnit file that could not be read.
+    pub status: Status,
+    pub verdict: CellVerdict,
+}
+
+impl Judgement {
+    /// Whether the cell failed where the whole cell was expected to.
+    pub fn is_expected(self) -> bool {
+        self.verdict == CellVerdict::ExpectedFailure
+    }
+
+    /// Whether the infrastructure broke the cell (status `error`).
+    pub fn is_error(self) -> bool {
+        self.status == Status::Error
+    }
+}
+
+/// Whether `status` is a test failure an `expect:` can foretell: failed,
+/// timed out, out of memory. An infrastructure error is none: it says
+/// nothing of the code under test.
+pub fn is_test_failure(status: Status) -> bool {
+    matches!(status, Status::Failed | Status::Timeout | Status::Oom)
+}
+
+/// The one function that decides how a cell ended.
+///
+/// The status: the steps', made `failed` by an unexpected failing test and
+/// `error` by an unreadable JUnit file (tests only make a cell worse). The
+/// verdict: failing when a test failed unexpectedly, or the status failed
+/// and neither a whole-cell expectation, expected tests nor classified
+/// tests explain it; an expected failure when the whole cell was expected
+/// to fail (and did: failed, timed out, ran out of memory) or its expected
+/// tests failed; classified when only classified tests failed; else
+/// skipped or passed as the status says.
+pub fn judge_cell(facts: &CellFacts<'_>) -> Judgement {
+    let t = facts.tests;
+    let mut status = facts.steps;
+    if t.failures > 0 && !status.is_failure() {
+        status = Status::Failed;
+    }
+    if t.unreadable > 0 && !status.is_failure() {
+        status = Status::Error;
+    }
+    let expected = facts.expected.is_some() && is_test_failure(status);
+    let failing = if t.failures > 0 {
+        true
+    } else if !status.is_failure() || expected {
+        false
+    } else {
+        // A `failed` cell whose only failures were expected, or classified
+        // (a test that needs a GPU, on a cell without one), is fine.
+        !(status == Status::Failed && (t.xfail > 0 || t.classified > 0))
+    };
+    let verdict = if failing {
+        CellVerdict::Failing
+    } else if expected || t.xfail > 0 && status.is_failure() {
+        CellVerdict::ExpectedFailure
+    } else if status.is_failure() {
+        // Not a failure, not expected: only classified tests failed.
+        CellVerdict::Classified
+    } else if status == Status::Skipped {
+        CellVerdict::Skipped
+    } else {
+        CellVerdict::Passed
+    };
+    Judgement { status, verdict }
+}
+
+/// Judges a finished cell: its record and what its JUnit files (under
+/// `cell_dir`) say. The results room implements it over the same reading
+/// the reports do; the runner asks it as each cell finishes.
+pub trait CellJudge: Send + Sync {
+    fn judge(&self, record: &CellRecord, cell_dir: &Path) -> Judgement;
+}
+
+/// Cells counted by their judgement, as the last progress line and the
+/// summary table count them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellTally {
+    pub passed: usize,
+    /// Failing cells the infrastructure did not break.
+    pub failed: usize,
+    pub expected: usize,
+    pub classified: usize,
+    pub skipped: usize,
+    /// Cells the infrastructure broke (status `error`).
+    pub errors: usize,
+}
+
+impl CellTally {
+    pub fn add(&mut self, j: Judgement) {
+        match j.verdict {
+            CellVerdict::Failing if j.is_error() => self.errors += 1,
+            CellVerdict::Failing => self.failed += 1,
+            CellVerdict::Passed => self.passed += 1,
+            CellVerdict::ExpectedFailure => self.expected += 1,
+            CellVerdict::Classified => self.classified += 1,
+            CellVerdict::Skipped => self.skipped += 1,
+        }
+    }
+
+    pub fn of(judgements: impl IntoIterator<Item = Judgement>) -> CellTally {
+        let mut t = CellTally::default();
+        for j in judgements {
+            t.add(j);
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judge(steps: Status, tests: TestTally, expected: Option<&str>) -> (Status, CellVerdict) {
+        let j = judge_cell(&CellFacts {
+            steps,
+            tests,
+            expected,
+        });
+        (j.status, j.verdict)
+    }
+
+    fn failing(n: u64) -> TestTally {
+        TestTally {
+            failures: n,
+            ..TestTally::default()
+        }
+    }
+
+    #[test]
+    fn steps_that_pass_with_failing_tests_fail() {
+        assert_eq!(
+            judge(Status::Passed, failing(2), None),
+            (Status::Failed, CellVerdict::Failing)
+        );
+        // A skipped cell (exit 77) with a failing test fails too.
+        assert_eq!(
+            judge(Status::Skipped, failing(1), None),
+            (Status::Failed, CellVerdict::Failing)
+        );
+        // Expecting the whole cell to fail does not excuse a test that
+        // failed outside it: collecting turns its tests into xfail first.
+        assert_eq!(
+            judge(Status::Passed, failing(1), Some("known")).1,
+            CellVerdict::Failing
+        );
+        assert_eq!(
+            judge(Status::Passed, TestTally::default(), None),
+            (Status::Passed, CellVerdict::Passed)
+        );
+        assert_eq!(
+            judge(Status::Skipped, TestTally::default(), None),
+            (Status::Skipped, CellVerdict::Skipped)
+        );
+    }
+
+    #[test]
+    fn unreadable_junit_is_an_error() {
+        let t = TestTally {
+            unreadable: 1,
+            ..TestTally::default()
+        };
+        assert_eq!(
+            judge(Status::Passed, t, None),
+            (Status::Error, CellVerdict::Failing)
+        );
+        let j = judge_cell(&CellFacts {
+            steps: Status::Passed,
+            tests: t,
+            expected: Some("known"),
+        });
+        // An error is not the failure an expectation foretold.
+        assert!(j.is_error() && !j.is_expected());
+    }
+
+    #[test]
+    fn expectations_and_classified_tests() {
+        // The whole cell expected to fail, and it did.
+        for steps in [Status::Failed, Status::Timeout, Status::Oom] {
+            assert_eq!(
+                judge(steps, TestTally::default(), Some("no gfx1100 libraries")),
+                (steps, CellVerdict::ExpectedFailure)
+            );
+        }
+        // An infrastructure error is not what an expectation foretells.
+        assert_eq!(
+            judge(Status::Error, TestTally::default(), Some("known")),
+            (Status::Error, CellVerdict::Failing)
+        );
+        // Expected to fail, and passed: passed (the table says unexpectedly).
+        assert_eq!(
+            judge(Status::Passed, TestTally::default(), Some("known")).1,
+            CellVerdict::Passed
+        );
+        // A step that failed because only expected tests failed.
+        let xfail = TestTally {
+            xfail: 2,
+            ..TestTally::default()
+        };
+        assert_eq!(
+            judge(Status::Failed, xfail, None).1,
+            CellVerdict::ExpectedFailure
+        );
+        // Expected tests that failed while the steps passed: passed.
+        assert_eq!(judge(Status::Passed, xfail, None).1, CellVerdict::Passed);
+        // Only classified tests failed.
+        let classified = TestTally {
+            classified: 1,
+            ..TestTally::default()
+        };
+        assert_eq!(
+            judge(Status::Failed, classified, None),
+            (Status::Failed, CellVerdict::Classified)
+        );
+        assert_eq!(
+            judge(Status::Passed, classified, None).1,
+            CellVerdict::Passed
+        );
+        // A timeout is not explained by classified tests.
+        assert_eq!(
+            judge(Status::Timeout, classified, None).1,
+            CellVerdict::Failing
+        );
+        // A failed step with no tests to explain it.
+        assert_eq!(
+            judge(Status::Failed, TestTally::default(), None).1,
+            CellVerdict::Failing
+        );
+    }
+
+    #[test]
+    fn the_tally_counts_errors_apart_from_failures() {
+        let j = |status, verdict| Judgement { status, verdict };
+        let t = CellTally::of([
+            j(Status::Failed, CellVerdict::Failing),
+            j(Status::Error, CellVerdict::Failing),
+            j(Status::Failed, CellVerdict::ExpectedFailure),
+            j(Status::Failed, CellVerdict::Classified),
+            j(Status::Passed, CellVerdict::Passed),
+            j(Status::Skipped, CellVerdict::Skipped),
+        ]);
+        assert_eq!(
+            t,
+            CellTally {
+                passed: 1,
+                failed: 1,
+                expected: 1,
+                classified: 1,
+                skipped: 1,
+                errors: 1
+            }
+        );
+    }
+}
