@@ -109,14 +109,28 @@ pub(super) async fn run(
             cases.push(c);
         }
     }
-    let outcome = crate::suite::SuiteOutcome {
+    let (failure, summary) = judge(&cases, &problems);
+    Ok(Adapted {
+        note: format!(
+            "rocmatrix: {} through the gtest adapter: {summary}",
+            bins.join(", ")
+        ),
         cases,
+        failure,
+        timed_out,
+    })
+}
+
+/// Why the adapter's run fails the launched test, if it does (a binary's
+/// problem, else its failing tests), and its summary.
+fn judge(cases: &[Case], problems: &[String]) -> (Option<(String, String)>, String) {
+    let outcome = crate::suite::SuiteOutcome {
+        cases: cases.to_vec(),
         junit: None,
-        step_timed_out: timed_out,
+        step_timed_out: false,
         problem: None,
     };
-    let failing: Vec<String> = outcome
-        .cases
+    let failing: Vec<String> = cases
         .iter()
         .filter(|c| c.verdict.is_failure())
         .map(|c| format!("{}.{}", c.suite, c.name))
@@ -144,15 +158,7 @@ pub(super) async fn run(
     } else {
         None
     };
-    Ok(Adapted {
-        note: format!(
-            "rocmatrix: {} through the gtest adapter: {summary}",
-            bins.join(", ")
-        ),
-        cases: outcome.cases,
-        failure,
-        timed_out,
-    })
+    (failure, summary)
 }
 
 /// A test whose command autopkgtest runs as `rocm-test-launcher … true`.

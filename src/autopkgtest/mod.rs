@@ -92,24 +92,8 @@ pub async fn run(
     } else {
         Vec::new()
     };
-    let mut run_tree = tree.clone();
-    let partial = keep.iter().any(|k| !k) && keep.iter().any(|k| *k);
-    if partial || !launched.is_empty() {
-        run_tree = format!("{work}/tree");
-        let filtered = if launched.is_empty() {
-            control::filtered(&text, &stanzas, &keep)
-        } else {
-            launcher::rewritten(&text, &stanzas, &keep, &launched)
-        };
-        let copy = "rm -rf \"$2\" && mkdir -p \"${2%/*}\" && cp -a \"$1\" \"$2\" && printf %s \"$3\" > \"$2/debian/tests/control\"";
-        let args = [tree.as_str(), run_tree.as_str(), filtered.as_str()];
-        if shell(cx, copy, &args, log, left(deadline)).await?.0 != Some(0) {
-            return Err(infra(
-                &run_tree,
-                "could not copy the test tree to leave out its bad stanzas",
-            ));
-        }
-    }
+    let control = (&text[..], &stanzas[..], &keep[..]);
+    let run_tree = run_tree(cx, &tree, &work, control, &launched, log, deadline).await?;
     let ran = if keep.iter().any(|k| *k) {
         Some(run_autopkgtest(cx, a, &run_tree, &work, log, deadline).await?)
     } else {
@@ -125,14 +109,8 @@ pub async fn run(
             .unwrap_or_default();
         judged.add_summary(&summary::parse(&summary_text), &host_out);
         judged.not_run(&names, &keep, &ran.ending());
-        let passed: Vec<&launcher::Launched> =
-            launched.iter().filter(|l| judged.passed(&l.name)).collect();
-        for l in passed {
-            let got = launcher::run(cx, a.timeout_per_test, l, &host_out, log, deadline).await?;
-            adapter_timed_out |= got.timed_out;
-            let flaky = stanzas[l.stanza].restrictions().contains(&"flaky");
-            judged.adapted(&l.name, flaky, got);
-        }
+        let at = (host_out.as_path(), deadline);
+        adapter_timed_out = adapt(cx, a, &launched, &stanzas, &mut judged, at, log).await?;
         let copy = summary_text.clone();
         let at = host_out.join("summary");
         on_disk(at, move |p| {
@@ -157,6 +135,68 @@ pub async fn run(
         junit: Some(path),
         step_timed_out,
     })
+}
+
+/// The tree autopkgtest runs: `tree` itself, or a copy at `WORK/tree`
+/// whose control file leaves out the bad stanzas (`control`: the file's
+/// text, its stanzas, which to keep) and gives the `launched` tests
+/// `rocm-test-launcher … true` (`gtest: adapter`).
+async fn run_tree(
+    cx: &SuiteContext<'_>,
+    tree: &str,
+    work: &str,
+    control: (&str, &[control::Stanza], &[bool]),
+    launched: &[launcher::Launched],
+    log: &Log<'_>,
+    deadline: Instant,
+) -> Result<String, SuiteError> {
+    let (text, stanzas, keep) = control;
+    let partial = keep.iter().any(|k| !k) && keep.iter().any(|k| *k);
+    if !partial && launched.is_empty() {
+        return Ok(tree.to_string());
+    }
+    let run_tree = format!("{work}/tree");
+    let filtered = if launched.is_empty() {
+        control::filtered(text, stanzas, keep)
+    } else {
+        launcher::rewritten(text, stanzas, keep, launched)
+    };
+    let copy = "rm -rf \"$2\" && mkdir -p \"${2%/*}\" && cp -a \"$1\" \"$2\" && printf %s \"$3\" > \"$2/debian/tests/control\"";
+    let args = [tree, run_tree.as_str(), filtered.as_str()];
+    if shell(cx, copy, &args, log, left(deadline)).await?.0 != Some(0) {
+        return Err(infra(
+            &run_tree,
+            "could not copy the test tree to leave out its bad stanzas",
+        ));
+    }
+    Ok(run_tree)
+}
+
+/// `gtest: adapter`: each launched test that autopkgtest passed (the
+/// launcher found a GPU) has its googletest binary run through the gtest
+/// adapter (`at`: the output directory on the host, the step's deadline);
+/// whether the step's time ran out in it.
+async fn adapt(
+    cx: &SuiteContext<'_>,
+    a: &Autopkgtest,
+    launched: &[launcher::Launched],
+    stanzas: &[control::Stanza],
+    judged: &mut cases::Judged,
+    at: (&Path, Instant),
+    log: &Log<'_>,
+) -> Result<bool, SuiteError> {
+    let (out, deadline) = at;
+    let mut timed_out = false;
+    for l in launched {
+        if !judged.passed(&l.name) {
+            continue;
+        }
+        let got = launcher::run(cx, a.timeout_per_test, l, out, log, deadline).await?;
+        timed_out |= got.timed_out;
+        let flaky = stanzas[l.stanza].restrictions().contains(&"flaky");
+        judged.adapted(&l.name, flaky, got);
+    }
+    Ok(timed_out)
 }
 
 /// How autopkgtest's run ended.
