@@ -7,6 +7,7 @@ pub mod base;
 pub mod build;
 pub mod build_lock;
 pub mod family;
+pub mod inventory;
 pub mod libraries;
 pub mod mirror;
 pub mod network;
