@@ -8,8 +8,8 @@
 pub mod analysis;
 pub mod autopkgtest;
 pub mod bisect;
-pub mod build_stage;
 pub mod budget;
+pub mod build_stage;
 pub mod bundle;
 pub mod cli;
 pub mod cluster;

@@ -374,10 +374,8 @@ fn run_triage_names_where_a_signature_started_and_where_another_was_fixed_for_re
     // And the signature gone since the run before it, fixed where the
     // baseline's triage found it.
     assert!(
-        o.stdout().contains(&format!(
-            "fixed at {}",
-            &ids[PRODUCT_FIXED as usize][..12]
-        )),
+        o.stdout()
+            .contains(&format!("fixed at {}", &ids[PRODUCT_FIXED as usize][..12])),
         "{}",
         o.stdout()
     );

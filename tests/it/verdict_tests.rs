@@ -73,7 +73,11 @@ fn a_cell_has_one_verdict_live_in_the_table_the_exit_reason_and_the_report() {
     // The last progress line and the summary table's count line.
     let counts = "0 passed, 1 failed, 1 expected failure, 1 failed only in classified tests, \
                   0 skipped, 0 errors, 0 not run in ";
-    let last = err.lines().rev().find(|l| l.starts_with("finished: ")).unwrap_or_default();
+    let last = err
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("finished: "))
+        .unwrap_or_default();
     assert!(last.starts_with(&format!("finished: {counts}")), "{err}");
     assert!(out.lines().any(|l| l.starts_with(counts)), "{out}");
     // The summary table.
