@@ -621,7 +621,7 @@ mod tests {
                 cell: gfx.into(),
                 axes: BTreeMap::from([("gfx".to_string(), gfx.to_string())]),
                 outcome: outcome.into(),
-                inputs: String::new(),
+                inputs: "".into(),
                 passed: String::new(),
             },
         };

@@ -3,6 +3,7 @@
 //! the schema ([`super::schema`]) and differ only in their drivers.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::record::{EnvRecord, RunRecord};
 
@@ -23,7 +24,8 @@ pub struct StoredCell {
     pub cell: String,
     pub axes: BTreeMap<String, String>,
     pub outcome: String,
-    pub inputs: String,
+    /// Shared by every point followed through this cell's run.
+    pub inputs: Arc<str>,
     pub passed: String,
 }
 
@@ -73,6 +75,25 @@ pub trait Backend {
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
     /// The non-passing rows that `which` selects.
     fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError>;
+    /// The rows that `which` selects and whose test `keep` accepts; when
+    /// `brief`, without their signature and message (left empty). A
+    /// backend that can skips a refused row before building it.
+    fn tests_kept(
+        &mut self,
+        which: Rows<'_>,
+        keep: &dyn Fn(&str) -> bool,
+        brief: bool,
+    ) -> Result<Vec<StoredTest>, DbError> {
+        let mut rows = self.tests(which)?;
+        rows.retain(|t| keep(&t.test));
+        if brief {
+            for t in &mut rows {
+                t.signature = String::new();
+                t.message = String::new();
+            }
+        }
+        Ok(rows)
+    }
     /// The identity hashes of a set of passing tests.
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError>;
 }

@@ -17,6 +17,7 @@
 //! results: the caller says so in one line and goes on (docs/history.md).
 
 pub mod backend;
+mod follow;
 pub mod location;
 pub mod past;
 mod postgres;
@@ -26,12 +27,12 @@ pub mod schema;
 mod sqlite;
 pub mod verdict;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use backend::{Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
+use backend::{Backend, DbError, RunRow, StoredCell};
 pub use location::Location;
 use record::RunRecord;
-use verdict::{HistoryVerdict, Obs, Point};
+use verdict::{HistoryVerdict, Point};
 
 /// A history that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -109,126 +110,20 @@ impl History {
     }
 
     /// What `scope` selects, followed and judged as [`History::follow`]
-    /// does, with the runs its points' indices refer to.
+    /// does, with the runs its points' indices refer to. In a report's
+    /// window ([`Scope::Recent`]) the tests carry no signature or message:
+    /// the report has its run's own.
     pub fn follow_in(&mut self, scope: Scope<'_>) -> Result<Followed, HistoryError> {
         let location = self.location.clone();
         let e = |m: DbError| error(&location, &m.0);
-        let mut runs = self.backend.runs().map_err(e)?;
-        let mut earlier = 0;
-        if let Scope::Recent {
-            matrix,
-            until,
-            last,
-            ..
-        } = scope
-        {
-            runs.retain(|r| r.name == matrix);
-            if let Some(at) = runs.iter().position(|r| r.run == until) {
-                runs.truncate(at + 1);
-            }
-            earlier = runs.len().saturating_sub(last);
-            runs.drain(..earlier);
-        }
-        let order: HashMap<&str, (usize, &str)> = runs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (r.run.as_str(), (i, r.name.as_str())))
-            .collect();
-        // (matrix, cell) → its runs, in order.
-        let mut cells: BTreeMap<(String, String), Vec<(usize, StoredCell)>> = BTreeMap::new();
-        for c in self.backend.cells().map_err(e)? {
-            if let Some(&(i, name)) = order.get(c.run.as_str()) {
-                cells
-                    .entry((name.to_string(), c.cell.clone()))
-                    .or_default()
-                    .push((i, c));
-            }
-        }
-        for v in cells.values_mut() {
-            v.sort_by_key(|(i, _)| *i);
-        }
-        let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
-        let which = match scope {
-            Scope::Everything => Rows::All,
-            Scope::Test(t) => Rows::Named(t),
-            Scope::Recent { .. } => Rows::OfRuns(&ids),
-        };
-        // The wanted tests' names, looked up without allocating per row.
-        // Their rows in every cell are kept: a flaky test's other cells are
-        // where the axis values that single out its flaky ones are found.
-        let wanted: Option<std::collections::HashSet<&str>> = match scope {
-            Scope::Recent { wanted, .. } => Some(wanted.iter().map(|(_, t)| t.as_str()).collect()),
-            _ => None,
-        };
-        // (matrix, cell, test) → run index → row.
-        let mut rows: BTreeMap<(String, String, String), BTreeMap<usize, StoredTest>> =
-            BTreeMap::new();
-        for t in self.backend.tests(which).map_err(e)? {
-            if wanted
-                .as_ref()
-                .is_some_and(|w| !w.contains(t.test.as_str()))
-            {
-                continue;
-            }
-            if let Some(&(i, name)) = order.get(t.run.as_str()) {
-                rows.entry((name.to_string(), t.cell.clone(), t.test.clone()))
-                    .or_default()
-                    .insert(i, t);
-            }
-        }
-        let hash_of: BTreeMap<(String, String), u64> = rows
-            .iter()
-            .filter_map(|((m, _, t), by_run)| {
-                by_run
-                    .values()
-                    .next()
-                    .map(|r| ((m.clone(), t.clone()), r.hash))
-            })
-            .collect();
-        let mut sets: HashMap<String, Vec<u64>> = HashMap::new();
-        let mut out = Vec::new();
-        // First the cells where each test failed.
-        for ((matrix, cell, test), by_run) in &rows {
-            let hash = hash_of[&(matrix.clone(), test.clone())];
-            let Some(ran) = cells.get(&(matrix.clone(), cell.clone())) else {
-                continue;
-            };
-            let points = follow_one(&mut *self.backend, &mut sets, ran, by_run, hash).map_err(e)?;
-            out.extend(history_of(matrix, cell, test, ran, by_run, points));
-        }
-        // Then, for a test asked for by name or found flaky, every other
-        // cell of its matrix that ran it: where it never failed counts too
-        // (`history show`, and where a flaky test is flaky). Following every
-        // failing test into every cell would cost runs × cells × tests.
-        let widen: Vec<(String, String)> = match scope {
-            Scope::Test(_) => hash_of.keys().cloned().collect(),
-            _ => {
-                let flaky: std::collections::BTreeSet<(String, String)> = out
-                    .iter()
-                    .filter(|t| t.verdict.is_flaky())
-                    .map(|t| (t.matrix.clone(), t.test.clone()))
-                    .collect();
-                flaky.into_iter().collect()
-            }
-        };
-        let none = BTreeMap::new();
-        for (matrix, test) in widen {
-            let hash = hash_of[&(matrix.clone(), test.clone())];
-            for ((m, cell), ran) in cells.iter().filter(|((m, _), _)| *m == matrix) {
-                if rows.contains_key(&(m.clone(), cell.clone(), test.clone())) {
-                    continue;
-                }
-                let points =
-                    follow_one(&mut *self.backend, &mut sets, ran, &none, hash).map_err(e)?;
-                out.extend(history_of(m, cell, &test, ran, &none, points));
-            }
-        }
-        drop(order);
+        let (runs, earlier) = follow::window(self.backend.runs().map_err(e)?, scope);
+        let cells = follow::cells_of(self.backend.cells().map_err(e)?, &runs);
+        let tests = follow::follow(&mut *self.backend, &runs, &cells, scope).map_err(e)?;
         Ok(Followed {
             runs,
             earlier,
             cells,
-            tests: out,
+            tests,
         })
     }
 }
@@ -262,65 +157,6 @@ pub enum Scope<'a> {
         last: usize,
         wanted: &'a std::collections::HashSet<(String, String)>,
     },
-}
-
-/// A test's outcome in each run of its cell: its row where it did not
-/// simply pass, else passed when the cell's passing set has its hash.
-fn follow_one(
-    backend: &mut dyn Backend,
-    sets: &mut HashMap<String, Vec<u64>>,
-    ran: &[(usize, StoredCell)],
-    by_run: &BTreeMap<usize, StoredTest>,
-    hash: u64,
-) -> Result<Vec<Point>, DbError> {
-    let mut points = Vec::with_capacity(ran.len());
-    for (i, c) in ran {
-        let obs = match by_run.get(i) {
-            Some(t) => Obs::of(&t.outcome),
-            None => {
-                if !sets.contains_key(&c.passed) {
-                    let set = backend.passset(&c.passed)?;
-                    sets.insert(c.passed.clone(), set);
-                }
-                if sets[&c.passed].binary_search(&hash).is_ok() {
-                    Obs::Pass
-                } else {
-                    Obs::Absent
-                }
-            }
-        };
-        points.push(Point {
-            run: *i,
-            inputs: c.inputs.clone(),
-            obs,
-        });
-    }
-    Ok(points)
-}
-
-/// The followed test, judged; `None` when its cell never ran it.
-fn history_of(
-    matrix: &str,
-    cell: &str,
-    test: &str,
-    ran: &[(usize, StoredCell)],
-    by_run: &BTreeMap<usize, StoredTest>,
-    points: Vec<Point>,
-) -> Option<TestHistory> {
-    if points.iter().all(|p| p.obs == Obs::Absent) {
-        return None;
-    }
-    let last = by_run.values().next_back();
-    Some(TestHistory {
-        verdict: verdict::judge(&points),
-        axes: ran.last().map(|(_, c)| c.axes.clone()).unwrap_or_default(),
-        signature: last.map(|t| t.signature.clone()).unwrap_or_default(),
-        message: last.map(|t| t.message.clone()).unwrap_or_default(),
-        matrix: matrix.to_string(),
-        cell: cell.to_string(),
-        test: test.to_string(),
-        points,
-    })
 }
 
 fn error(location: &Location, message: &str) -> HistoryError {

@@ -183,7 +183,7 @@ impl Backend for Postgres {
                 cell: r.get(1),
                 axes: from_json(r.get(2)),
                 outcome: r.get(3),
-                inputs: r.get(4),
+                inputs: r.get::<_, String>(4).into(),
                 passed: r.get(5),
             })
             .collect())

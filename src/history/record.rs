@@ -19,6 +19,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::results::findings::Signature;
 use crate::results::model::{display_name, test_hash, CellResult, Results, TestStatus};
 use crate::store::RunStore;
 
@@ -147,7 +148,7 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
         tests: Vec::new(),
         passsets: BTreeMap::new(),
     };
-    let signature_of = signatures_by_place(results);
+    let signature_of = SignaturesByPlace::of(results);
     for c in &results.cells {
         let (hash, srcs) = cell_inputs.get(&c.id).cloned().unwrap_or_default();
         for s in &srcs {
@@ -190,9 +191,9 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
             record.tests.push(TestRow {
                 cell: c.id.clone(),
                 signature: signature_of
-                    .get(&(c.id.as_str(), test.as_str()))
-                    .cloned()
-                    .unwrap_or_default(),
+                    .get(&c.id, &test)
+                    .unwrap_or_default()
+                    .to_string(),
                 hash: test_hash(&t.suite, &t.classname, &t.name),
                 test,
                 // A failure the matrix's `flaky:` list counts as flaky (no
@@ -230,18 +231,31 @@ pub fn cell_outcome(c: &CellResult) -> &'static str {
     c.status.as_str()
 }
 
-/// (cell, test) → the id of the signature its failure has.
-fn signatures_by_place(results: &Results) -> BTreeMap<(&str, &str), String> {
-    let mut out = BTreeMap::new();
-    for s in &results.signatures {
-        for cell in &s.cells {
+/// The signatures of each place (test), in the results' order: a failure's
+/// signature is the first of its place's whose cells hold its cell. (Not
+/// every cell × place pair of a signature: one signature of 2,000 tests in
+/// 20 cells would be 40,000 entries on every report.)
+struct SignaturesByPlace<'a>(std::collections::HashMap<&'a str, Vec<&'a Signature>>);
+
+impl<'a> SignaturesByPlace<'a> {
+    fn of(results: &'a Results) -> Self {
+        let mut by = std::collections::HashMap::<&str, Vec<&Signature>>::new();
+        for s in &results.signatures {
             for place in &s.places {
-                out.entry((cell.as_str(), place.as_str()))
-                    .or_insert_with(|| s.id.clone());
+                by.entry(place.as_str()).or_default().push(s);
             }
         }
+        SignaturesByPlace(by)
     }
-    out
+
+    /// The id of the signature of `test`'s failure in `cell`, if any.
+    fn get(&self, cell: &str, test: &str) -> Option<&'a str> {
+        self.0
+            .get(test)?
+            .iter()
+            .find(|s| s.cells.iter().any(|c| c == cell))
+            .map(|s| s.id.as_str())
+    }
 }
 
 /// The digest that names a set of passing tests.

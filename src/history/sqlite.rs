@@ -206,7 +206,7 @@ impl Backend for Sqlite {
                     cell: r.get(1)?,
                     axes: from_json(&r.get::<_, String>(2)?),
                     outcome: r.get(3)?,
-                    inputs: r.get(4)?,
+                    inputs: r.get::<_, String>(4)?.into(),
                     passed: r.get(5)?,
                 })
             })
@@ -215,50 +215,66 @@ impl Backend for Sqlite {
     }
 
     fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError> {
-        let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
-        let map = |r: &rusqlite::Row<'_>| {
-            Ok(StoredTest {
-                run: r.get(0)?,
-                cell: r.get(1)?,
-                test: r.get(2)?,
-                hash: r.get::<_, i64>(3)? as u64,
-                outcome: r.get(4)?,
-                reruns: r.get(5)?,
-                signature: r.get(6)?,
-                message: r.get(7)?,
-            })
+        self.tests_kept(which, &|_| true, false)
+    }
+
+    fn tests_kept(
+        &mut self,
+        which: Rows<'_>,
+        keep: &dyn Fn(&str) -> bool,
+        brief: bool,
+    ) -> Result<Vec<StoredTest>, DbError> {
+        let cols = if brief {
+            "run, cell, test, hash, outcome, reruns, '', ''"
+        } else {
+            "run, cell, test, hash, outcome, reruns, signature, message"
         };
-        let rows: Result<Vec<StoredTest>, rusqlite::Error> = match which {
+        let sql = format!("SELECT {cols} FROM tests");
+        let e = DbError::of;
+        let mut all = Vec::new();
+        // The test is looked at before anything of the row is copied.
+        let mut take = |rows: &mut rusqlite::Rows<'_>| -> Result<(), rusqlite::Error> {
+            while let Some(r) = rows.next()? {
+                if !keep(r.get_ref(2)?.as_str()?) {
+                    continue;
+                }
+                all.push(StoredTest {
+                    run: r.get(0)?,
+                    cell: r.get(1)?,
+                    test: r.get(2)?,
+                    hash: r.get::<_, i64>(3)? as u64,
+                    outcome: r.get(4)?,
+                    reruns: r.get(5)?,
+                    signature: r.get(6)?,
+                    message: r.get(7)?,
+                });
+            }
+            Ok(())
+        };
+        match which {
             Rows::Named(t) => {
                 let mut q = self
                     .conn
                     .prepare(&format!("{sql} WHERE test = ?1"))
-                    .map_err(DbError::of)?;
-                let v = q.query_map(params![t], map).map_err(DbError::of)?;
-                v.collect()
+                    .map_err(e)?;
+                take(&mut q.query(params![t]).map_err(e)?).map_err(e)?;
             }
             Rows::OfRuns(runs) => {
                 // One indexed range per run (the primary key leads with it).
                 let mut q = self
                     .conn
                     .prepare(&format!("{sql} WHERE run = ?1"))
-                    .map_err(DbError::of)?;
-                let mut all = Vec::new();
+                    .map_err(e)?;
                 for run in runs {
-                    let v = q.query_map(params![run], map).map_err(DbError::of)?;
-                    for row in v {
-                        all.push(row.map_err(DbError::of)?);
-                    }
+                    take(&mut q.query(params![run]).map_err(e)?).map_err(e)?;
                 }
-                Ok(all)
             }
             Rows::All => {
-                let mut q = self.conn.prepare(sql).map_err(DbError::of)?;
-                let v = q.query_map([], map).map_err(DbError::of)?;
-                v.collect()
+                let mut q = self.conn.prepare(&sql).map_err(e)?;
+                take(&mut q.query([]).map_err(e)?).map_err(e)?;
             }
-        };
-        rows.map_err(DbError::of)
+        }
+        Ok(all)
     }
 
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {

@@ -54,7 +54,8 @@ impl Obs {
 pub struct Point {
     /// The run's place in the history (by start time).
     pub run: usize,
-    pub inputs: String,
+    /// The digest of what the cell ran (shared by its tests' points).
+    pub inputs: std::sync::Arc<str>,
     pub obs: Obs,
 }
 
@@ -105,7 +106,7 @@ pub fn judge(points: &[Point]) -> HistoryVerdict {
     }
     let mut by_inputs: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
     for p in &ran {
-        let e = by_inputs.entry(p.inputs.as_str()).or_default();
+        let e = by_inputs.entry(&*p.inputs).or_default();
         match p.obs {
             Obs::Pass => e.0 = true,
             _ => e.1 = true,
@@ -178,7 +179,7 @@ mod tests {
             .enumerate()
             .map(|(run, (m, i))| Point {
                 run,
-                inputs: i.to_string(),
+                inputs: i.to_string().into(),
                 obs: match m {
                     '✓' => Obs::Pass,
                     '✗' => Obs::Fail,

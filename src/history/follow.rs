@@ -1,0 +1,265 @@
+//! Following tests across the recorded runs: which runs a scope covers,
+//! each cell's runs in order, each followed test's rows, and from them one
+//! [`Point`] per run of its cell — its own row where it did not simply
+//! pass, else passed when the cell's passing set has its hash.
+//!
+//! A report follows the failing tests of its run through the matrix's last
+//! runs on every report, so the rows are gathered with as little copying
+//! as a row allows: keyed by (matrix, cell, test) moved out of the row,
+//! held in run order, and — for a report's window — without the signature
+//! and message the report does not show.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use super::backend::{Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
+use super::verdict::{self, Obs, Point};
+use super::{Scope, TestHistory};
+
+/// (matrix, cell) → the cell in each run it ran in, in run order.
+pub type CellRuns = BTreeMap<(String, String), Vec<(usize, StoredCell)>>;
+
+/// A followed test's rows, by run index, in run order.
+type ByRun = Vec<(usize, StoredTest)>;
+
+/// (matrix index, cell, test).
+type Key = (usize, String, String);
+
+/// The runs `scope` covers, by start time, and how many of the scope's
+/// runs came before them (a window's cut).
+pub fn window(runs: Vec<RunRow>, scope: Scope<'_>) -> (Vec<RunRow>, usize) {
+    let mut runs = runs;
+    let Scope::Recent {
+        matrix,
+        until,
+        last,
+        ..
+    } = scope
+    else {
+        return (runs, 0);
+    };
+    runs.retain(|r| r.name == matrix);
+    if let Some(at) = runs.iter().position(|r| r.run == until) {
+        runs.truncate(at + 1);
+    }
+    let earlier = runs.len().saturating_sub(last);
+    runs.drain(..earlier);
+    (runs, earlier)
+}
+
+/// The cells of `runs`, each with its runs in order.
+pub fn cells_of(cells: Vec<StoredCell>, runs: &[RunRow]) -> CellRuns {
+    let order: HashMap<&str, usize> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.run.as_str(), i))
+        .collect();
+    let mut out: CellRuns = BTreeMap::new();
+    for c in cells {
+        if let Some(&i) = order.get(c.run.as_str()) {
+            out.entry((runs[i].name.clone(), c.cell.clone()))
+                .or_default()
+                .push((i, c));
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by_key(|(i, _)| *i);
+    }
+    out
+}
+
+/// The followed rows of `runs`, and the matrices' names their keys index.
+struct Gathered {
+    matrices: Vec<String>,
+    rows: HashMap<Key, ByRun>,
+}
+
+/// Reads the rows `scope` selects and keys them. In a report's window only
+/// the wanted tests' rows are built (in every cell: a flaky test's other
+/// cells are where the axis values that single out its flaky ones are
+/// found), without signature and message.
+fn gather(
+    backend: &mut dyn Backend,
+    runs: &[RunRow],
+    scope: Scope<'_>,
+) -> Result<Gathered, DbError> {
+    let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
+    let (which, wanted, brief) = match scope {
+        Scope::Everything => (Rows::All, None, false),
+        Scope::Test(t) => (Rows::Named(t), None, false),
+        Scope::Recent { wanted, .. } => (
+            Rows::OfRuns(&ids),
+            Some(
+                wanted
+                    .iter()
+                    .map(|(_, t)| t.as_str())
+                    .collect::<HashSet<&str>>(),
+            ),
+            true,
+        ),
+    };
+    let keep = |test: &str| wanted.as_ref().is_none_or(|w| w.contains(test));
+    let stored = backend.tests_kept(which, &keep, brief)?;
+    let mut matrices: Vec<String> = Vec::new();
+    let mut matrix_of: HashMap<&str, usize> = HashMap::new();
+    let mut order: HashMap<&str, (usize, usize)> = HashMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        let m = *matrix_of.entry(r.name.as_str()).or_insert_with(|| {
+            matrices.push(r.name.clone());
+            matrices.len() - 1
+        });
+        order.insert(r.run.as_str(), (i, m));
+    }
+    let mut rows: HashMap<Key, ByRun> = HashMap::new();
+    for mut t in stored {
+        let Some(&(i, m)) = order.get(t.run.as_str()) else {
+            continue;
+        };
+        let key = (m, std::mem::take(&mut t.cell), std::mem::take(&mut t.test));
+        rows.entry(key).or_default().push((i, t));
+    }
+    for v in rows.values_mut() {
+        // Rows of one run and cell are one per test: keep the run order.
+        v.sort_by_key(|(i, _)| *i);
+        v.dedup_by_key(|(i, _)| *i);
+    }
+    Ok(Gathered { matrices, rows })
+}
+
+/// Every test `scope` selects, followed through every run of its cell and
+/// judged, in (matrix, cell, test) order; then, for a test asked for by
+/// name or found flaky, every other cell of its matrix that ran it.
+pub fn follow(
+    backend: &mut dyn Backend,
+    runs: &[RunRow],
+    cells: &CellRuns,
+    scope: Scope<'_>,
+) -> Result<Vec<TestHistory>, DbError> {
+    let Gathered { matrices, rows } = gather(backend, runs, scope)?;
+    let mut keys: Vec<&Key> = rows.keys().collect();
+    keys.sort_by(|a, b| (&matrices[a.0], &a.1, &a.2).cmp(&(&matrices[b.0], &b.1, &b.2)));
+    // A test's identity hash: its first row's, in the last of its cells
+    // (in key order).
+    let mut hash_of: HashMap<(usize, &str), u64> = HashMap::new();
+    for k in &keys {
+        if let Some((_, r)) = rows[*k].first() {
+            hash_of.insert((k.0, k.2.as_str()), r.hash);
+        }
+    }
+    let mut sets: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut out = Vec::new();
+    // First the cells where each test failed.
+    for k in &keys {
+        let (m, cell, test) = (&matrices[k.0], &k.1, &k.2);
+        let Some(ran) = cells.get(&(m.clone(), cell.clone())) else {
+            continue;
+        };
+        let by_run = &rows[*k];
+        let points = follow_one(
+            backend,
+            &mut sets,
+            ran,
+            by_run,
+            hash_of[&(k.0, test.as_str())],
+        )?;
+        out.extend(history_of(m, cell, test, ran, by_run, points));
+    }
+    // Then, for a test asked for by name or found flaky, every other cell
+    // of its matrix that ran it: where it never failed counts too
+    // (`history show`, and where a flaky test is flaky). Following every
+    // failing test into every cell would cost runs × cells × tests.
+    let widen: BTreeSet<(usize, &str)> = match scope {
+        Scope::Test(_) => hash_of.keys().copied().collect(),
+        _ => {
+            let flaky: HashSet<(&str, &str)> = out
+                .iter()
+                .filter(|t| t.verdict.is_flaky())
+                .map(|t| (t.matrix.as_str(), t.test.as_str()))
+                .collect();
+            hash_of
+                .keys()
+                .filter(|(m, t)| flaky.contains(&(matrices[*m].as_str(), *t)))
+                .copied()
+                .collect()
+        }
+    };
+    let mut widened = Vec::new();
+    let mut widen: Vec<(usize, &str)> = widen.into_iter().collect();
+    widen.sort_by(|a, b| (&matrices[a.0], a.1).cmp(&(&matrices[b.0], b.1)));
+    for (m, test) in widen {
+        let hash = hash_of[&(m, test)];
+        let matrix = &matrices[m];
+        for ((_, cell), ran) in cells.iter().filter(|((x, _), _)| x == matrix) {
+            if rows.contains_key(&(m, cell.clone(), test.to_string())) {
+                continue;
+            }
+            let points = follow_one(backend, &mut sets, ran, &[], hash)?;
+            widened.extend(history_of(matrix, cell, test, ran, &[], points));
+        }
+    }
+    out.extend(widened);
+    Ok(out)
+}
+
+/// A test's outcome in each run of its cell: its row where it did not
+/// simply pass, else passed when the cell's passing set has its hash.
+fn follow_one(
+    backend: &mut dyn Backend,
+    sets: &mut HashMap<String, Vec<u64>>,
+    ran: &[(usize, StoredCell)],
+    by_run: &[(usize, StoredTest)],
+    hash: u64,
+) -> Result<Vec<Point>, DbError> {
+    let mut points = Vec::with_capacity(ran.len());
+    for (i, c) in ran {
+        let row = by_run
+            .binary_search_by_key(i, |(k, _)| *k)
+            .ok()
+            .map(|at| &by_run[at].1);
+        let obs = match row {
+            Some(t) => Obs::of(&t.outcome),
+            None => {
+                if !sets.contains_key(&c.passed) {
+                    let set = backend.passset(&c.passed)?;
+                    sets.insert(c.passed.clone(), set);
+                }
+                if sets[&c.passed].binary_search(&hash).is_ok() {
+                    Obs::Pass
+                } else {
+                    Obs::Absent
+                }
+            }
+        };
+        points.push(Point {
+            run: *i,
+            inputs: Arc::clone(&c.inputs),
+            obs,
+        });
+    }
+    Ok(points)
+}
+
+/// The followed test, judged; `None` when its cell never ran it.
+fn history_of(
+    matrix: &str,
+    cell: &str,
+    test: &str,
+    ran: &[(usize, StoredCell)],
+    by_run: &[(usize, StoredTest)],
+    points: Vec<Point>,
+) -> Option<TestHistory> {
+    if points.iter().all(|p| p.obs == Obs::Absent) {
+        return None;
+    }
+    let last = by_run.last().map(|(_, t)| t);
+    Some(TestHistory {
+        verdict: verdict::judge(&points),
+        axes: ran.last().map(|(_, c)| c.axes.clone()).unwrap_or_default(),
+        signature: last.map(|t| t.signature.clone()).unwrap_or_default(),
+        message: last.map(|t| t.message.clone()).unwrap_or_default(),
+        matrix: matrix.to_string(),
+        cell: cell.to_string(),
+        test: test.to_string(),
+        points,
+    })
+}
