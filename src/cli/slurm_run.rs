@@ -91,7 +91,14 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         }
         None => {
             let dir = absolute(&args.cluster.slurm_dir)?;
-            let state = prepare(args, &dir)?;
+            let (state, plan, registry) = prepare(args, &dir)?;
+            let quiet = args.progress == crate::run::progress::ProgressMode::Quiet;
+            let said = cx
+                .runtime
+                .block_on(environments(cx, args, &plan, &dir, registry, quiet))?;
+            if !quiet {
+                eprint!("{said}");
+            }
             (dir, state)
         }
     };
@@ -164,8 +171,36 @@ fn judge(
     }
 }
 
-/// A new array: the plan, its tasks, the script and the state in `dir`.
-fn prepare(args: &RunArgs, dir: &Path) -> Result<ArrayState, Error> {
+/// The plan's environments, made here before the array goes out
+/// ([`crate::cluster::prepare`]).
+async fn environments(
+    cx: &super::Context<'_>,
+    args: &RunArgs,
+    plan: &Plan,
+    dir: &Path,
+    registry: Option<String>,
+    quiet: bool,
+) -> Result<String, Error> {
+    let locked = match &args.locked {
+        Some(p) => Some(std::sync::Arc::new(crate::store::lock::Lock::load(p)?)),
+        None => None,
+    };
+    let opts = crate::prepare::PrepareOptions {
+        build_jobs: args
+            .build_jobs
+            .map_or_else(crate::prepare::default_build_jobs, |n| n as usize),
+        network: crate::image::network::NetworkChoice::parse(&args.network),
+        work_dir: crate::dirs::cache_dir().join("bootstrap"),
+        locked,
+        registry: args.registry.clone().or(registry),
+    };
+    let engine = cx.engine().await.map_err(|e| e.to_string());
+    Ok(crate::cluster::prepare::environments(engine, plan, dir, opts, quiet).await?)
+}
+
+/// A new array: the plan, its tasks, the script and the state in `dir`;
+/// with the plan and the matrix file's `registry:`.
+fn prepare(args: &RunArgs, dir: &Path) -> Result<(ArrayState, Plan, Option<String>), Error> {
     let Some(file) = &args.file else {
         return Err(Error::Usage("give a matrix file or --resume DIR".into()));
     };
@@ -201,14 +236,8 @@ fn prepare(args: &RunArgs, dir: &Path) -> Result<ArrayState, Error> {
             },
         )?;
     let settings = c.slurm.settings(&spec);
-    Ok(controller::create(
-        dir,
-        &spec,
-        &plan,
-        &jobs,
-        &settings,
-        run_args(args),
-    )?)
+    let state = controller::create(dir, &spec, &plan, &jobs, &settings, run_args(args))?;
+    Ok((state, plan, spec.registry.clone()))
 }
 
 /// What every task's `rocmatrix run` gets from this command line.

@@ -1,6 +1,8 @@
 //! Running a plan on a cluster: `run --executor slurm`. The controller
 //! writes the plan's Slurm job array (`src/plan/slurm.rs`) into a shared
-//! directory, submits it (`src/cluster/commands.rs`), follows its tasks
+//! directory, prepares the plan's environments in its own engine when it
+//! has one (`src/cluster/prepare.rs`), submits the array
+//! (`src/cluster/commands.rs`), follows its tasks
 //! until none is pending or running (`src/cluster/array.rs`), gives the
 //! cells a task did not finish an `error` record, and merges the shards'
 //! run stores into one report as `report merge` does
@@ -12,6 +14,7 @@ pub mod array;
 pub mod commands;
 pub mod controller;
 pub mod gpus;
+pub mod prepare;
 pub mod shards;
 pub mod state;
 

@@ -311,13 +311,17 @@ fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
     };
     crate::harness::bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
-    let m = crate::harness::write(dir.path(), "m.yaml", ARRAY_MATRIX);
-    let local = crate::harness::Rocmatrix::run_matrix(&m)
-        .progress_plain()
-        .out(dir.path().join("local"))
-        .run();
-    local.assert_code(1);
-    let local_results = local.run_store().join("report/results.json");
+    // An environment of its own, built by neither an earlier test nor the
+    // local run (which comes after): the controller makes it.
+    let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+    let m = crate::harness::write(
+        dir.path(),
+        "m.yaml",
+        &ARRAY_MATRIX.replace(
+            "retries: 0\n",
+            &format!("  env:\n    NONCE: \"{nonce}\"\nretries: 0\n"),
+        ),
+    );
 
     let slurm_dir = dir.path().join("shared");
     let mut cmd = crate::harness::Rocmatrix::run_matrix(&m)
@@ -339,6 +343,19 @@ fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
     ran.assert_code(1);
     let text = ran.text();
     assert!(text.contains("slurm: array job "), "{text}\n{}", s.logs());
+    // The controller built the environment before the array went out, and
+    // the tasks found it made.
+    assert!(text.contains(": built rocmatrix/env:"), "{text}");
+    assert!(
+        text.contains("ready for the tasks: rocmatrix/env:"),
+        "{text}"
+    );
+    let local = crate::harness::Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("local"))
+        .run();
+    local.assert_code(1);
+    let local_results = local.run_store().join("report/results.json");
     assert!(
         text.contains("0 pending, 0 running, 2 done of 2 tasks"),
         "{text}"
@@ -355,6 +372,7 @@ fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
         assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 1, "{text}");
         let log = std::fs::read_to_string(slurm_dir.join(format!("logs/{task}.out"))).unwrap();
         assert!(log.contains("run store:"), "{log}");
+        assert!(log.contains(": reusing rocmatrix/env:"), "{log}");
     }
     let state: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(slurm_dir.join("array.json")).unwrap())
