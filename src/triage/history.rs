@@ -28,13 +28,7 @@ pub fn good_run(
     sig: &str,
     out: &Path,
 ) -> Result<Found, TriageError> {
-    let runs = history.runs()?;
-    // A run not recorded yet (`run --triage` triages before it records)
-    // comes after every recorded one.
-    let now = runs
-        .iter()
-        .position(|r| r.run == run_id)
-        .unwrap_or(runs.len());
+    let (_, now) = runs_and_place(history, run_id)?;
     let mut earlier: Vec<_> = history
         .cells_of(name)?
         .into_iter()
@@ -79,11 +73,7 @@ pub fn previous_run(
     run_id: &str,
     out: &Path,
 ) -> Result<Found, TriageError> {
-    let runs = history.runs()?;
-    let now = runs
-        .iter()
-        .position(|r| r.run == run_id)
-        .unwrap_or(runs.len());
+    let (runs, now) = runs_and_place(history, run_id)?;
     let Some(before) = runs[..now].iter().rev().find(|r| r.name == name) else {
         return Ok(Found::None(
             "the history holds no earlier run of this matrix".into(),
@@ -98,4 +88,19 @@ pub fn previous_run(
         before.run,
         out.join("runs").display()
     )))
+}
+
+/// The recorded runs and `run_id`'s place among them: a run not recorded
+/// yet (`run --triage` triages before it records) comes after every
+/// recorded one.
+fn runs_and_place(
+    history: &mut History,
+    run_id: &str,
+) -> Result<(Vec<crate::history::backend::RunRow>, usize), TriageError> {
+    let runs = history.runs()?;
+    let now = runs
+        .iter()
+        .position(|r| r.run == run_id)
+        .unwrap_or(runs.len());
+    Ok((runs, now))
 }
