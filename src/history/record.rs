@@ -81,53 +81,14 @@ pub struct TestRow {
 #[error("{0}")]
 pub struct RecordError(pub String);
 
+/// A cell's definition hash and the source commits it checked out, by cell.
+type CellInputs = BTreeMap<String, (String, Vec<crate::store::lock::LockedSource>)>;
+
 /// The record of `results`, read from the run stores `runs` (one, or the
 /// shards of one plan).
 pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordError> {
-    let mut started: Option<i64> = None;
-    let mut ids = Vec::new();
-    let mut cell_inputs: BTreeMap<String, (String, Vec<crate::store::lock::LockedSource>)> =
-        BTreeMap::new();
-    for dir in runs {
-        let store = RunStore {
-            dir: dir.to_path_buf(),
-        };
-        let info = store
-            .run_info()
-            .map_err(|e| RecordError(format!("{}: {e}", dir.display())))?;
-        ids.push(info.run_id.clone());
-        let ms = millis(&info.started).ok_or_else(|| {
-            RecordError(format!(
-                "{}: run.json's start `{}` is not an RFC 3339 time",
-                dir.display(),
-                info.started
-            ))
-        })?;
-        started = Some(started.map_or(ms, |s: i64| s.min(ms)));
-        for cell in store.finished_cells() {
-            if let Ok(rec) = store.cell_record(&cell) {
-                cell_inputs.insert(cell, (rec.hash, rec.sources));
-            }
-        }
-    }
-    ids.sort();
-    let started_ms = started.ok_or_else(|| RecordError("no run store given".into()))?;
-    let environments: Vec<EnvRecord> = results
-        .environments
-        .iter()
-        .map(|e| EnvRecord {
-            environment: e.environment.clone(),
-            identity: e.identity.clone(),
-            base: e.base.clone(),
-            packages: e.packages.clone(),
-            installed_digest: crate::digest::sha256_hex(
-                serde_json::to_string(&e.installed)
-                    .unwrap_or_default()
-                    .as_bytes(),
-            ),
-            cells: e.cells.clone(),
-        })
-        .collect();
+    let (ids, started_ms, cell_inputs) = read_stores(runs)?;
+    let environments = environments(results);
     let env_of: BTreeMap<&str, &str> = environments
         .iter()
         .flat_map(|e| {
@@ -136,7 +97,6 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
                 .map(|c| (c.as_str(), e.installed_digest.as_str()))
         })
         .collect();
-    let mut sources = BTreeMap::new();
     let mut record = RunRecord {
         run: ids.join("+"),
         started_ms,
@@ -152,7 +112,7 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
     for c in &results.cells {
         let (hash, srcs) = cell_inputs.get(&c.id).cloned().unwrap_or_default();
         for s in &srcs {
-            sources.insert(s.name.clone(), s.commit.clone());
+            record.sources.insert(s.name.clone(), s.commit.clone());
         }
         let inputs = crate::digest::sha256_hex(
             format!(
@@ -183,41 +143,100 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
                 .map(|s| s.id.clone())
                 .collect(),
         });
-        for t in &c.tests {
-            if t.status == TestStatus::Passed {
-                continue;
-            }
-            let test = display_name(&t.classname, &t.name);
-            record.tests.push(TestRow {
-                cell: c.id.clone(),
-                signature: signature_of
-                    .get(&c.id, &test)
-                    .unwrap_or_default()
-                    .to_string(),
-                hash: test_hash(&t.suite, &t.classname, &t.name),
-                test,
-                // A failure the matrix's `flaky:` list counts as flaky (no
-                // rerun passed) is a failure to the history: the list must
-                // not hide a test that breaks for good.
-                outcome: if t.status == TestStatus::Flaky && t.reruns == 0 {
-                    "failed".to_string()
-                } else {
-                    t.status.as_str().to_string()
-                },
-                time: t.time,
-                reruns: t.reruns,
-                message: first_line(&t.message),
-            });
-        }
+        record.tests.extend(test_rows(c, &signature_of));
     }
     // One row per test and cell: a name reported twice keeps its worst.
     let mut seen = BTreeSet::new();
     record
         .tests
         .retain(|t| seen.insert((t.cell.clone(), t.test.clone())));
-    record.sources = sources;
     record.environments = environments;
     Ok(record)
+}
+
+/// The run ids (sorted), the earliest start and each cell's inputs, from
+/// the run stores.
+fn read_stores(runs: &[&Path]) -> Result<(Vec<String>, i64, CellInputs), RecordError> {
+    let mut started: Option<i64> = None;
+    let mut ids = Vec::new();
+    let mut cell_inputs = CellInputs::new();
+    for dir in runs {
+        let store = RunStore {
+            dir: dir.to_path_buf(),
+        };
+        let info = store
+            .run_info()
+            .map_err(|e| RecordError(format!("{}: {e}", dir.display())))?;
+        ids.push(info.run_id.clone());
+        let ms = millis(&info.started).ok_or_else(|| {
+            RecordError(format!(
+                "{}: run.json's start `{}` is not an RFC 3339 time",
+                dir.display(),
+                info.started
+            ))
+        })?;
+        started = Some(started.map_or(ms, |s: i64| s.min(ms)));
+        for cell in store.finished_cells() {
+            if let Ok(rec) = store.cell_record(&cell) {
+                cell_inputs.insert(cell, (rec.hash, rec.sources));
+            }
+        }
+    }
+    ids.sort();
+    let started_ms = started.ok_or_else(|| RecordError("no run store given".into()))?;
+    Ok((ids, started_ms, cell_inputs))
+}
+
+/// Each environment as the history keeps it.
+fn environments(results: &Results) -> Vec<EnvRecord> {
+    results
+        .environments
+        .iter()
+        .map(|e| EnvRecord {
+            environment: e.environment.clone(),
+            identity: e.identity.clone(),
+            base: e.base.clone(),
+            packages: e.packages.clone(),
+            installed_digest: crate::digest::sha256_hex(
+                serde_json::to_string(&e.installed)
+                    .unwrap_or_default()
+                    .as_bytes(),
+            ),
+            cells: e.cells.clone(),
+        })
+        .collect()
+}
+
+/// The rows of `c`'s tests that did not simply pass.
+fn test_rows(c: &CellResult, signature_of: &SignaturesByPlace<'_>) -> Vec<TestRow> {
+    let mut rows = Vec::new();
+    for t in &c.tests {
+        if t.status == TestStatus::Passed {
+            continue;
+        }
+        let test = display_name(&t.classname, &t.name);
+        rows.push(TestRow {
+            cell: c.id.clone(),
+            signature: signature_of
+                .get(&c.id, &test)
+                .unwrap_or_default()
+                .to_string(),
+            hash: test_hash(&t.suite, &t.classname, &t.name),
+            test,
+            // A failure the matrix's `flaky:` list counts as flaky (no
+            // rerun passed) is a failure to the history: the list must
+            // not hide a test that breaks for good.
+            outcome: if t.status == TestStatus::Flaky && t.reruns == 0 {
+                "failed".to_string()
+            } else {
+                t.status.as_str().to_string()
+            },
+            time: t.time,
+            reruns: t.reruns,
+            message: first_line(&t.message),
+        });
+    }
+    rows
 }
 
 /// A cell's outcome in the report's words.
