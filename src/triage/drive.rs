@@ -319,51 +319,7 @@ fn prepare(
             Some(b.display().to_string())
         }
         None => {
-            let mut h = crate::history::History::open(history).map_err(|e| {
-                TriageError::Usage(format!(
-                    "no --baseline and no history to find the good end in: {e}"
-                ))
-            })?;
-            let sigs = run.results.signatures.clone();
-            for s in &sigs {
-                let cell = s.cells.first().cloned().unwrap_or_default();
-                match super::history::good_run(
-                    &mut h,
-                    &run.manifest.name,
-                    &run.manifest.run_id,
-                    &cell,
-                    &s.id,
-                    out,
-                )? {
-                    super::history::Found::Run(dir) => {
-                        let base = targets::read(&dir)?;
-                        tasks.push(targets::task(Change::New, s, &run, &base, cache));
-                    }
-                    super::history::Found::None(why) => tasks.push(Task {
-                        change: Change::New,
-                        signature: crate::bisect::judge::Shown::of(s),
-                        cell,
-                        baseline: None,
-                        plans: Vec::new(),
-                        could_not: Some(why),
-                    }),
-                }
-            }
-            // What the run before it showed and this run does not: gone,
-            // fixed somewhere between the two.
-            let previous = super::history::previous_run(
-                &mut h,
-                &run.manifest.name,
-                &run.manifest.run_id,
-                out,
-            )?;
-            if let super::history::Found::Run(dir) = previous {
-                let base = targets::read(&dir)?;
-                let (_, gone) = targets::changed(&mut run.results.clone(), &base.results);
-                for s in &gone {
-                    tasks.push(targets::task(Change::Gone, s, &run, &base, cache));
-                }
-            }
+            tasks.extend(from_history(&run, out, cache, history)?);
             Some("history".into())
         }
     };
@@ -373,6 +329,60 @@ fn prepare(
         moved,
         baseline_label: label,
     })
+}
+
+/// The searches without `--baseline`: each signature of the run from the
+/// history's last run where its cell ran without it, and each signature
+/// gone since the history's run before it, back to that run.
+fn from_history(
+    run: &targets::RunSide,
+    out: &Path,
+    cache: &Path,
+    history: &crate::history::Location,
+) -> Result<Vec<Task>, TriageError> {
+    let mut tasks = Vec::new();
+    let mut h = crate::history::History::open(history).map_err(|e| {
+        TriageError::Usage(format!(
+            "no --baseline and no history to find the good end in: {e}"
+        ))
+    })?;
+    let sigs = run.results.signatures.clone();
+    for s in &sigs {
+        let cell = s.cells.first().cloned().unwrap_or_default();
+        match super::history::good_run(
+            &mut h,
+            &run.manifest.name,
+            &run.manifest.run_id,
+            &cell,
+            &s.id,
+            out,
+        )? {
+            super::history::Found::Run(dir) => {
+                let base = targets::read(&dir)?;
+                tasks.push(targets::task(Change::New, s, run, &base, cache));
+            }
+            super::history::Found::None(why) => tasks.push(Task {
+                change: Change::New,
+                signature: crate::bisect::judge::Shown::of(s),
+                cell,
+                baseline: None,
+                plans: Vec::new(),
+                could_not: Some(why),
+            }),
+        }
+    }
+    // What the run before it showed and this run does not: gone,
+    // fixed somewhere between the two.
+    let previous =
+        super::history::previous_run(&mut h, &run.manifest.name, &run.manifest.run_id, out)?;
+    if let super::history::Found::Run(dir) = previous {
+        let base = targets::read(&dir)?;
+        let (_, gone) = targets::changed(&mut run.results.clone(), &base.results);
+        for s in &gone {
+            tasks.push(targets::task(Change::Gone, s, run, &base, cache));
+        }
+    }
+    Ok(tasks)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
