@@ -213,14 +213,7 @@ impl Events {
     /// What a registry gave, if anything; a registry that just failed is
     /// reported (once per run: it is not asked again).
     pub fn fetched<T>(&self, f: Fetched<T>) -> Option<T> {
-        match f {
-            Fetched::Done(t) => Some(t),
-            Fetched::Unavailable { registry, reason } => {
-                self.emit(Event::RegistryUnavailable { registry, reason });
-                None
-            }
-            Fetched::Missing | Fetched::Skipped => None,
-        }
+        (self as &dyn crate::step::EventSink).fetched(f)
     }
 }
 
