@@ -13,7 +13,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::view::{CellView, View};
+use super::cell_view::CellView;
+use super::view::View;
 use super::ReportError;
 
 /// index.html lists the cells' tests and log tails itself while their text

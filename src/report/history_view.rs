@@ -6,7 +6,8 @@
 
 use serde::Serialize;
 
-use super::view::{CellView, View};
+use super::cell_view::CellView;
+use super::view::View;
 use crate::analysis::regress::{Class, Regressions};
 use crate::history::past::Past;
 

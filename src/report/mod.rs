@@ -11,12 +11,15 @@
 //! `reports/` (embedded at build time) out of one view model ([`view`]).
 
 pub mod cell_pages;
+pub mod cell_view;
 pub mod changes_view;
 pub mod coverage_view;
 pub mod envs;
+pub mod grid;
 pub mod history_view;
 pub mod junit;
 pub mod junit_files;
+pub mod regressions_view;
 pub mod triage_view;
 pub mod view;
 pub mod why;
@@ -433,12 +436,12 @@ fn write_cell_pages(
         log_tail: 64 * 1024,
         ..HTML_CAPS
     };
-    let mut cells = view::cell_views(results, reg, page_caps);
+    let mut cells = cell_view::cell_views(results, reg, page_caps);
     if let Some(past) = past {
         history_view::apply_cells(&mut cells, past);
     }
     if run_report(out) {
-        view::link_cell_files(&mut cells, "../../");
+        cell_view::link_cell_files(&mut cells, "../../");
     }
     cell_pages::write(&results.name, &cells, out)?;
     Ok(())
@@ -647,7 +650,7 @@ fn html(
     history_view::apply(&mut v, past, reg, HTML_CAPS.per_class);
     triage_view::apply(&mut v, triage);
     if links {
-        view::link_cell_files(&mut v.cells, "../");
+        cell_view::link_cell_files(&mut v.cells, "../");
     }
     v.inline_tests = cell_pages::details_bytes(&v) <= cell_pages::INLINE_BYTES;
     render("index.html", &v)
