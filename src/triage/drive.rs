@@ -91,23 +91,12 @@ pub async fn triage(
     say: &(dyn Fn(&str) + Sync),
 ) -> Result<Finished, TriageError> {
     let t0 = Instant::now();
-    let (run, base) = (run_dir.to_path_buf(), baseline.map(Path::to_path_buf));
-    let (out, cache, location) = (
-        opts.out.clone(),
-        opts.bisect.cache.clone(),
-        opts.history.clone(),
-    );
-    let prepared = tokio::task::spawn_blocking(move || {
-        prepare(&run, base.as_deref(), &out, &cache, &location)
-    })
-    .await
-    .map_err(|e| TriageError::Join(e.to_string()))??;
     let Prepared {
         run,
         tasks,
         moved,
         baseline_label,
-    } = prepared;
+    } = prepare_off_runtime(run_dir, baseline, &opts).await?;
     let mut t = Triage {
         triage_version: store::TRIAGE_VERSION,
         rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -141,38 +130,7 @@ pub async fn triage(
         t.run
     ));
     for task in &tasks {
-        let mut item = Item {
-            change: task.change,
-            signature: task.signature.clone(),
-            cell: task.cell.clone(),
-            baseline: task.baseline.as_ref().map(|p| p.display().to_string()),
-            searches: Vec::new(),
-            state: State::CouldNot,
-            line: String::new(),
-        };
-        if let Some(why) = &task.could_not {
-            item.line = format!("could not triage: {why}");
-        }
-        for plan in &task.plans {
-            let s = d.search(task, plan).await?;
-            item.searches.push(s);
-            finish_item(&mut item, task);
-            t.secs = t0.elapsed().as_secs_f64();
-            let mut saved = t.clone();
-            saved.items.push(item.clone());
-            store::save(&run.dir, &saved)?;
-        }
-        finish_item(&mut item, task);
-        say(&format!(
-            "{} {} \"{}\": {}",
-            match task.change {
-                Change::New => "new",
-                Change::Gone => "gone",
-            },
-            item.signature.id,
-            item.signature.message,
-            item.line
-        ));
+        let item = d.triage_task(task, &mut t, &run.dir, t0).await?;
         t.items.push(item);
         t.secs = t0.elapsed().as_secs_f64();
         store::save(&run.dir, &t)?;
@@ -188,6 +146,23 @@ pub async fn triage(
         triage: t,
         interrupted,
     })
+}
+
+/// [`prepare`] on a blocking thread: it reads run stores and the history.
+async fn prepare_off_runtime(
+    run_dir: &Path,
+    baseline: Option<&Path>,
+    opts: &Options,
+) -> Result<Prepared, TriageError> {
+    let (run, base) = (run_dir.to_path_buf(), baseline.map(Path::to_path_buf));
+    let (out, cache, location) = (
+        opts.out.clone(),
+        opts.bisect.cache.clone(),
+        opts.history.clone(),
+    );
+    tokio::task::spawn_blocking(move || prepare(&run, base.as_deref(), &out, &cache, &location))
+        .await
+        .map_err(|e| TriageError::Join(e.to_string()))?
 }
 
 /// What the budget left undone, one line per search.
@@ -413,36 +388,101 @@ impl Driver<'_> {
         }
     }
 
+    /// Carries out one task's searches, `t` (with the item so far) saved
+    /// in `run_dir` after each, and says the task's line.
+    async fn triage_task(
+        &mut self,
+        task: &Task,
+        t: &mut Triage,
+        run_dir: &Path,
+        t0: Instant,
+    ) -> Result<Item, TriageError> {
+        let mut item = Item {
+            change: task.change,
+            signature: task.signature.clone(),
+            cell: task.cell.clone(),
+            baseline: task.baseline.as_ref().map(|p| p.display().to_string()),
+            searches: Vec::new(),
+            state: State::CouldNot,
+            line: String::new(),
+        };
+        if let Some(why) = &task.could_not {
+            item.line = format!("could not triage: {why}");
+        }
+        for plan in &task.plans {
+            let s = self.search(task, plan).await?;
+            item.searches.push(s);
+            finish_item(&mut item, task);
+            t.secs = t0.elapsed().as_secs_f64();
+            let mut saved = t.clone();
+            saved.items.push(item.clone());
+            store::save(run_dir, &saved)?;
+        }
+        finish_item(&mut item, task);
+        (self.say)(&format!(
+            "{} {} \"{}\": {}",
+            match task.change {
+                Change::New => "new",
+                Change::Gone => "gone",
+            },
+            item.signature.id,
+            item.signature.message,
+            item.line
+        ));
+        Ok(item)
+    }
+
     /// Carries out one search.
     async fn search(&mut self, task: &Task, plan: &Plan) -> Result<Search, TriageError> {
-        let mut s = Search {
-            over: plan.over,
-            name: plan.name.clone(),
-            good: plan.good.clone(),
-            bad: plan.bad.clone(),
-            regress: plan.regress,
-            points: plan.points,
-            state: State::CouldNot,
-            first: None,
-            last: None,
-            candidates: Vec::new(),
-            probes: 0,
-            probes_now: 0,
-            bisection: None,
-            reused: false,
-            message: String::new(),
-            packages: plan.packages.clone(),
+        let mut s = unstarted(plan);
+        if self.settled_without_probes(plan, &mut s) {
+            return Ok(s);
+        }
+        let request = request(task, plan);
+        let earlier = self.earlier(plan, &request).await?;
+        let begin = match &earlier {
+            Some((dir, b)) if b.answer.is_some() => {
+                self.reuse(&mut s, plan, dir, b);
+                return Ok(s);
+            }
+            Some((dir, _)) => Begin::Resume(dir.clone()),
+            None => self.begin_new(plan, request),
         };
+        let before = earlier.as_ref().map(|(_, b)| b.probes.len()).unwrap_or(0);
+        self.say_started(task, plan, earlier.is_some());
+        let done = match self.bisect(begin).await {
+            Ok(d) => d,
+            Err(e) if e.is_usage() => {
+                s.message = e.to_string();
+                return Ok(s);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        s.bisection = Some(done.store.dir.display().to_string());
+        s.probes = done.bisection.probes.len();
+        s.probes_now = s.probes.saturating_sub(before);
+        if done.interrupted {
+            self.stopped_during(&mut s);
+            return Ok(s);
+        }
+        answer(&mut s, &done.bisection);
+        Ok(s)
+    }
+
+    /// Settles `s` where nothing is to be probed: the plan could not be
+    /// made, only packages moved, or the triage is stopped or its budget
+    /// spent. False when the search is to run.
+    fn settled_without_probes(&self, plan: &Plan, s: &mut Search) -> bool {
         if let Some(why) = &plan.could_not {
             s.message = why.clone();
-            return Ok(s);
+            return true;
         }
         if plan.over == Over::Packages {
             s.state = State::Listed;
             s.message = "only packages moved; the old versions are not probed (the range is \
                          this list)"
                 .into();
-            return Ok(s);
+            return true;
         }
         if self.stopped.is_some() || !self.budget_left() {
             s.state = State::Unfinished;
@@ -450,61 +490,61 @@ impl Driver<'_> {
                 Some(Stopped::Signal) => "not started: interrupted".into(),
                 _ => "not started: the triage budget was spent".into(),
             };
-            return Ok(s);
+            return true;
         }
-        let request = Request {
-            matrix_file: String::new(),
-            matrix_hash: String::new(),
-            only: plan.only.clone(),
-            good: plan.good.clone(),
-            bad: plan.bad.clone(),
-            regress: plan.regress,
-            signature: Some(task.signature.id.clone()),
-            timeout_is: crate::bisect::judge::TimeoutIs::Skip,
-            retries: 0,
-            jobs: 1,
-            pins: plan.pins.clone(),
-        };
-        let earlier = {
-            let (out, hash, r, over, name) = (
-                self.opts.out.clone(),
-                self.matrix_hash.clone(),
-                request.clone(),
-                plan.over,
-                plan.name.clone(),
-            );
-            tokio::task::spawn_blocking(move || earlier(&out, &hash, &r, over, &name))
-                .await
-                .map_err(|e| TriageError::Join(e.to_string()))?
-        };
-        let begin = match &earlier {
-            Some((dir, b)) if b.answer.is_some() => {
-                s.reused = true;
-                s.bisection = Some(dir.display().to_string());
-                s.probes = b.probes.len();
-                (self.say)(&format!(
-                    "  {} {}: answered by the earlier bisection {}",
-                    over_word(plan.over),
-                    plan.name,
-                    dir.display()
-                ));
-                answer(&mut s, b);
-                return Ok(s);
-            }
-            Some((dir, _)) => Begin::Resume(dir.clone()),
-            None => Begin::New {
-                matrix: self.matrix.clone(),
-                what: match plan.over {
-                    Over::Axis => What::Axis(plan.name.clone()),
-                    _ => What::Source {
-                        name: plan.name.clone(),
-                        all_commits: false,
-                    },
+        false
+    }
+
+    /// An earlier bisection of the plan's question, read off the runtime.
+    async fn earlier(
+        &self,
+        plan: &Plan,
+        request: &Request,
+    ) -> Result<Option<(PathBuf, Bisection)>, TriageError> {
+        let (out, hash, r, over, name) = (
+            self.opts.out.clone(),
+            self.matrix_hash.clone(),
+            request.clone(),
+            plan.over,
+            plan.name.clone(),
+        );
+        tokio::task::spawn_blocking(move || earlier(&out, &hash, &r, over, &name))
+            .await
+            .map_err(|e| TriageError::Join(e.to_string()))
+    }
+
+    /// The search answered by the earlier bisection `b` in `dir`, without
+    /// a probe.
+    fn reuse(&self, s: &mut Search, plan: &Plan, dir: &Path, b: &Bisection) {
+        s.reused = true;
+        s.bisection = Some(dir.display().to_string());
+        s.probes = b.probes.len();
+        (self.say)(&format!(
+            "  {} {}: answered by the earlier bisection {}",
+            over_word(plan.over),
+            plan.name,
+            dir.display()
+        ));
+        answer(s, b);
+    }
+
+    /// A new bisection of the plan's question: over its axis or source.
+    fn begin_new(&self, plan: &Plan, request: Request) -> Begin {
+        Begin::New {
+            matrix: self.matrix.clone(),
+            what: match plan.over {
+                Over::Axis => What::Axis(plan.name.clone()),
+                _ => What::Source {
+                    name: plan.name.clone(),
+                    all_commits: false,
                 },
-                request,
             },
-        };
-        let before = earlier.as_ref().map(|(_, b)| b.probes.len()).unwrap_or(0);
+            request,
+        }
+    }
+
+    /// The line that says a search starts (or resumes).
+    fn say_started(&self, task: &Task, plan: &Plan, resuming: bool) {
         (self.say)(&format!(
             "  {} {} for {}: {}..{} ({} points){}",
             over_word(plan.over),
@@ -513,31 +553,24 @@ impl Driver<'_> {
             short(&plan.good),
             short(&plan.bad),
             plan.points,
-            if earlier.is_some() {
+            if resuming {
                 ", resuming an earlier bisection"
             } else {
                 ""
             }
         ));
+    }
+
+    /// Runs the bisection, its probes counted against the budget; the
+    /// signal, the deadline or the last probe allowed stop it.
+    async fn bisect(
+        &self,
+        begin: Begin,
+    ) -> Result<crate::bisect::Finished, crate::bisect::BisectError> {
         // A child interrupt of its own: the budget stops this bisection
         // without looking like a signal to the rest.
         let child = Interrupt::never();
-        let watch = {
-            let (global, c, deadline) = (self.interrupt.clone(), child.clone(), self.deadline);
-            tokio::spawn(async move {
-                let until = async {
-                    match deadline {
-                        Some(d) => tokio::time::sleep_until(d.into()).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    _ = global.fired() => c.stop(Stop::Signal),
-                    _ = until => c.stop(Stop::Signal),
-                    _ = c.fired() => {}
-                }
-            })
-        };
+        let watch = self.watch_budget(&child);
         let limit = match self.opts.budget {
             Some(Budget::Probes(n)) => Some(n),
             _ => None,
@@ -558,38 +591,86 @@ impl Driver<'_> {
         bopts.out = self.opts.out.clone();
         let done = crate::bisect::bisect(self.engine, begin, bopts, child, &counting).await;
         watch.abort();
-        let done = match done {
-            Ok(d) => d,
-            Err(e) if e.is_usage() => {
-                s.message = e.to_string();
-                return Ok(s);
-            }
-            Err(e) => return Err(e.into()),
-        };
-        s.bisection = Some(done.store.dir.display().to_string());
-        s.probes = done.bisection.probes.len();
-        s.probes_now = s.probes.saturating_sub(before);
-        if done.interrupted {
-            let by_signal = self.interrupt.is_set();
-            self.stopped = Some(if by_signal {
-                Stopped::Signal
-            } else {
-                Stopped::Budget
-            });
-            s.state = State::Unfinished;
-            s.message = format!(
-                "stopped after {} probes ({})",
-                s.probes,
-                if by_signal {
-                    "interrupted"
-                } else {
-                    "the triage budget was spent"
+        done
+    }
+
+    /// A task that stops `child` on the triage's signal or at its deadline.
+    fn watch_budget(&self, child: &Interrupt) -> tokio::task::JoinHandle<()> {
+        let (global, c, deadline) = (self.interrupt.clone(), child.clone(), self.deadline);
+        tokio::spawn(async move {
+            let until = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d.into()).await,
+                    None => std::future::pending().await,
                 }
-            );
-            return Ok(s);
-        }
-        answer(&mut s, &done.bisection);
-        Ok(s)
+            };
+            tokio::select! {
+                _ = global.fired() => c.stop(Stop::Signal),
+                _ = until => c.stop(Stop::Signal),
+                _ = c.fired() => {}
+            }
+        })
+    }
+
+    /// A bisection stopped before its answer: by the signal, or by the
+    /// budget; the triage stops with it.
+    fn stopped_during(&mut self, s: &mut Search) {
+        let by_signal = self.interrupt.is_set();
+        self.stopped = Some(if by_signal {
+            Stopped::Signal
+        } else {
+            Stopped::Budget
+        });
+        s.state = State::Unfinished;
+        s.message = format!(
+            "stopped after {} probes ({})",
+            s.probes,
+            if by_signal {
+                "interrupted"
+            } else {
+                "the triage budget was spent"
+            }
+        );
+    }
+}
+
+/// A search of `plan` before anything is known of it.
+fn unstarted(plan: &Plan) -> Search {
+    Search {
+        over: plan.over,
+        name: plan.name.clone(),
+        good: plan.good.clone(),
+        bad: plan.bad.clone(),
+        regress: plan.regress,
+        points: plan.points,
+        state: State::CouldNot,
+        first: None,
+        last: None,
+        candidates: Vec::new(),
+        probes: 0,
+        probes_now: 0,
+        bisection: None,
+        reused: false,
+        message: String::new(),
+        packages: plan.packages.clone(),
+    }
+}
+
+/// The bisection's request for the plan's question about the task's
+/// signature: one probe at a time, no retries, a timeout a skip.
+fn request(task: &Task, plan: &Plan) -> Request {
+    Request {
+        matrix_file: String::new(),
+        matrix_hash: String::new(),
+        only: plan.only.clone(),
+        good: plan.good.clone(),
+        bad: plan.bad.clone(),
+        regress: plan.regress,
+        signature: Some(task.signature.id.clone()),
+        timeout_is: crate::bisect::judge::TimeoutIs::Skip,
+        retries: 0,
+        jobs: 1,
+        pins: plan.pins.clone(),
     }
 }
 
