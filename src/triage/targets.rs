@@ -128,18 +128,11 @@ fn only_of(results: &Results, cell: &str) -> Vec<(String, String)> {
 /// The searches of a new signature (`Change::New`: good = baseline, bad =
 /// run) or a gone one (`Change::Gone`: bad = baseline, good = run).
 pub fn task(change: Change, sig: &Signature, run: &RunSide, base: &RunSide, cache: &Path) -> Task {
-    // The cell: the first of the signature's cells that both runs have.
-    let cells = &sig.cells;
     let other = match change {
         Change::New => &base.results,
         Change::Gone => &run.results,
     };
-    let cell = cells
-        .iter()
-        .find(|c| other.cell(c).is_some())
-        .or_else(|| cells.first())
-        .cloned()
-        .unwrap_or_default();
+    let cell = cell_of(sig, other);
     let mut t = Task {
         change,
         signature: Shown::of(sig),
@@ -149,21 +142,7 @@ pub fn task(change: Change, sig: &Signature, run: &RunSide, base: &RunSide, cach
         could_not: None,
     };
     if change == Change::New {
-        if let Some(mut p) = axis_plan(sig, &run.results, &cell) {
-            // The sources held where the run had them.
-            p.pins = run
-                .lock
-                .as_ref()
-                .and_then(|l| l.cells.get(&cell))
-                .map(|c| {
-                    c.sources
-                        .iter()
-                        .map(|s| (s.name.clone(), s.commit.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            t.plans.push(p);
-        }
+        t.plans.extend(pinned_axis_plan(sig, run, &cell));
     }
     if other.cell(&cell).is_none() {
         if t.plans.is_empty() {
@@ -208,21 +187,13 @@ pub fn task(change: Change, sig: &Signature, run: &RunSide, base: &RunSide, cach
             .push(source_plan(change, m, run_lock, &cell, &only, cache));
     }
     if moved.is_empty() {
-        let packages = ranges::packages(base_lock, run_lock, &cell, &run.manifest.report.packages);
-        if !packages.is_empty() {
-            t.plans.push(Plan {
-                over: Over::Packages,
-                name: "packages".into(),
-                good: base.dir.display().to_string(),
-                bad: run.dir.display().to_string(),
-                regress: Regress::Error,
-                only: only.clone(),
-                pins: Vec::new(),
-                points: packages.len(),
-                packages,
-                could_not: None,
-            });
-        }
+        t.plans.extend(packages_plan(
+            run,
+            base,
+            (run_lock, base_lock),
+            &cell,
+            &only,
+        ));
     }
     if t.plans.is_empty() {
         t.could_not = Some(format!(
@@ -231,6 +202,59 @@ pub fn task(change: Change, sig: &Signature, run: &RunSide, base: &RunSide, cach
         ));
     }
     t
+}
+
+/// The cell a signature is searched in: the first of its cells that the
+/// other run has too, else its first.
+fn cell_of(sig: &Signature, other: &Results) -> String {
+    sig.cells
+        .iter()
+        .find(|c| other.cell(c).is_some())
+        .or_else(|| sig.cells.first())
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The search along an ordered axis its attribution names, with the
+/// sources held where the run had them.
+fn pinned_axis_plan(sig: &Signature, run: &RunSide, cell: &str) -> Option<Plan> {
+    let mut p = axis_plan(sig, &run.results, cell)?;
+    p.pins = run
+        .lock
+        .as_ref()
+        .and_then(|l| l.cells.get(cell))
+        .map(|c| {
+            c.sources
+                .iter()
+                .map(|s| (s.name.clone(), s.commit.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(p)
+}
+
+/// The list of the packages that moved between the two locks (`run`'s
+/// first), when some did: they are listed, not probed.
+fn packages_plan(
+    run: &RunSide,
+    base: &RunSide,
+    (run_lock, base_lock): (&Lock, &Lock),
+    cell: &str,
+    only: &[(String, String)],
+) -> Option<Plan> {
+    let packages = ranges::packages(base_lock, run_lock, cell, &run.manifest.report.packages);
+    (!packages.is_empty()).then(|| Plan {
+        over: Over::Packages,
+        name: "packages".into(),
+        good: base.dir.display().to_string(),
+        bad: run.dir.display().to_string(),
+        regress: Regress::Error,
+        only: only.to_vec(),
+        pins: Vec::new(),
+        points: packages.len(),
+        packages,
+        could_not: None,
+    })
 }
 
 /// The search over a moved source's commits.
