@@ -93,70 +93,184 @@ pub fn line(event: &Event) -> Option<String> {
 /// failed where the matrix expected it to says so, an environment names the
 /// axis values it is for.
 pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
+    match event {
+        Event::BaseImage { .. }
+        | Event::ImageStarted { .. }
+        | Event::ImageFinished { .. }
+        | Event::RegistryUnavailable { .. }
+        | Event::ImagePushed { .. }
+        | Event::ImageFailed { .. } => image_line(event, context),
+        Event::BuildStarted { .. }
+        | Event::BuildStepFinished { .. }
+        | Event::BuildFinished { .. }
+        | Event::BuildPushed { .. } => build_line(event),
+        Event::CellStarted { .. }
+        | Event::StepStarted { .. }
+        | Event::StepFinished { .. }
+        | Event::CellRetry { .. }
+        | Event::CellFinished { .. }
+        | Event::CellNotRun { .. } => cell_line(event, context),
+        Event::RunStarted { .. }
+        | Event::CoverageScanned { .. }
+        | Event::Warning { .. }
+        | Event::RunFinished { .. } => run_line(event),
+    }
+}
+
+/// The line for a base or an environment image being prepared.
+fn image_line(event: &Event, context: Option<&RunContext>) -> Option<String> {
     Some(match event {
-        Event::RunStarted { run_id, name, cells, to_run, environments, jobs } => format!(
-            "run {run_id}: {name}, {to_run} of {} to run in {}, {jobs} at a time",
-            count(*cells, "cell"),
-            count(*environments, "environment")
-        ),
         Event::BaseImage { message, .. } => message.clone(),
         Event::ImageStarted { environment, cells } => {
-            format!("{}: preparing for {}", image(environment, context), count(*cells, "cell"))
+            format!(
+                "{}: preparing for {}",
+                image(environment, context),
+                count(*cells, "cell")
+            )
         }
-        Event::ImageFinished { environment, tag, pulled: true, secs, .. } => {
-            format!("{}: pulled {tag} in {secs:.0} s", image(environment, context))
+        Event::ImageFinished {
+            environment,
+            tag,
+            pulled: true,
+            secs,
+            ..
+        } => {
+            format!(
+                "{}: pulled {tag} in {secs:.0} s",
+                image(environment, context)
+            )
         }
         Event::RegistryUnavailable { registry, reason } => {
             format!("warning: registry {registry} unavailable, building locally: {reason}")
         }
-        Event::ImagePushed { environment, reference } => {
+        Event::ImagePushed {
+            environment,
+            reference,
+        } => {
             format!("image {environment}: pushed {reference}")
         }
-        Event::ImageFinished { environment, tag, reused, secs, .. } => {
+        Event::ImageFinished {
+            environment,
+            tag,
+            reused,
+            secs,
+            ..
+        } => {
             if *reused {
                 format!("{}: reusing {tag}", image(environment, context))
             } else {
-                format!("{}: built {tag} in {secs:.0} s", image(environment, context))
+                format!(
+                    "{}: built {tag} in {secs:.0} s",
+                    image(environment, context)
+                )
             }
         }
         Event::ImageFailed { environment, error } => {
             format!("{}: FAILED: {error}", image(environment, context))
         }
+        _ => return None,
+    })
+}
+
+/// The line for a build stage.
+fn build_line(event: &Event) -> Option<String> {
+    Some(match event {
         Event::BuildStarted { build, cells } => {
             format!("build {build}: starting for {}", count(*cells, "cell"))
         }
-        Event::BuildStepFinished { build, step, status, exit_code, secs } => format!(
+        Event::BuildStepFinished {
+            build,
+            step,
+            status,
+            exit_code,
+            secs,
+        } => format!(
             "build {build}: step {step} {}{} ({secs:.1} s)",
             status.as_str(),
             exit_code.map(|c| format!(", exit {c}")).unwrap_or_default()
         ),
-        Event::BuildFinished { build, snapshot, pulled: true, .. } => {
+        Event::BuildFinished {
+            build,
+            snapshot,
+            pulled: true,
+            ..
+        } => {
             format!("build {build}: pulled {snapshot} from the registry")
         }
         Event::BuildPushed { build, reference } => format!("build {build}: pushed {reference}"),
-        Event::BuildFinished { build, snapshot, reused: true, .. } => {
+        Event::BuildFinished {
+            build,
+            snapshot,
+            reused: true,
+            ..
+        } => {
             format!("build {build}: reusing {snapshot}")
         }
-        Event::BuildFinished { build, snapshot, status: Status::Passed, secs, .. } => {
+        Event::BuildFinished {
+            build,
+            snapshot,
+            status: Status::Passed,
+            secs,
+            ..
+        } => {
             format!("build {build}: built {snapshot} in {secs:.0} s")
         }
-        Event::BuildFinished { build, status, reason, secs, .. } => format!(
+        Event::BuildFinished {
+            build,
+            status,
+            reason,
+            secs,
+            ..
+        } => format!(
             "build {build}: {}{} ({secs:.0} s)",
             status.as_str().to_uppercase(),
-            reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+            reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
         ),
-        Event::CellStarted { cell, attempt } if *attempt > 1 => format!("{cell}: attempt {attempt}"),
+        _ => return None,
+    })
+}
+
+/// The line for a cell or one of its steps.
+fn cell_line(event: &Event, context: Option<&RunContext>) -> Option<String> {
+    Some(match event {
+        Event::CellStarted { cell, attempt } if *attempt > 1 => {
+            format!("{cell}: attempt {attempt}")
+        }
         Event::CellStarted { cell, .. } => format!("{cell}: started"),
-        Event::StepStarted { cell, step, index, total } => format!("{cell}: step {index}/{total} {step}"),
-        Event::StepFinished { cell, step, status, exit_code, secs } => format!(
+        Event::StepStarted {
+            cell,
+            step,
+            index,
+            total,
+        } => format!("{cell}: step {index}/{total} {step}"),
+        Event::StepFinished {
+            cell,
+            step,
+            status,
+            exit_code,
+            secs,
+        } => format!(
             "{cell}: step {step} {}{} ({secs:.1} s)",
             status.as_str(),
             exit_code.map(|c| format!(", exit {c}")).unwrap_or_default()
         ),
-        Event::CellRetry { cell, attempt, error } => {
+        Event::CellRetry {
+            cell,
+            attempt,
+            error,
+        } => {
             format!("{cell}: infrastructure error on attempt {attempt}, retrying: {error}")
         }
-        Event::CellFinished { cell, status, verdict, reason, secs } => format!(
+        Event::CellFinished {
+            cell,
+            status,
+            verdict,
+            reason,
+            secs,
+        } => format!(
             "{cell}: {}{}{} ({secs:.1} s)",
             status.as_str().to_uppercase(),
             // The cell's verdict (crate::outcome::judge_cell), as the summary
@@ -169,9 +283,24 @@ pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
                     _ => "",
                 },
             },
-            reason.as_ref().map(|r| format!(": {r}")).unwrap_or_default()
+            reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
         ),
         Event::CellNotRun { cell, reason } => format!("{cell}: not run: {reason}"),
+        _ => return None,
+    })
+}
+
+/// The line for the run as a whole: its start, coverage, warnings, its end.
+fn run_line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::RunStarted { run_id, name, cells, to_run, environments, jobs } => format!(
+            "run {run_id}: {name}, {to_run} of {} to run in {}, {jobs} at a time",
+            count(*cells, "cell"),
+            count(*environments, "environment")
+        ),
         Event::CoverageScanned { environment, libraries, secs } => format!(
             "image {environment}: gfx coverage of {libraries} libraries with device code ({secs:.0} s)"
         ),
@@ -191,6 +320,7 @@ pub fn line_in(event: &Event, context: Option<&RunContext>) -> Option<String> {
                 tally_line(&tally, *not_run, *secs)
             )
         }
+        _ => return None,
     })
 }
 
