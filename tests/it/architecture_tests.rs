@@ -840,3 +840,121 @@ fn architecture_no_allow_too_many_arguments() {
         &problems,
     );
 }
+
+/// The most lines a function of `src/` may have, from its `fn` line to its
+/// closing brace.
+const FUNCTION_LINES: usize = 100;
+
+/// The name of the function a line of blanked source declares: `fn NAME`
+/// at its start, after any of `pub(…)`, `const`, `async`, `unsafe`,
+/// `extern "…"`, `default`.
+fn declared_fn(line: &str) -> Option<&str> {
+    let mut rest = line.trim_start();
+    loop {
+        let end = rest.find(|c: char| !is_ident(c)).unwrap_or(rest.len());
+        let after = &rest[end..];
+        match &rest[..end] {
+            "pub" | "const" | "async" | "unsafe" | "extern" | "default" => {
+                rest = after.trim_start();
+                if let Some(r) = rest.strip_prefix('(') {
+                    rest = r.split_once(')')?.1.trim_start();
+                } else if let Some(r) = rest.strip_prefix('"') {
+                    rest = r.split_once('"')?.1.trim_start();
+                }
+            }
+            "fn" if after.starts_with(char::is_whitespace) => {
+                let name = after.trim_start();
+                let n = name.find(|c: char| !is_ident(c)).unwrap_or(name.len());
+                return (n > 0).then(|| &name[..n]);
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The functions with a body in blanked source `code` (see [`code`], so
+/// braces in strings, characters and comments do not count): each one's
+/// name, the line of its `fn` and its length in lines, to its closing
+/// brace.
+fn functions(code: &str) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    let mut line_start = 0;
+    for line in code.split('\n') {
+        let at = line_start;
+        line_start += line.len() + 1;
+        let Some(name) = declared_fn(line) else {
+            continue;
+        };
+        // The body's `{`, past the parameters and the return type (whose
+        // `[u8; 4]` is no `;` of a declaration).
+        let from = name.as_ptr() as usize - code.as_ptr() as usize + name.len();
+        let mut depth = 0i32;
+        let mut open = None;
+        for (k, b) in code[from..].bytes().enumerate() {
+            match b {
+                b'(' | b'[' => depth += 1,
+                b')' | b']' => depth -= 1,
+                b';' if depth == 0 => break,
+                b'{' if depth == 0 => {
+                    open = Some(from + k);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let Some(open) = open else {
+            continue;
+        };
+        let mut braces = 0;
+        let close = code[open..].bytes().position(|b| {
+            match b {
+                b'{' => braces += 1,
+                b'}' => braces -= 1,
+                _ => {}
+            }
+            braces == 0
+        });
+        let first = line_at(code, at);
+        let last = close.map_or(line_at(code, code.len()), |k| line_at(code, open + k));
+        out.push((name.to_string(), first, last - first + 1));
+    }
+    out
+}
+
+#[test]
+fn architecture_no_function_over_100_lines() {
+    let fixture = code(
+        r###"
+fn short() -> &'static str {
+    r#"}}}"#
+}
+pub(crate) async fn braces_in_literals(x: [u8; 2]) -> char {
+    let _ = "{"; // }
+    '{'
+}
+fn declared(f: fn(u8) -> u8);
+"###,
+    );
+    assert_eq!(
+        functions(&fixture),
+        [
+            ("short".to_string(), 2, 3),
+            ("braces_in_literals".to_string(), 5, 4)
+        ],
+        "the scanner itself"
+    );
+    let mut problems = Vec::new();
+    for rel in src_files() {
+        for (name, line, lines) in functions(&code(&read(&rel))) {
+            if lines > FUNCTION_LINES {
+                problems.push(format!(
+                    "{rel}:{line}: fn {name}: {lines} lines (at most {FUNCTION_LINES})"
+                ));
+            }
+        }
+    }
+    fail_with(
+        "functions too long (split them into named steps)",
+        &problems,
+    );
+}
