@@ -20,12 +20,12 @@ use super::space::{self, Space};
 use super::store::{Answer, AnswerOutcome, BisectStore, Bisection, Probe, Request, BISECT_VERSION};
 use super::BisectError;
 use crate::engine::Engine;
+use crate::gpu::gate::GpuGate;
 use crate::plan::Plan;
-use crate::run::gpu_gate::GpuGate;
 use crate::run::progress::ProgressMode;
-use crate::run::signals::Interrupt;
 use crate::run::RunOptions;
 use crate::spec::Spec;
+use crate::stop::signals::Interrupt;
 use crate::store::record::Status;
 
 /// What is searched.

@@ -13,13 +13,13 @@ use super::space::{self, Kind, Space};
 use super::store::ProbeBuild;
 use super::BisectError;
 use crate::engine::Engine;
+use crate::gpu::gate::GpuGate;
 use crate::plan::Plan;
-use crate::run::gpu_gate::GpuGate;
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunRequest, RunSource};
-use crate::run::signals::Interrupt;
 use crate::run::RunOptions;
 use crate::spec::Spec;
+use crate::stop::signals::Interrupt;
 use crate::store::record::Status;
 
 /// What every probe of a bisection shares.

@@ -14,9 +14,9 @@ use crate::bisect::{Begin, Options, What};
 use crate::error::{Error, ExitCode};
 use crate::image::network::NetworkChoice;
 use crate::run::progress::ProgressMode;
-use crate::run::signals::Interrupt;
 use crate::run::RunOptions;
 use crate::spec::DEFAULT_MAX_CELLS;
+use crate::stop::signals::Interrupt;
 use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]

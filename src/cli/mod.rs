@@ -223,8 +223,8 @@ impl GpuSource {
     /// NVIDIA GPUs for `sm_` targets, AMD GPUs from the KFD topology.
     pub fn gate(
         &self,
-    ) -> Result<std::sync::Arc<crate::run::gpu_gate::HostGate>, crate::gpu::cdi::CdiError> {
-        use crate::run::gpu_gate::{CdiGate, HostGate, KfdGate, NvidiaGate};
+    ) -> Result<std::sync::Arc<crate::gpu::gate::HostGate>, crate::gpu::cdi::CdiError> {
+        use crate::gpu::gate::{CdiGate, HostGate, KfdGate, NvidiaGate};
         let installed = self.cdi()?;
         let kfd = match crate::gpu::inventory::Inventory::read(&self.sysfs_root) {
             // Inside a Slurm job: only the GPUs the job was given.

@@ -15,8 +15,8 @@ use crate::reproduce::load_cell;
 use crate::reproduce::repro::{confirm, own_image};
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunRequest, RunSource};
-use crate::run::signals::Interrupt;
 use crate::run::{RunOptions, RunStore};
+use crate::stop::signals::Interrupt;
 use crate::store::record::RunManifest;
 use crate::store::DEFAULT_OUT;
 

@@ -12,9 +12,9 @@ use crate::outcome::CellVerdict;
 use crate::plan::{Plan, Shard};
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunReport, RunRequest, RunSource};
-use crate::run::signals::Interrupt;
 use crate::run::{RunOptions, RunStore};
 use crate::spec::{Spec, DEFAULT_MAX_CELLS};
+use crate::stop::signals::Interrupt;
 use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]

@@ -11,9 +11,9 @@ use clap::Args;
 use crate::error::{Error, ExitCode};
 use crate::image::network::NetworkChoice;
 use crate::run::progress::ProgressMode;
-use crate::run::signals::Interrupt;
 use crate::run::RunOptions;
 use crate::spec::DEFAULT_MAX_CELLS;
+use crate::stop::signals::Interrupt;
 use crate::store::DEFAULT_OUT;
 use crate::triage::{Budget, Options};
 

@@ -8,10 +8,10 @@ use std::time::Instant;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
 
-use super::build_stage::{self, Built};
 use super::cell::{container_name, run_cell};
 use super::events::Event;
 use super::services::{NotRun, Shared};
+use crate::build_stage::{self, Built};
 use crate::plan::Cell;
 use crate::store::now_rfc3339;
 use crate::store::record::{CellRecord, Status};
@@ -109,7 +109,7 @@ async fn run_one(
             }
         };
         let lost = match &r {
-            Err(_) => super::watchdog::lost(&s.crew.engine, &s.admission.interrupt).await,
+            Err(_) => crate::stop::watchdog::lost(&s.crew.engine, &s.admission.interrupt).await,
             Ok(_) => None,
         };
         match r {

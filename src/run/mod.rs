@@ -14,11 +14,6 @@ mod stages;
 mod step_reruns;
 mod steps;
 
-/// Rooms this one stands on, under the names its files use.
-pub use crate::build_stage;
-pub use crate::gpu::gate as gpu_gate;
-pub use crate::stop::{signals, sweep, watchdog};
-
 use std::path::{Path, PathBuf};
 
 use crate::engine::EngineError;

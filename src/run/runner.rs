@@ -10,15 +10,15 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::events::{Event, Events, Listener};
-use super::gpu_gate::GpuGate;
 use super::journal::Journal;
 use super::scheduler::{execute, RunOptions, RunOutcome, RunScope};
-use super::signals::Interrupt;
 use super::RunError;
 use crate::engine::Engine;
+use crate::gpu::gate::GpuGate;
 use crate::image::{BaseImage, EnvImage};
 use crate::plan::Plan;
 use crate::spec::Spec;
+use crate::stop::signals::Interrupt;
 use crate::store::lock::{Lock, LockedBuild, LockedCell, LOCK_VERSION};
 use crate::store::record::{CellRecord, RunManifest, Status, STORE_VERSION};
 use crate::store::{layout, new_run_id, now_rfc3339, RunStore};
@@ -131,7 +131,7 @@ pub async fn run(
         events.judge_with(judge);
     }
     interrupt.set_run(&manifest.run_id);
-    let watchdog = super::watchdog::start(engine, &interrupt);
+    let watchdog = crate::stop::watchdog::start(engine, &interrupt);
     sweep_orphans(engine, &events).await;
 
     let to_run: Vec<_> = manifest
@@ -279,7 +279,7 @@ fn open_events(
 /// Removes containers of dead runs; what it removed (or could not) becomes
 /// a warning, never an error.
 async fn sweep_orphans(engine: &Engine, events: &Events) {
-    match super::sweep::sweep_orphans(engine).await {
+    match crate::stop::sweep::sweep_orphans(engine).await {
         Ok(lines) => {
             for message in lines {
                 events.emit(Event::Warning { message });

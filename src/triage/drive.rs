@@ -20,7 +20,7 @@ use super::TriageError;
 use crate::bisect::store::{AnswerOutcome, BisectStore, Bisection, Request};
 use crate::bisect::{Begin, What};
 use crate::engine::Engine;
-use crate::run::signals::{Interrupt, Stop};
+use crate::stop::signals::{Interrupt, Stop};
 
 /// `--triage-budget`: probes, or wall time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
