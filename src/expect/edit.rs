@@ -1,6 +1,6 @@
 //! Editing a matrix file's `expect:` and `flaky:` lists in place: every
 //! change is a replacement of whole lines found through the positioned
-//! YAML tree (`src/spec/tree.rs`), so the rest of the file — comments,
+//! YAML tree (`src/yaml/`), so the rest of the file — comments,
 //! order, quoting, blank lines — stays byte for byte. The changes are shown
 //! as a unified diff and written by applying exactly those replacements.
 

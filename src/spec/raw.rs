@@ -3,7 +3,7 @@
 //! It mirrors the YAML one to one and rejects unknown keys; it is never used
 //! outside `spec`: [`super::validate`] turns it into the typed [`super::Spec`].
 //! Every scalar that a user may write unquoted (axis values, versions) is read
-//! as a `String`, which the tree's deserializer (`src/spec/tree/de.rs`) fills
+//! as a `String`, which the tree's deserializer (`src/yaml/de.rs`) fills
 //! with the scalar exactly as written.
 
 use std::collections::BTreeMap;
