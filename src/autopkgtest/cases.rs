@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::control::Stanza;
 use super::summary::{Line, Word};
-use crate::suite::{Case, Verdict};
+use crate::suite::{Case, CaseVerdict};
 
 /// The most of a test's stdout or stderr kept in its case.
 const OUTPUT_BYTES: usize = 16 * 1024;
@@ -58,8 +58,8 @@ impl Judged {
             }
             let (verdict, reruns) = match verdict {
                 // FLAKY: autopkgtest ignores the failure; JUnit's flaky.
-                v @ Verdict::Failed { .. } if l.verdict == Word::Flaky => {
-                    (Verdict::Passed, vec![v])
+                v @ CaseVerdict::Failed { .. } if l.verdict == Word::Flaky => {
+                    (CaseVerdict::Passed, vec![v])
                 }
                 v => (v, Vec::new()),
             };
@@ -106,7 +106,7 @@ impl Judged {
                     suite: self.package.clone(),
                     name: name.clone(),
                     param: None,
-                    verdict: Verdict::Failed {
+                    verdict: CaseVerdict::Failed {
                         message: format!("erroneous package: {message}"),
                         text: "autopkgtest stops the whole run at such a stanza; rocmatrix left it out and ran the others".into(),
                     },
@@ -128,7 +128,7 @@ impl Judged {
             c.output.push_str(&a.note);
             c.output.push('\n');
             if let Some((message, text)) = a.failure {
-                let failed = Verdict::Failed { message, text };
+                let failed = CaseVerdict::Failed { message, text };
                 if flaky {
                     c.reruns.push(failed);
                 } else {
@@ -146,7 +146,7 @@ impl Judged {
     pub fn passed(&self, name: &str) -> bool {
         self.cases
             .iter()
-            .any(|c| c.name == name && c.verdict == Verdict::Passed && c.reruns.is_empty())
+            .any(|c| c.name == name && c.verdict == CaseVerdict::Passed && c.reruns.is_empty())
     }
 
     /// googletest XML reports found under `out/artifacts/`: each joins the
@@ -159,7 +159,12 @@ impl Judged {
         let ran: Vec<String> = self
             .cases
             .iter()
-            .filter(|c| !matches!(c.verdict, Verdict::Skipped { .. } | Verdict::Error { .. }))
+            .filter(|c| {
+                !matches!(
+                    c.verdict,
+                    CaseVerdict::Skipped { .. } | CaseVerdict::Error { .. }
+                )
+            })
             .map(|c| c.name.clone())
             .collect();
         for path in found {
@@ -194,9 +199,9 @@ impl Judged {
 }
 
 /// A summary line's verdict, before FLAKY is made flaky.
-fn verdict(l: &Line, stdout: &str, stderr: &str) -> Verdict {
+fn verdict(l: &Line, stdout: &str, stderr: &str) -> CaseVerdict {
     match l.verdict {
-        Word::Pass => Verdict::Passed,
+        Word::Pass => CaseVerdict::Passed,
         Word::Skip => {
             // rocm-test-launcher says why on stdout; a test's stderr may
             // hold a compiler's warnings first.
@@ -205,7 +210,7 @@ fn verdict(l: &Line, stdout: &str, stderr: &str) -> Verdict {
                 Some(s) if l.words.starts_with("exit status 77") => format!("{}: {s}", l.words),
                 _ => l.words.clone(),
             };
-            Verdict::Skipped { message }
+            CaseVerdict::Skipped { message }
         }
         Word::Fail | Word::Flaky => {
             let mut text = l.detail.clone();
@@ -215,7 +220,7 @@ fn verdict(l: &Line, stdout: &str, stderr: &str) -> Verdict {
                 }
                 text.push_str(stderr);
             }
-            Verdict::Failed {
+            CaseVerdict::Failed {
                 message: l.words.clone(),
                 text,
             }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Autopkgtest;
-use crate::suite::{Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict};
+use crate::suite::{Case, CaseVerdict, Log, SuiteContext, SuiteError, SuiteOutcome};
 
 /// Where the step's work lives in the container.
 const WORK_ROOT: &str = "/rocmatrix/autopkgtest";
@@ -546,7 +546,7 @@ pub(crate) fn not_judged(package: &str, name: &str, message: String) -> Case {
         suite: package.to_string(),
         name: name.to_string(),
         param: None,
-        verdict: Verdict::Error {
+        verdict: CaseVerdict::Error {
             kind: "not-run".into(),
             message,
         },

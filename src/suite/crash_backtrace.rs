@@ -4,7 +4,7 @@
 //! of the test's output (`backtrace (gdb):`, which signatures leave out of
 //! a failure's text so that it groups with the same crash without frames).
 
-use super::{Case, SuiteContext, Verdict};
+use super::{Case, CaseVerdict, SuiteContext};
 use crate::debugger::gdb;
 use crate::debugger::gdb_output::{self, HEADING};
 use crate::spec::BacktraceSpec;
@@ -26,7 +26,7 @@ fn is_crash(kind: &str) -> bool {
 pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: &mut [Case]) {
     let mut reruns = 0;
     for (i, c) in cases.iter_mut().enumerate() {
-        let Verdict::Error { kind, .. } = &c.verdict else {
+        let CaseVerdict::Error { kind, .. } = &c.verdict else {
             continue;
         };
         if !is_crash(kind) {

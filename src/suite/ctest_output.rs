@@ -14,7 +14,7 @@
 
 use std::collections::HashMap;
 
-use super::{Case, Verdict};
+use super::{Case, CaseVerdict};
 
 /// How CTest's console line ended one test.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,18 +64,18 @@ impl Results {
     /// was; `per_test` is the step's `timeout_per_test`, if it gave one.
     pub fn refine(&self, cases: &mut [Case], per_test: Option<std::time::Duration>) {
         for case in cases {
-            if !matches!(case.verdict, Verdict::Failed { .. }) {
+            if !matches!(case.verdict, CaseVerdict::Failed { .. }) {
                 continue;
             }
             // CTest writes a test's name as both its name and classname.
             match self.end_of(&case.name) {
                 Some(ConsoleEnd::Timeout(after)) => {
                     let secs = per_test.map_or(after.round() as u64, |t| t.as_secs().max(1));
-                    case.verdict = Verdict::Timeout { secs };
+                    case.verdict = CaseVerdict::Timeout { secs };
                 }
                 Some(ConsoleEnd::Exception(what)) => {
                     let kind = signal_of(what).unwrap_or("exception");
-                    case.verdict = Verdict::Error {
+                    case.verdict = CaseVerdict::Error {
                         kind: kind.into(),
                         message: format!("CTest: Exception: {what}"),
                     };
@@ -163,7 +163,7 @@ about to crash
             suite: name.into(),
             name: name.into(),
             param: None,
-            verdict: Verdict::Failed {
+            verdict: CaseVerdict::Failed {
                 message: String::new(),
                 text: String::new(),
             },
@@ -208,15 +208,15 @@ about to crash
             failed("unknown"),
         ];
         r.refine(&mut cases, Some(std::time::Duration::from_secs(2)));
-        assert_eq!(cases[0].verdict, Verdict::Timeout { secs: 2 });
+        assert_eq!(cases[0].verdict, CaseVerdict::Timeout { secs: 2 });
         assert_eq!(
             cases[1].verdict,
-            Verdict::Error {
+            CaseVerdict::Error {
                 kind: "SIGSEGV".into(),
                 message: "CTest: Exception: SegFault".into()
             }
         );
-        assert!(matches!(cases[2].verdict, Verdict::Failed { .. }));
-        assert!(matches!(cases[3].verdict, Verdict::Failed { .. }));
+        assert!(matches!(cases[2].verdict, CaseVerdict::Failed { .. }));
+        assert!(matches!(cases[3].verdict, CaseVerdict::Failed { .. }));
     }
 }

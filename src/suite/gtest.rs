@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use super::gtest_output::{self, Listed, OutputFollower};
 use super::gtest_process::{case_of, BatchRun, Shard};
 use super::{
-    note, signal_name, Case, Log, SuiteContext, SuiteError, SuiteOutcome, Verdict, MAX_READ,
+    note, signal_name, Case, CaseVerdict, Log, SuiteContext, SuiteError, SuiteOutcome, MAX_READ,
 };
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Gtest;
@@ -219,7 +219,7 @@ fn listing_error(bin: &str, problem: String) -> Case {
         suite: basename(bin).to_string(),
         name: "(listing tests)".into(),
         param: None,
-        verdict: Verdict::Error {
+        verdict: CaseVerdict::Error {
             kind: "listing".into(),
             message: problem,
         },
@@ -352,7 +352,7 @@ fn split_disabled(listed: Vec<Listed>) -> (Vec<Listed>, Vec<Case>) {
     for t in listed {
         if t.is_disabled() {
             let message = "disabled (DISABLED_ prefix)".to_string();
-            skipped.push(case_of(&t, Verdict::Skipped { message }, 0));
+            skipped.push(case_of(&t, CaseVerdict::Skipped { message }, 0));
         } else {
             run.push(t);
         }
@@ -486,7 +486,7 @@ fn not_run(tests: impl IntoIterator<Item = Listed>, shard: usize) -> Vec<Case> {
         .into_iter()
         .map(|t| {
             let message = "not run: the step timed out".to_string();
-            case_of(&t, Verdict::Skipped { message }, shard)
+            case_of(&t, CaseVerdict::Skipped { message }, shard)
         })
         .collect()
 }

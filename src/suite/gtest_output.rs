@@ -8,7 +8,7 @@ use std::time::Instant;
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use super::{Case, Verdict};
+use super::{Case, CaseVerdict};
 
 /// Bytes of a test's own output kept while it runs (the tail).
 pub const CAPTURE_BYTES: usize = 32 * 1024;
@@ -403,20 +403,20 @@ impl XmlCase {
 
     fn finish(self) -> Case {
         let verdict = if let Some(message) = self.failure {
-            Verdict::Failed {
+            CaseVerdict::Failed {
                 message,
                 text: self.text,
             }
         } else if self.notrun {
-            Verdict::Skipped {
+            CaseVerdict::Skipped {
                 message: "disabled (not run by googletest)".into(),
             }
         } else if self.skipped {
-            Verdict::Skipped {
+            CaseVerdict::Skipped {
                 message: self.skip_message.unwrap_or_default(),
             }
         } else {
-            Verdict::Passed
+            CaseVerdict::Passed
         };
         Case {
             suite: self.suite,
@@ -502,15 +502,15 @@ Expected: 1]]></failure>
 </testsuites>"#;
         let cases = parse_xml(xml).unwrap();
         assert_eq!(cases.len(), 3);
-        assert_eq!(cases[0].verdict, Verdict::Passed);
+        assert_eq!(cases[0].verdict, CaseVerdict::Passed);
         match &cases[1].verdict {
-            Verdict::Failed { message, text } => {
+            CaseVerdict::Failed { message, text } => {
                 assert_eq!(message, "x.cc:3\nExpected: 1");
                 assert!(text.contains("Expected: 1"));
             }
             v => panic!("{v:?}"),
         }
-        assert!(matches!(cases[2].verdict, Verdict::Skipped { .. }));
+        assert!(matches!(cases[2].verdict, CaseVerdict::Skipped { .. }));
         assert!(parse_xml(&xml[..xml.len() - 20]).is_none());
     }
 
@@ -543,6 +543,6 @@ Expected: 1]]></failure>
             Some("GetParam() = \"two\\nlines\"")
         );
         assert_eq!(report[5].param.as_deref(), Some("TypeParam = int"));
-        assert!(matches!(report[3].verdict, Verdict::Skipped { .. }));
+        assert!(matches!(report[3].verdict, CaseVerdict::Skipped { .. }));
     }
 }

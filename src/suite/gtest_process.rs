@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use super::gtest::same_tests;
 use super::gtest_output::{self, LineEnd, Listed, OutputFollower};
 use super::process::{self, Ended};
-use super::{note, signal_name, text_of, Case, Log, SuiteContext, SuiteError, Verdict, MAX_READ};
+use super::{
+    note, signal_name, text_of, Case, CaseVerdict, Log, SuiteContext, SuiteError, MAX_READ,
+};
 use crate::plan::suite::Gtest;
 
 /// Why the watchdog killed a process.
@@ -218,7 +220,7 @@ impl BatchRun<'_> {
                 let Some(mut c) = found else {
                     return case_of(
                         t,
-                        Verdict::Skipped {
+                        CaseVerdict::Skipped {
                             message: "listed, but not in googletest's report".into(),
                         },
                         self.shard.number,
@@ -226,7 +228,7 @@ impl BatchRun<'_> {
                 };
                 c.param = t.param.clone().or(c.param);
                 c.shard = self.shard.number;
-                if c.verdict == Verdict::Passed {
+                if c.verdict == CaseVerdict::Passed {
                     return c;
                 }
                 let outputs = outputs.get_or_insert_with(|| {
@@ -240,7 +242,7 @@ impl BatchRun<'_> {
                 // A failure's text is usually all it printed: keep the
                 // output only when it says more.
                 let said = match &c.verdict {
-                    Verdict::Failed { text, .. } => text.trim() == output.trim(),
+                    CaseVerdict::Failed { text, .. } => text.trim() == output.trim(),
                     _ => false,
                 };
                 if !said {
@@ -291,7 +293,7 @@ impl BatchRun<'_> {
             if progress.finished.is_empty() {
                 // The process ran none of its tests: running them one by one
                 // would only repeat that, once per test.
-                let verdict = Verdict::Error {
+                let verdict = CaseVerdict::Error {
                     kind: "no-tests-ran".into(),
                     message: format!(
                         "the test process ran none of its tests ({})",
@@ -319,12 +321,12 @@ impl BatchRun<'_> {
 
     fn finished_case(&self, t: &Listed, f: &gtest_output::Finished) -> Case {
         let verdict = match f.end {
-            LineEnd::Ok => Verdict::Passed,
-            LineEnd::Failed => Verdict::Failed {
+            LineEnd::Ok => CaseVerdict::Passed,
+            LineEnd::Failed => CaseVerdict::Failed {
                 message: super::first_lines(&f.output, 4096),
                 text: f.output.clone(),
             },
-            LineEnd::Skipped => Verdict::Skipped {
+            LineEnd::Skipped => CaseVerdict::Skipped {
                 message: f.output.trim().to_string(),
             },
         };
@@ -337,29 +339,29 @@ impl BatchRun<'_> {
     }
 
     /// The verdict for the test that was running when the process ended.
-    fn blame(&self, ended: &Ended<Kill>) -> Verdict {
+    fn blame(&self, ended: &Ended<Kill>) -> CaseVerdict {
         match &ended.killed {
-            Some(Kill::Test(_)) => Verdict::Timeout {
+            Some(Kill::Test(_)) => CaseVerdict::Timeout {
                 secs: self.per_test.as_secs(),
             },
-            Some(Kill::Step) => Verdict::Error {
+            Some(Kill::Step) => CaseVerdict::Error {
                 kind: "step-timeout".into(),
                 message: "the step timed out while this test ran".into(),
             },
             None => match ended.exit {
                 Some(code) => match signal_name(code) {
-                    Some(sig) => Verdict::Error {
+                    Some(sig) => CaseVerdict::Error {
                         kind: sig.into(),
                         message: format!("killed by {sig} (exit status {code})"),
                     },
-                    None => Verdict::Error {
+                    None => CaseVerdict::Error {
                         kind: "exit-code".into(),
                         message: format!(
                             "the test process exited with code {code} during this test"
                         ),
                     },
                 },
-                None => Verdict::Error {
+                None => CaseVerdict::Error {
                     kind: "lost".into(),
                     message: "the test process's output did not end".into(),
                 },
@@ -381,7 +383,7 @@ pub(super) fn describe(ended: &Ended<Kill>) -> String {
     }
 }
 
-pub(super) fn case_of(t: &Listed, verdict: Verdict, shard: usize) -> Case {
+pub(super) fn case_of(t: &Listed, verdict: CaseVerdict, shard: usize) -> Case {
     Case {
         suite: t.suite.clone(),
         name: t.name.clone(),

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::{Case, Verdict};
+use super::{Case, CaseVerdict};
 use crate::xml::{is_plain, push_passing_case, quick_junit_case, quick_junit_text, SUITE_END};
 
 /// Writes `cases` as a JUnit report named `name` to `path`.
@@ -93,13 +93,13 @@ struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, v: &Verdict) {
+    fn add(&mut self, v: &CaseVerdict) {
         self.tests += 1;
         match v {
-            Verdict::Passed => {}
-            Verdict::Skipped { .. } => self.skipped += 1,
-            Verdict::Failed { .. } => self.failures += 1,
-            Verdict::Error { .. } | Verdict::Timeout { .. } => self.errors += 1,
+            CaseVerdict::Passed => {}
+            CaseVerdict::Skipped { .. } => self.skipped += 1,
+            CaseVerdict::Failed { .. } => self.failures += 1,
+            CaseVerdict::Error { .. } | CaseVerdict::Timeout { .. } => self.errors += 1,
         }
     }
 
@@ -128,7 +128,7 @@ fn suite_start(name: &str, counts: &Counts) -> std::io::Result<String> {
 /// when the case is not one.
 fn push_plain(out: &mut String, case: &Case) -> bool {
     // quick-junit writes an empty classname; push_passing_case leaves it out.
-    let plain = case.verdict == Verdict::Passed
+    let plain = case.verdict == CaseVerdict::Passed
         && case.reruns.is_empty()
         && case.output.is_empty()
         && !case.suite.is_empty()
@@ -161,22 +161,22 @@ struct Failure {
     text: String,
 }
 
-fn failure_of(v: &Verdict) -> Option<Failure> {
+fn failure_of(v: &CaseVerdict) -> Option<Failure> {
     match v {
-        Verdict::Passed | Verdict::Skipped { .. } => None,
-        Verdict::Failed { message, text } => Some(Failure {
+        CaseVerdict::Passed | CaseVerdict::Skipped { .. } => None,
+        CaseVerdict::Failed { message, text } => Some(Failure {
             kind: NonSuccessKind::Failure,
             message: message.clone(),
             kind_word: None,
             text: text.clone(),
         }),
-        Verdict::Error { kind, message } => Some(Failure {
+        CaseVerdict::Error { kind, message } => Some(Failure {
             kind: NonSuccessKind::Error,
             message: message.clone(),
             kind_word: Some(kind.clone()),
             text: String::new(),
         }),
-        Verdict::Timeout { secs } => Some(Failure {
+        CaseVerdict::Timeout { secs } => Some(Failure {
             kind: NonSuccessKind::Error,
             message: format!("timed out after {secs} s (timeout_per_test); killed"),
             kind_word: Some("timeout".to_string()),
@@ -186,7 +186,7 @@ fn failure_of(v: &Verdict) -> Option<Failure> {
 }
 
 /// An earlier failed run, as a `<flakyFailure>` or `<rerunFailure>`.
-fn rerun_of(v: &Verdict) -> quick_junit::TestRerun {
+fn rerun_of(v: &CaseVerdict) -> quick_junit::TestRerun {
     let Some(f) = failure_of(v) else {
         return quick_junit::TestRerun::new(NonSuccessKind::Failure);
     };
@@ -214,7 +214,7 @@ fn test_case(case: &Case) -> TestCase {
             }
             s
         }
-        (Verdict::Skipped { message }, None) => {
+        (CaseVerdict::Skipped { message }, None) => {
             let mut s = TestCaseStatus::skipped();
             if !message.is_empty() {
                 s.set_message(message.as_str());
@@ -266,7 +266,7 @@ mod tests {
         quick_junit_text(&report).unwrap()
     }
 
-    fn case(suite: &str, name: &str, verdict: Verdict) -> Case {
+    fn case(suite: &str, name: &str, verdict: CaseVerdict) -> Case {
         Case {
             suite: suite.into(),
             name: name.into(),
@@ -282,11 +282,11 @@ mod tests {
     #[test]
     fn written_as_quick_junit_writes_it() {
         let mut cases = vec![
-            case("Basic", "Passes", Verdict::Passed),
+            case("Basic", "Passes", CaseVerdict::Passed),
             case(
                 "Basic",
                 "Fails",
-                Verdict::Failed {
+                CaseVerdict::Failed {
                     message: "x.cc:3\nExpected: 1".into(),
                     text: "x.cc:3\nExpected: 1\n\tWhich is: 2 \u{1b}[31mred\u{1b}[0m".into(),
                 },
@@ -294,25 +294,25 @@ mod tests {
             case(
                 "Crash",
                 "Segfaults",
-                Verdict::Error {
+                CaseVerdict::Error {
                     kind: "SIGSEGV".into(),
                     message: "killed by SIGSEGV (exit status 139)".into(),
                 },
             ),
-            case("Hang", "Spins", Verdict::Timeout { secs: 3 }),
+            case("Hang", "Spins", CaseVerdict::Timeout { secs: 3 }),
             case(
                 "Basic",
                 "DISABLED_Off",
-                Verdict::Skipped {
+                CaseVerdict::Skipped {
                     message: "disabled (DISABLED_ prefix)".into(),
                 },
             ),
-            case("Values/Param", "IsSmall/0", Verdict::Passed),
-            case("Values/Param", "IsSmall/1", Verdict::Passed),
-            case("Odd\u{7}Suite", "näme<&>\"'", Verdict::Passed),
-            case("Timed", "Slow", Verdict::Passed),
-            case("Timed", "Zero", Verdict::Passed),
-            case("", "NoSuite", Verdict::Passed),
+            case("Values/Param", "IsSmall/0", CaseVerdict::Passed),
+            case("Values/Param", "IsSmall/1", CaseVerdict::Passed),
+            case("Odd\u{7}Suite", "näme<&>\"'", CaseVerdict::Passed),
+            case("Timed", "Slow", CaseVerdict::Passed),
+            case("Timed", "Zero", CaseVerdict::Passed),
+            case("", "NoSuite", CaseVerdict::Passed),
         ];
         cases[2].output = "about to dereference\n\u{1b}[1mbold\u{1b}[0m\u{0}".into();
         cases[5].param = Some("GetParam() = 1".into());
@@ -331,14 +331,14 @@ mod tests {
 
     #[test]
     fn reruns_are_flaky_failures_before_a_pass_and_rerun_failures_beside_a_failure() {
-        let boom = Verdict::Failed {
+        let boom = CaseVerdict::Failed {
             message: "queue not ready".into(),
             text: String::new(),
         };
-        let mut flaky = case("Rerun", "Flaky", Verdict::Passed);
+        let mut flaky = case("Rerun", "Flaky", CaseVerdict::Passed);
         flaky.reruns = vec![boom.clone()];
         let mut failing = case("Rerun", "Fails", boom.clone());
-        failing.reruns = vec![boom, Verdict::Timeout { secs: 3 }];
+        failing.reruns = vec![boom, CaseVerdict::Timeout { secs: 3 }];
         let xml = render("gtest", &[flaky, failing]).unwrap();
         assert!(
             xml.contains(r#"<flakyFailure message="queue not ready">"#),
@@ -353,7 +353,7 @@ mod tests {
         );
         // The reader the report uses reads them back as one flaky test.
         let cases = crate::suite::gtest_output::parse_xml(&xml).unwrap();
-        assert_eq!(cases[0].verdict, Verdict::Passed);
+        assert_eq!(cases[0].verdict, CaseVerdict::Passed);
         assert!(cases[1].verdict.is_failure());
     }
 }

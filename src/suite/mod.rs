@@ -31,9 +31,11 @@ use std::time::Duration;
 use crate::engine::{Engine, EngineError};
 use crate::plan::TestSuite;
 
-/// How one test ended.
+/// How one test case ended, as the suite adapters judge it (from its
+/// process, its output and its per-test timeout), before the step's JUnit
+/// is written.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Verdict {
+pub enum CaseVerdict {
     Passed,
     Failed {
         message: String,
@@ -54,11 +56,11 @@ pub enum Verdict {
     },
 }
 
-impl Verdict {
+impl CaseVerdict {
     pub fn is_failure(&self) -> bool {
         matches!(
             self,
-            Verdict::Failed { .. } | Verdict::Error { .. } | Verdict::Timeout { .. }
+            CaseVerdict::Failed { .. } | CaseVerdict::Error { .. } | CaseVerdict::Timeout { .. }
         )
     }
 }
@@ -71,7 +73,7 @@ pub struct Case {
     pub name: String,
     /// `GetParam() = …` / `TypeParam = …`, when the listing gave one.
     pub param: Option<String>,
-    pub verdict: Verdict,
+    pub verdict: CaseVerdict,
     pub time: Option<f64>,
     /// What the test printed (a bounded tail), when it is known.
     pub output: String,
@@ -80,7 +82,7 @@ pub struct Case {
     /// Earlier runs of it that failed, when a failure was run again
     /// (`rerun_failures:`): with a final pass it is flaky (JUnit's
     /// `<flakyFailure>`), with a final failure they are `<rerunFailure>`s.
-    pub reruns: Vec<Verdict>,
+    pub reruns: Vec<CaseVerdict>,
 }
 
 /// The step's log, shared by the processes (shards) that write to it.
@@ -124,11 +126,11 @@ impl SuiteOutcome {
         let mut counts = std::collections::BTreeMap::new();
         for c in &self.cases {
             let word = match c.verdict {
-                Verdict::Passed => "passed",
-                Verdict::Failed { .. } => "failed",
-                Verdict::Skipped { .. } => "skipped",
-                Verdict::Error { .. } => "error",
-                Verdict::Timeout { .. } => "timeout",
+                CaseVerdict::Passed => "passed",
+                CaseVerdict::Failed { .. } => "failed",
+                CaseVerdict::Skipped { .. } => "skipped",
+                CaseVerdict::Error { .. } => "error",
+                CaseVerdict::Timeout { .. } => "timeout",
             };
             *counts.entry(word).or_insert(0usize) += 1;
         }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::{Case, Verdict};
+use super::{Case, CaseVerdict};
 
 impl Case {
     /// Folds `again`, a later run of this test, into it when it is
@@ -18,8 +18,8 @@ impl Case {
             return false;
         }
         match again.verdict {
-            Verdict::Passed => {
-                let earlier = std::mem::replace(&mut self.verdict, Verdict::Passed);
+            CaseVerdict::Passed => {
+                let earlier = std::mem::replace(&mut self.verdict, CaseVerdict::Passed);
                 self.reruns.push(earlier);
                 self.time = again.time;
                 false
@@ -60,7 +60,7 @@ pub fn fold_attempt(cases: &mut [Case], again: Vec<Case>) -> usize {
 mod tests {
     use super::*;
 
-    fn case(name: &str, verdict: Verdict) -> Case {
+    fn case(name: &str, verdict: CaseVerdict) -> Case {
         Case {
             suite: "S".into(),
             name: name.into(),
@@ -73,8 +73,8 @@ mod tests {
         }
     }
 
-    fn failed(msg: &str) -> Verdict {
-        Verdict::Failed {
+    fn failed(msg: &str) -> CaseVerdict {
+        CaseVerdict::Failed {
             message: msg.into(),
             text: String::new(),
         }
@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn a_pass_makes_a_failure_flaky_and_a_failure_takes_its_place() {
         let mut cases = vec![
-            case("passes", Verdict::Passed),
+            case("passes", CaseVerdict::Passed),
             case("flaky", failed("first")),
             case("broken", failed("first")),
             case("skips", failed("first")),
@@ -91,19 +91,19 @@ mod tests {
         ];
         let again = vec![
             case("passes", failed("a pass never reruns")),
-            case("flaky", Verdict::Passed),
+            case("flaky", CaseVerdict::Passed),
             case("broken", failed("second")),
             case(
                 "skips",
-                Verdict::Skipped {
+                CaseVerdict::Skipped {
                     message: "no GPU".into(),
                 },
             ),
         ];
         assert_eq!(fold_attempt(&mut cases, again), 2, "broken and gone fail");
-        assert_eq!(cases[0].verdict, Verdict::Passed);
+        assert_eq!(cases[0].verdict, CaseVerdict::Passed);
         assert!(cases[0].reruns.is_empty());
-        assert_eq!(cases[1].verdict, Verdict::Passed);
+        assert_eq!(cases[1].verdict, CaseVerdict::Passed);
         assert_eq!(cases[1].reruns, vec![failed("first")]);
         assert_eq!(cases[2].verdict, failed("second"));
         assert_eq!(cases[2].reruns, vec![failed("first")]);
@@ -111,9 +111,9 @@ mod tests {
         assert!(cases[3].reruns.is_empty());
         assert_eq!(cases[4].verdict, failed("first"), "not run again");
 
-        let third = vec![case("broken", Verdict::Passed)];
+        let third = vec![case("broken", CaseVerdict::Passed)];
         assert_eq!(fold_attempt(&mut cases, third), 2, "skips and gone");
         assert_eq!(cases[2].reruns, vec![failed("first"), failed("second")]);
-        assert_eq!(cases[2].verdict, Verdict::Passed);
+        assert_eq!(cases[2].verdict, CaseVerdict::Passed);
     }
 }
