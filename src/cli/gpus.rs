@@ -88,7 +88,7 @@ fn cdi_text(
     }
     specs
         .iter()
-        .map(|s| format!("---\n{}", serde_yaml::to_string(s).unwrap_or_default()))
+        .map(|s| format!("---\n{}", crate::yaml::to_string(s).unwrap_or_default()))
         .collect()
 }
 

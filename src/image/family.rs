@@ -47,11 +47,11 @@ pub struct Profile {
 pub enum FamilyError {
     #[error("unknown distribution family `{name}` (known: {})", names().join(", "))]
     Unknown { name: String },
-    #[error("containers/{family}/profile.yaml: {source}")]
+    #[error("containers/{family}/profile.yaml: {}", .source.located())]
     Profile {
         family: String,
         #[source]
-        source: serde_yaml::Error,
+        source: crate::yaml::DeError,
     },
     #[error("containers/{family}/Containerfile.j2: {source}")]
     Containerfile {
@@ -111,7 +111,7 @@ impl Family {
                     name: name.to_string(),
                 })?;
         let profile: Profile =
-            serde_yaml::from_str(profile).map_err(|source| FamilyError::Profile {
+            crate::yaml::from_str(profile).map_err(|source| FamilyError::Profile {
                 family: name.to_string(),
                 source,
             })?;

@@ -183,7 +183,7 @@ pub fn manifests(plan: &Plan, jobs: &[Job], s: &K8sSettings) -> Result<String, K
         let picked: Vec<&Job> = members.iter().map(|&i| &jobs[i]).collect();
         let doc = job_manifest(&name, req, &picked, s);
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&doc).unwrap_or_default());
+        out.push_str(&crate::yaml::to_string(&doc).unwrap_or_default());
     }
     Ok(out)
 }
@@ -298,8 +298,8 @@ steps:
         let text = manifests(&plan, &jobs, &s).unwrap();
         assert_eq!(text.matches("kind: Job").count(), 2, "{text}");
         assert!(text.contains("name: rocmatrix-my-matrix-1"), "{text}");
-        assert!(text.contains("amd.com/gpu: '1'"), "{text}");
-        assert!(text.contains("nvidia.com/gpu: '1'"), "{text}");
+        assert!(text.contains("amd.com/gpu: \"1\""), "{text}");
+        assert!(text.contains("nvidia.com/gpu: \"1\""), "{text}");
         assert!(text.contains("amd.com/gpu.family: AI"), "{text}");
         assert!(text.contains("completionMode: Indexed"), "{text}");
     }

@@ -37,6 +37,16 @@ impl fmt::Display for DeError {
 
 impl std::error::Error for DeError {}
 
+impl DeError {
+    /// The error and where it is: `steps[0]: … at line 3 column 5`.
+    pub fn located(&self) -> String {
+        match self.pos {
+            Some(p) => format!("{self} at line {} column {}", p.line, p.col),
+            None => self.to_string(),
+        }
+    }
+}
+
 impl de::Error for DeError {
     fn custom<T: fmt::Display>(msg: T) -> Self {
         DeError {

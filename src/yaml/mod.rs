@@ -8,12 +8,17 @@
 //! keeps every scalar exactly as written and where it was written, so the
 //! `matrix:` section can be read faithfully and every validation error can
 //! point at a line; serde models are read from it by [`from_node`]
-//! (`src/yaml/de.rs`), whose errors carry the node's position too.
+//! (`src/yaml/de.rs`, [`from_str`] for other YAML the crate reads: family
+//! profiles, CDI specs), whose errors carry the node's position too.
+//! YAML the crate writes (CI pipelines, Kubernetes manifests, CDI specs)
+//! goes through yaml-rust2's emitter ([`to_string`], `src/yaml/emit.rs`).
 
 use std::collections::HashMap;
 
 mod de;
+mod emit;
 pub use de::{from_node, DeError};
+pub use emit::to_string;
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::Marker;
@@ -118,6 +123,17 @@ impl Node {
             NodeKind::Null => "nothing",
         }
     }
+}
+
+/// Reads `T` from YAML text through the positioned tree: a syntax error
+/// and a value the model refuses both carry their line and column.
+pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, DeError> {
+    let root = parse(text).map_err(|e| DeError {
+        message: e.message,
+        pos: Some(e.pos),
+        path: String::new(),
+    })?;
+    from_node(&root)
 }
 
 /// A YAML syntax error with its position.

@@ -127,7 +127,7 @@ fn github_and_gitlab_formats() {
 
     let o = run(&["plan", f, "--format", "gitlab", "--shards", "2"]);
     assert!(o.status.success(), "{}", o.stderr());
-    let doc: serde_yaml::Value = serde_yaml::from_slice(&o.stdout).unwrap();
+    let doc: serde_json::Value = rocmatrix::yaml::from_str(&o.stdout()).unwrap();
     let job = &doc["demo-2-of-2"];
     assert_eq!(
         job["script"][0].as_str().unwrap(),

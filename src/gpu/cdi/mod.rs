@@ -276,7 +276,7 @@ pub fn read_spec(file: &Path) -> Result<Spec, CdiError> {
     if file.extension().and_then(|e| e.to_str()) == Some("json") {
         serde_json::from_str(&text).map_err(|e| malformed(e.to_string()))
     } else {
-        serde_yaml::from_str(&text).map_err(|e| malformed(e.to_string()))
+        crate::yaml::from_str(&text).map_err(|e| malformed(e.located()))
     }
 }
 
@@ -461,7 +461,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> Spec {
-        serde_yaml::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     const GPU: &str = "cdiVersion: 0.6.0\nkind: example.com/gpu\ncontainerEdits:\n  deviceNodes: [{path: /dev/ctl}]\n  env: [SHARED=1]\ndevices:\n  - name: \"0\"\n    containerEdits:\n      deviceNodes: [{path: /dev/g0, hostPath: /dev/zero}]\n      env: [WHICH=0]\n  - name: \"1\"\n    containerEdits:\n      deviceNodes: [{path: /dev/g1}]\n      mounts: [{hostPath: /opt/lib, containerPath: /usr/lib/x, options: [ro, nosuid]}]\n      hooks: [{hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, update-ldcache, --folder, /usr/lib/x]}]\n";
@@ -530,7 +530,7 @@ mod tests {
         );
         let bad = spec("cdiVersion: 0.6.0\nkind: gpu\ndevices: []\n");
         assert!(Registry::from_specs(vec![(0, bad, "/x.yaml".into())]).is_err());
-        assert!(serde_yaml::from_str::<Spec>(
+        assert!(crate::yaml::from_str::<Spec>(
             "cdiVersion: 0.6.0\nkind: a.b/c\ndevices: []\nextra: 1\n"
         )
         .is_err());
