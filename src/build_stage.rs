@@ -23,7 +23,7 @@ use crate::step::{blocking, CellEnv, CellError};
 use crate::store::journal::Event;
 use crate::store::lock::LockedSource;
 use crate::store::now_rfc3339;
-use crate::store::record::{BuildRecord, Status, StepRecord};
+use crate::store::record::{BuildRecord, RunStatus, StepRecord};
 
 /// Label on a build snapshot naming its build key.
 pub const LABEL_BUILD: &str = "rocmatrix.build";
@@ -38,7 +38,7 @@ pub struct Built {
 impl Built {
     /// The snapshot, when the build passed (or was reused).
     pub fn snapshot(&self) -> Option<&str> {
-        (self.record.status == Status::Passed).then_some(self.record.snapshot.as_str())
+        (self.record.status == RunStatus::Passed).then_some(self.record.snapshot.as_str())
     }
 
     /// Why the build's cells cannot run: "build `<key>` failed: …".
@@ -76,7 +76,7 @@ impl Built {
                 reused: false,
                 pulled: false,
                 registry: None,
-                status: Status::Error,
+                status: RunStatus::Error,
                 reason: Some(error),
                 started,
                 finished: now_rfc3339(),
@@ -136,7 +136,7 @@ pub async fn run_build(
         reused: false,
         pulled: false,
         registry: None,
-        status: Status::Passed,
+        status: RunStatus::Passed,
         reason: None,
         started,
         finished: String::new(),
@@ -322,10 +322,10 @@ async fn run_steps(
     build: &Build,
     container: &str,
     dir: &Path,
-) -> Result<(Vec<StepRecord>, Option<(Status, String)>), CellError> {
+) -> Result<(Vec<StepRecord>, Option<(RunStatus, String)>), CellError> {
     upload_long_scripts(cx, container, &build.steps).await?;
     let mut records = Vec::with_capacity(build.steps.len());
-    let mut verdict: Option<(Status, String)> = None;
+    let mut verdict: Option<(RunStatus, String)> = None;
     let mut ooms_seen = 0;
     for (i, step) in build.steps.iter().enumerate() {
         let slug = step_slug(i, &step.name);
@@ -380,10 +380,10 @@ async fn run_steps(
         });
         // Exit 77 means nothing to a build: it did not make what cells need.
         let stops =
-            status != Status::Passed && !(status == Status::Failed && step.continue_on_error);
+            status != RunStatus::Passed && !(status == RunStatus::Failed && step.continue_on_error);
         if stops {
-            let status = if status == Status::Skipped {
-                Status::Failed
+            let status = if status == RunStatus::Skipped {
+                RunStatus::Failed
             } else {
                 status
             };
@@ -443,7 +443,7 @@ pub fn failed_cell_record(
         steps.push(not_run_step(&cell_dir, i, &s.name, reason.clone())?);
     }
     let status = match b.status {
-        Status::Passed | Status::Skipped => Status::Failed,
+        RunStatus::Passed | RunStatus::Skipped => RunStatus::Failed,
         other => other,
     };
     Ok(crate::store::record::CellRecord {

@@ -1,7 +1,7 @@
 //! The vocabulary of outcomes, and the one function that decides a cell's
 //! verdict.
 //!
-//! A cell's steps end with a [`Status`] (the record's, `cell.json`); its
+//! A cell's steps end with a [`RunStatus`] (the record's, `cell.json`); its
 //! JUnit files, judged by the matrix's `expect:` and `classify:` rules,
 //! leave a [`TestTally`]; an `expect:` rule without `tests:` may foretell
 //! that the whole cell fails. [`judge_cell`] turns these facts into the
@@ -19,7 +19,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::store::record::CellRecord;
-pub use crate::store::record::Status;
+pub use crate::store::record::RunStatus;
 
 /// How a cell ended, all things considered: the one verdict that the live
 /// lines, the summary table, the reports (badge, banner, grid mark,
@@ -89,7 +89,7 @@ pub struct TestTally {
 #[derive(Debug, Clone, Copy)]
 pub struct CellFacts<'a> {
     /// How its steps ended (the record's status).
-    pub steps: Status,
+    pub steps: RunStatus,
     pub tests: TestTally,
     /// The reason of the `expect:` rule without `tests:` that covers the
     /// whole cell, if one does.
@@ -101,7 +101,7 @@ pub struct CellFacts<'a> {
 pub struct Judgement {
     /// The steps' status, made worse by what the tests said: `failed` by a
     /// failing test, `error` by a JUnit file that could not be read.
-    pub status: Status,
+    pub status: RunStatus,
     pub verdict: CellVerdict,
 }
 
@@ -113,15 +113,18 @@ impl Judgement {
 
     /// Whether the infrastructure broke the cell (status `error`).
     pub fn is_error(self) -> bool {
-        self.status == Status::Error
+        self.status == RunStatus::Error
     }
 }
 
 /// Whether `status` is a test failure an `expect:` can foretell: failed,
 /// timed out, out of memory. An infrastructure error is none: it says
 /// nothing of the code under test.
-pub fn is_test_failure(status: Status) -> bool {
-    matches!(status, Status::Failed | Status::Timeout | Status::Oom)
+pub fn is_test_failure(status: RunStatus) -> bool {
+    matches!(
+        status,
+        RunStatus::Failed | RunStatus::Timeout | RunStatus::Oom
+    )
 }
 
 /// The one function that decides how a cell ended.
@@ -138,10 +141,10 @@ pub fn judge_cell(facts: &CellFacts<'_>) -> Judgement {
     let t = facts.tests;
     let mut status = facts.steps;
     if t.failures > 0 && !status.is_failure() {
-        status = Status::Failed;
+        status = RunStatus::Failed;
     }
     if t.unreadable > 0 && !status.is_failure() {
-        status = Status::Error;
+        status = RunStatus::Error;
     }
     let expected = facts.expected.is_some() && is_test_failure(status);
     let failing = if t.failures > 0 {
@@ -151,7 +154,7 @@ pub fn judge_cell(facts: &CellFacts<'_>) -> Judgement {
     } else {
         // A `failed` cell whose only failures were expected, or classified
         // (a test that needs a GPU, on a cell without one), is fine.
-        !(status == Status::Failed && (t.xfail > 0 || t.classified > 0))
+        !(status == RunStatus::Failed && (t.xfail > 0 || t.classified > 0))
     };
     let verdict = if failing {
         CellVerdict::Failing
@@ -160,7 +163,7 @@ pub fn judge_cell(facts: &CellFacts<'_>) -> Judgement {
     } else if status.is_failure() {
         // Not a failure, not expected: only classified tests failed.
         CellVerdict::Classified
-    } else if status == Status::Skipped {
+    } else if status == RunStatus::Skipped {
         CellVerdict::Skipped
     } else {
         CellVerdict::Passed
@@ -214,7 +217,11 @@ impl CellTally {
 mod tests {
     use super::*;
 
-    fn judge(steps: Status, tests: TestTally, expected: Option<&str>) -> (Status, CellVerdict) {
+    fn judge(
+        steps: RunStatus,
+        tests: TestTally,
+        expected: Option<&str>,
+    ) -> (RunStatus, CellVerdict) {
         let j = judge_cell(&CellFacts {
             steps,
             tests,
@@ -233,27 +240,27 @@ mod tests {
     #[test]
     fn steps_that_pass_with_failing_tests_fail() {
         assert_eq!(
-            judge(Status::Passed, failing(2), None),
-            (Status::Failed, CellVerdict::Failing)
+            judge(RunStatus::Passed, failing(2), None),
+            (RunStatus::Failed, CellVerdict::Failing)
         );
         // A skipped cell (exit 77) with a failing test fails too.
         assert_eq!(
-            judge(Status::Skipped, failing(1), None),
-            (Status::Failed, CellVerdict::Failing)
+            judge(RunStatus::Skipped, failing(1), None),
+            (RunStatus::Failed, CellVerdict::Failing)
         );
         // Expecting the whole cell to fail does not excuse a test that
         // failed outside it: collecting turns its tests into xfail first.
         assert_eq!(
-            judge(Status::Passed, failing(1), Some("known")).1,
+            judge(RunStatus::Passed, failing(1), Some("known")).1,
             CellVerdict::Failing
         );
         assert_eq!(
-            judge(Status::Passed, TestTally::default(), None),
-            (Status::Passed, CellVerdict::Passed)
+            judge(RunStatus::Passed, TestTally::default(), None),
+            (RunStatus::Passed, CellVerdict::Passed)
         );
         assert_eq!(
-            judge(Status::Skipped, TestTally::default(), None),
-            (Status::Skipped, CellVerdict::Skipped)
+            judge(RunStatus::Skipped, TestTally::default(), None),
+            (RunStatus::Skipped, CellVerdict::Skipped)
         );
     }
 
@@ -264,11 +271,11 @@ mod tests {
             ..TestTally::default()
         };
         assert_eq!(
-            judge(Status::Passed, t, None),
-            (Status::Error, CellVerdict::Failing)
+            judge(RunStatus::Passed, t, None),
+            (RunStatus::Error, CellVerdict::Failing)
         );
         let j = judge_cell(&CellFacts {
-            steps: Status::Passed,
+            steps: RunStatus::Passed,
             tests: t,
             expected: Some("known"),
         });
@@ -279,7 +286,7 @@ mod tests {
     #[test]
     fn expectations_and_classified_tests() {
         // The whole cell expected to fail, and it did.
-        for steps in [Status::Failed, Status::Timeout, Status::Oom] {
+        for steps in [RunStatus::Failed, RunStatus::Timeout, RunStatus::Oom] {
             assert_eq!(
                 judge(steps, TestTally::default(), Some("no gfx1100 libraries")),
                 (steps, CellVerdict::ExpectedFailure)
@@ -287,12 +294,12 @@ mod tests {
         }
         // An infrastructure error is not what an expectation foretells.
         assert_eq!(
-            judge(Status::Error, TestTally::default(), Some("known")),
-            (Status::Error, CellVerdict::Failing)
+            judge(RunStatus::Error, TestTally::default(), Some("known")),
+            (RunStatus::Error, CellVerdict::Failing)
         );
         // Expected to fail, and passed: passed (the table says unexpectedly).
         assert_eq!(
-            judge(Status::Passed, TestTally::default(), Some("known")).1,
+            judge(RunStatus::Passed, TestTally::default(), Some("known")).1,
             CellVerdict::Passed
         );
         // A step that failed because only expected tests failed.
@@ -301,32 +308,32 @@ mod tests {
             ..TestTally::default()
         };
         assert_eq!(
-            judge(Status::Failed, xfail, None).1,
+            judge(RunStatus::Failed, xfail, None).1,
             CellVerdict::ExpectedFailure
         );
         // Expected tests that failed while the steps passed: passed.
-        assert_eq!(judge(Status::Passed, xfail, None).1, CellVerdict::Passed);
+        assert_eq!(judge(RunStatus::Passed, xfail, None).1, CellVerdict::Passed);
         // Only classified tests failed.
         let classified = TestTally {
             classified: 1,
             ..TestTally::default()
         };
         assert_eq!(
-            judge(Status::Failed, classified, None),
-            (Status::Failed, CellVerdict::Classified)
+            judge(RunStatus::Failed, classified, None),
+            (RunStatus::Failed, CellVerdict::Classified)
         );
         assert_eq!(
-            judge(Status::Passed, classified, None).1,
+            judge(RunStatus::Passed, classified, None).1,
             CellVerdict::Passed
         );
         // A timeout is not explained by classified tests.
         assert_eq!(
-            judge(Status::Timeout, classified, None).1,
+            judge(RunStatus::Timeout, classified, None).1,
             CellVerdict::Failing
         );
         // A failed step with no tests to explain it.
         assert_eq!(
-            judge(Status::Failed, TestTally::default(), None).1,
+            judge(RunStatus::Failed, TestTally::default(), None).1,
             CellVerdict::Failing
         );
     }
@@ -335,12 +342,12 @@ mod tests {
     fn the_tally_counts_errors_apart_from_failures() {
         let j = |status, verdict| Judgement { status, verdict };
         let t = CellTally::of([
-            j(Status::Failed, CellVerdict::Failing),
-            j(Status::Error, CellVerdict::Failing),
-            j(Status::Failed, CellVerdict::ExpectedFailure),
-            j(Status::Failed, CellVerdict::Classified),
-            j(Status::Passed, CellVerdict::Passed),
-            j(Status::Skipped, CellVerdict::Skipped),
+            j(RunStatus::Failed, CellVerdict::Failing),
+            j(RunStatus::Error, CellVerdict::Failing),
+            j(RunStatus::Failed, CellVerdict::ExpectedFailure),
+            j(RunStatus::Failed, CellVerdict::Classified),
+            j(RunStatus::Passed, CellVerdict::Passed),
+            j(RunStatus::Skipped, CellVerdict::Skipped),
         ]);
         assert_eq!(
             t,

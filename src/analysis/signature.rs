@@ -89,7 +89,7 @@ impl Place {
             Place::Step(s) => c
                 .steps
                 .iter()
-                .any(|st| &st.name == s && st.status != crate::store::record::Status::Skipped),
+                .any(|st| &st.name == s && st.status != crate::store::record::RunStatus::Skipped),
             Place::Cell => true,
         }
     }

@@ -26,7 +26,7 @@ use crate::run::progress::ProgressMode;
 use crate::run::RunOptions;
 use crate::spec::Spec;
 use crate::stop::signals::Interrupt;
-use crate::store::record::Status;
+use crate::store::record::RunStatus;
 
 /// What is searched.
 #[derive(Debug, Clone)]
@@ -433,7 +433,7 @@ impl Driver<'_> {
                 let obs = &ran.observation;
                 if learn
                     && b.target.is_none()
-                    && matches!(obs.status, Some(Status::Failed | Status::Oom))
+                    && matches!(obs.status, Some(RunStatus::Failed | RunStatus::Oom))
                     && !obs.build_failed
                     && !obs.signatures.is_empty()
                 {
@@ -483,7 +483,7 @@ pub fn words(regress: Regress) -> (&'static str, &'static str) {
 
 /// A status that says the probe never got to run its steps.
 fn infrastructure(status: &str) -> bool {
-    status == "not run" || status == Status::Error.as_str()
+    status == "not run" || status == RunStatus::Error.as_str()
 }
 
 /// Points whose probes disagree.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::search::State;
 use crate::analysis::signature::{skeleton, Signature};
-use crate::store::record::Status;
+use crate::store::record::RunStatus;
 
 /// Why a probe that failed with a signature other than the judged one
 /// was skipped.
@@ -169,7 +169,7 @@ impl Target {
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
     /// The cell's status; `None` when the cell did not run.
-    pub status: Option<Status>,
+    pub status: Option<RunStatus>,
     /// The cell's reason, or why it did not run.
     pub reason: Option<String>,
     /// The signatures of its failures.
@@ -218,20 +218,20 @@ pub fn judge(obs: &Observation, target: &Target, timeout_is: TimeoutIs) -> Judge
         );
     }
     match status {
-        Status::Passed => Judgement {
+        RunStatus::Passed => Judgement {
             verdict: ProbeVerdict::Good,
             signature: None,
             why: "passed".into(),
         },
-        Status::Error => skip(
+        RunStatus::Error => skip(
             format!(
                 "infrastructure error: {}",
                 obs.reason.as_deref().unwrap_or("no reason recorded")
             ),
             first,
         ),
-        Status::Skipped => skip("the cell skipped itself (exit 77)".into(), first),
-        Status::Timeout => {
+        RunStatus::Skipped => skip("the cell skipped itself (exit 77)".into(), first),
+        RunStatus::Timeout => {
             let shown = Shown::plain("timeout");
             match timeout_is {
                 TimeoutIs::Bad => Judgement {
@@ -242,7 +242,7 @@ pub fn judge(obs: &Observation, target: &Target, timeout_is: TimeoutIs) -> Judge
                 TimeoutIs::Skip => skip("timed out".into(), Some(shown)),
             }
         }
-        Status::Failed | Status::Oom => {
+        RunStatus::Failed | RunStatus::Oom => {
             if let Some(s) = obs.signatures.iter().find(|s| target.matches(s)) {
                 Judgement {
                     verdict: ProbeVerdict::Bad,
@@ -272,7 +272,7 @@ mod tests {
 
     fn failed(texts: &[&str]) -> Observation {
         Observation {
-            status: Some(Status::Failed),
+            status: Some(RunStatus::Failed),
             reason: Some("step test failed".into()),
             signatures: texts.iter().map(|t| sig(t)).collect(),
             build_failed: false,
@@ -286,7 +286,7 @@ mod tests {
         let cases: Vec<(Observation, ProbeVerdict)> = vec![
             (
                 Observation {
-                    status: Some(Status::Passed),
+                    status: Some(RunStatus::Passed),
                     ..Default::default()
                 },
                 ProbeVerdict::Good,
@@ -309,7 +309,7 @@ mod tests {
             ),
             (
                 Observation {
-                    status: Some(Status::Error),
+                    status: Some(RunStatus::Error),
                     reason: Some("engine went away".into()),
                     ..Default::default()
                 },
@@ -317,7 +317,7 @@ mod tests {
             ),
             (
                 Observation {
-                    status: Some(Status::Skipped),
+                    status: Some(RunStatus::Skipped),
                     ..Default::default()
                 },
                 ProbeVerdict::Skip,
@@ -332,7 +332,7 @@ mod tests {
             ),
             (
                 Observation {
-                    status: Some(Status::Timeout),
+                    status: Some(RunStatus::Timeout),
                     ..Default::default()
                 },
                 ProbeVerdict::Skip,
@@ -342,7 +342,7 @@ mod tests {
             assert_eq!(judge(obs, &target, t).verdict, *want, "case {i}: {obs:?}");
         }
         let timeout = Observation {
-            status: Some(Status::Timeout),
+            status: Some(RunStatus::Timeout),
             ..Default::default()
         };
         assert_eq!(

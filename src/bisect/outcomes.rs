@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::judge::{Observation, Shown};
 use super::store::ProbeBuild;
 use crate::plan::{Cell, Plan};
-use crate::store::record::Status;
+use crate::store::record::RunStatus;
 
 /// The largest outcome file read.
 const MAX_BYTES: u64 = 4 << 20;
@@ -24,7 +24,7 @@ const MAX_BYTES: u64 = 4 << 20;
 pub struct Kept {
     pub key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<Status>,
+    pub status: Option<RunStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default)]
@@ -122,7 +122,7 @@ mod tests {
         std::fs::create_dir_all(&run).unwrap();
         let k = Kept {
             key: ka.clone(),
-            status: Some(Status::Failed),
+            status: Some(RunStatus::Failed),
             reason: None,
             signatures: vec![Shown::plain("sum: FAILED")],
             build_failed: false,

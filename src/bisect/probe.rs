@@ -20,7 +20,7 @@ use crate::run::runner::{self, RunRequest, RunSource};
 use crate::run::RunOptions;
 use crate::spec::Spec;
 use crate::stop::signals::Interrupt;
-use crate::store::record::Status;
+use crate::store::record::RunStatus;
 
 /// What every probe of a bisection shares.
 pub struct Setup<'a> {
@@ -151,7 +151,11 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
     };
     // Kept for later probes of the same content: what the cell showed,
     // not what the infrastructure did to it.
-    let keep = !ran.interrupted && ran.observation.status.is_some_and(|s| s != Status::Error);
+    let keep = !ran.interrupted
+        && ran
+            .observation
+            .status
+            .is_some_and(|s| s != RunStatus::Error);
     if let (true, Some(root), Some(key)) = (keep, root, key) {
         keep_outcome(root, key, &ran, run_dir).await;
     }
@@ -197,7 +201,7 @@ fn observe(
                 .or_else(|| report.outcome.image_errors.first().cloned())
         }),
         signatures: Vec::new(),
-        build_failed: built.is_some_and(|b| b.status != Status::Passed),
+        build_failed: built.is_some_and(|b| b.status != RunStatus::Passed),
     }
 }
 

@@ -138,7 +138,7 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         .any(|s| {
             s.finished_cells().iter().any(|c| {
                 s.cell_record(c)
-                    .is_ok_and(|r| r.status == crate::store::record::Status::Error)
+                    .is_ok_and(|r| r.status == crate::store::record::RunStatus::Error)
             })
         });
     if interrupted {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::state::{ArrayState, TaskState};
 use super::ClusterError;
-use crate::store::record::{CellRecord, Status};
+use crate::store::record::{CellRecord, RunStatus};
 use crate::store::{new_run_id, now_rfc3339, RunStore};
 
 /// Where task `index` writes its run stores (`--out` of its run).
@@ -38,7 +38,7 @@ pub fn complete(dir: &Path, t: &TaskState) -> bool {
     t.cell_ids.iter().all(|id| {
         store
             .cell_record(id)
-            .is_ok_and(|r| r.status != Status::Error)
+            .is_ok_and(|r| r.status != RunStatus::Error)
     })
 }
 
@@ -74,7 +74,7 @@ pub fn mark_unfinished(
             hash: cell.hash.clone(),
             environment_hash: cell.environment_hash.clone(),
             image: None,
-            status: Status::Error,
+            status: RunStatus::Error,
             reason: Some(why.to_string()),
             started: now.clone(),
             finished: now.clone(),

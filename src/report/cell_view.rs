@@ -106,7 +106,7 @@ pub struct StepView {
 
 /// CSS class (and Markdown emoji key) of a cell, from its verdict.
 pub(super) fn css(c: &CellResult) -> &'static str {
-    use crate::store::record::Status as S;
+    use crate::store::record::RunStatus as S;
     match c.verdict() {
         CellVerdict::Failing => match c.status {
             S::Timeout | S::Oom | S::Error => "error",

@@ -12,7 +12,7 @@ use super::grid::{Grid, Row};
 use super::regressions_view::{reg_view, regressed_cells, RegView};
 use crate::analysis::regress::Regressions;
 use crate::results::{CellVerdict, Counts, Results};
-use crate::store::record::Status as CellStatus;
+use crate::store::record::RunStatus as CellStatus;
 
 /// How much of each list the view shows.
 #[derive(Debug, Clone, Copy)]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::spec::Expectation;
-use crate::store::record::Status as CellStatus;
+use crate::store::record::RunStatus as CellStatus;
 
 use super::classify::{Classified, Classifier};
 use super::junit::{self, Case, Limits, Outcome, Visitor};

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::record::Status as CellStatus;
+use crate::store::record::RunStatus as CellStatus;
 
 /// Version of `results.json` (see `reports/results.schema.json`).
 pub const RESULTS_VERSION: u32 = 1;

@@ -14,7 +14,7 @@ use super::services::{NotRun, Shared};
 use crate::build_stage::{self, Built};
 use crate::plan::Cell;
 use crate::store::now_rfc3339;
-use crate::store::record::{CellRecord, Status};
+use crate::store::record::{CellRecord, RunStatus};
 
 /// The dispatcher task; it yields every cell task's result once its sender drops.
 pub(super) type Dispatcher =
@@ -219,7 +219,7 @@ pub(super) fn errored(
         hash: cell.hash.clone(),
         environment_hash: cell.environment_hash.clone(),
         image: Some(image.to_string()),
-        status: Status::Error,
+        status: RunStatus::Error,
         reason: Some(reason),
         started: started.to_string(),
         finished: now_rfc3339(),

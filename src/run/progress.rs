@@ -11,7 +11,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::events::{Event, Listener, RunContext};
 use crate::outcome::{CellTally, CellVerdict};
-use crate::store::record::Status;
+use crate::store::record::RunStatus;
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -209,7 +209,7 @@ fn build_line(event: &Event) -> Option<String> {
         Event::BuildFinished {
             build,
             snapshot,
-            status: Status::Passed,
+            status: RunStatus::Passed,
             secs,
             ..
         } => {
@@ -549,16 +549,16 @@ mod tests {
             secs: 1.2,
         };
         assert_eq!(
-            line_in(&finished("bookworm.gfx1100", Status::Failed), Some(&ctx)).unwrap(),
+            line_in(&finished("bookworm.gfx1100", RunStatus::Failed), Some(&ctx)).unwrap(),
             "bookworm.gfx1100: FAILED (expected): step `compile`: exit code 1 (1.2 s)"
         );
         // Only the expected cell, and only when it failed.
         assert_eq!(
-            line_in(&finished("trixie.gfx1100", Status::Failed), Some(&ctx)).unwrap(),
+            line_in(&finished("trixie.gfx1100", RunStatus::Failed), Some(&ctx)).unwrap(),
             "trixie.gfx1100: FAILED: step `compile`: exit code 1 (1.2 s)"
         );
         assert!(
-            !line_in(&finished("bookworm.gfx1100", Status::Error), Some(&ctx))
+            !line_in(&finished("bookworm.gfx1100", RunStatus::Error), Some(&ctx))
                 .unwrap()
                 .contains("expected")
         );

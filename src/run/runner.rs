@@ -20,7 +20,7 @@ use crate::plan::Plan;
 use crate::spec::Spec;
 use crate::stop::signals::Interrupt;
 use crate::store::lock::{Lock, LockedBuild, LockedCell, LOCK_VERSION};
-use crate::store::record::{CellRecord, RunManifest, Status, STORE_VERSION};
+use crate::store::record::{CellRecord, RunManifest, RunStatus, STORE_VERSION};
 use crate::store::{layout, new_run_id, now_rfc3339, RunStore};
 
 /// Where the cells come from.
@@ -250,8 +250,8 @@ fn finished_cells(store: &RunStore, rerun_failed: bool) -> BTreeSet<String> {
         .into_iter()
         .filter(|id| {
             store.cell_record(id).is_ok_and(|r| match r.status {
-                Status::Error => false,
-                Status::Failed | Status::Timeout | Status::Oom => !rerun_failed,
+                RunStatus::Error => false,
+                RunStatus::Failed | RunStatus::Timeout | RunStatus::Oom => !rerun_failed,
                 _ => true,
             })
         })

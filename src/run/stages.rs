@@ -14,7 +14,7 @@ use super::services::{NotRun, Shared};
 use crate::build_stage::{self, Built};
 use crate::plan::{Build, Cell};
 use crate::store::now_rfc3339;
-use crate::store::record::{BuildRecord, Status};
+use crate::store::record::{BuildRecord, RunStatus};
 
 /// A build and the cells that start from it.
 pub(super) type Staged = (Build, Vec<Cell>);
@@ -183,7 +183,7 @@ async fn run_build_in_slot(
                 s.crew.events.emit(Event::BuildFinished {
                     build: build.key.clone(),
                     snapshot: String::new(),
-                    status: Status::Error,
+                    status: RunStatus::Error,
                     reused: false,
                     pulled: false,
                     reason: b.record.reason.clone(),

@@ -20,12 +20,12 @@ use crate::step::junit::{collect_junit, MAX_JUNIT_ARCHIVE};
 use crate::step::log::StepLog;
 use crate::step::protocol::step_slug;
 use crate::step::{blocking, CellEnv, CellError, StepAt};
-use crate::store::record::Status;
+use crate::store::record::RunStatus;
 use crate::suite::{gtest_output, junit_out, rerun, Case};
 
 /// How the step ended after its reruns, and its JUnit files and messages.
 pub(super) struct Reran {
-    pub judged: (Status, Option<i64>, Option<String>),
+    pub judged: (RunStatus, Option<i64>, Option<String>),
     pub files: Vec<String>,
     pub messages: Vec<String>,
 }
@@ -36,7 +36,7 @@ pub(super) async fn run_again_while_failing(
     cx: &CellEnv<'_>,
     at: &StepAt<'_>,
     log: &mut StepLog,
-    first: (Status, Option<i64>, Option<String>),
+    first: (RunStatus, Option<i64>, Option<String>),
     ooms_seen: &mut u64,
 ) -> Result<Reran, CellError> {
     let step = at.step;
@@ -74,7 +74,7 @@ pub(super) async fn run_again_while_failing(
         ));
         clear_junit(cx, at).await?;
         judged = super::steps::exec_script(cx, at, log, ooms_seen).await?;
-        if judged.0 == Status::Timeout {
+        if judged.0 == RunStatus::Timeout {
             break;
         }
         let dest = junit_root.join(format!("{slug}.rerun-{attempt}"));

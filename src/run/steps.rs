@@ -15,14 +15,14 @@ use crate::step::log::{skip_step, OpenStep, StepLog};
 use crate::step::main_process;
 use crate::step::protocol::{step_command, step_slug};
 use crate::step::{CellEnv, CellError, StepAt};
-use crate::store::record::{Status, StepRecord};
+use crate::store::record::{RunStatus, StepRecord};
 use crate::suite::SuiteContext;
 
 pub(super) struct StepsOutcome {
     pub(super) steps: Vec<StepRecord>,
     pub(super) junit: Vec<String>,
     pub(super) messages: Vec<String>,
-    pub(super) verdict: (Status, Option<String>),
+    pub(super) verdict: (RunStatus, Option<String>),
 }
 
 /// What the cell got of GPUs: why none, or the variables of each.
@@ -73,7 +73,7 @@ pub(super) async fn run_steps(
         if let Some(reran) = reran {
             p.junit.extend(reran.files);
             p.messages.extend(reran.messages);
-        } else if record.status != Status::Timeout && !step.junit.is_empty() {
+        } else if record.status != RunStatus::Timeout && !step.junit.is_empty() {
             let dest = dir.join("junit").join(step_slug(i, &step.name));
             let (files, msgs) =
                 collect_junit(cx.engine, container, &step.junit, &dest, &dir).await?;
@@ -112,12 +112,12 @@ async fn run_step(
     let (log, t) = (&mut open.log, open.started);
     let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
     let (mut status, mut exit_code, mut reason) = if step.run.trim().is_empty() {
-        (Status::Passed, None, None)
+        (RunStatus::Passed, None, None)
     } else {
         exec_script(cx, at, log, ooms_seen).await?
     };
     let mut reran = None;
-    if step.rerun_failures > 0 && status != Status::Timeout {
+    if step.rerun_failures > 0 && status != RunStatus::Timeout {
         let r = step_reruns::run_again_while_failing(
             cx,
             at,
@@ -130,7 +130,7 @@ async fn run_step(
         reran = Some(r);
     }
     let mut suite_junit = None;
-    if let (Some(suite), Status::Passed) = (&step.suite, status) {
+    if let (Some(suite), RunStatus::Passed) = (&step.suite, status) {
         let remaining = step.timeout.saturating_sub(t.elapsed());
         let sc = SuiteContext {
             engine: cx.engine,
@@ -162,7 +162,7 @@ async fn run_suite(
     sc: &SuiteContext<'_>,
     suite: &crate::plan::TestSuite,
     log: &mut StepLog,
-) -> Result<(Status, Option<String>, Option<PathBuf>), CellError> {
+) -> Result<(RunStatus, Option<String>, Option<PathBuf>), CellError> {
     let mut write = |b: &[u8]| log.write(b);
     let shared = std::sync::Mutex::new(&mut write as &mut (dyn FnMut(&[u8]) + Send));
     let outcome = crate::suite::run(sc, suite, &shared).await?;
@@ -170,19 +170,19 @@ async fn run_suite(
     let text = format!("rocmatrix: {summary}\n");
     (*shared.lock().unwrap_or_else(|p| p.into_inner()))(text.as_bytes());
     let (status, reason) = if let Some(problem) = outcome.problem {
-        (Status::Failed, Some(problem))
+        (RunStatus::Failed, Some(problem))
     } else if outcome.step_timed_out {
         (
-            Status::Timeout,
+            RunStatus::Timeout,
             Some(format!(
                 "timed out after {} s ({summary})",
                 sc.step_timeout.as_secs()
             )),
         )
     } else if outcome.failures() > 0 {
-        (Status::Failed, Some(summary))
+        (RunStatus::Failed, Some(summary))
     } else {
-        (Status::Passed, None)
+        (RunStatus::Passed, None)
     };
     Ok((status, reason, outcome.junit))
 }
@@ -194,7 +194,7 @@ pub(super) async fn exec_script(
     at: &StepAt<'_>,
     log: &mut StepLog,
     ooms_seen: &mut u64,
-) -> Result<(Status, Option<i64>, Option<String>), CellError> {
+) -> Result<(RunStatus, Option<i64>, Option<String>), CellError> {
     let step = at.step;
     let outcome = cx
         .engine

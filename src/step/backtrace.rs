@@ -11,7 +11,7 @@ use super::protocol::step_slug;
 use super::{blocking, CellEnv, CellError};
 use crate::debugger::{capture, gdb_output, MAX_OUTPUT};
 use crate::plan::Cell;
-use crate::store::record::{Status, StepRecord};
+use crate::store::record::{RunStatus, StepRecord};
 
 /// The cell as it runs: its steps with `backtrace:` instrumented.
 pub fn instrument(cell: &Cell) -> Cow<'_, Cell> {
@@ -45,7 +45,9 @@ pub async fn collect(
         let Some(record) = records.get_mut(i) else {
             continue;
         };
-        if matches!(record.status, Status::Passed | Status::Skipped) || record.name != step.name {
+        if matches!(record.status, RunStatus::Passed | RunStatus::Skipped)
+            || record.name != step.name
+        {
             continue;
         }
         let slug = step_slug(i, &step.name);

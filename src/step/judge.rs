@@ -8,7 +8,7 @@ use super::CellError;
 use crate::engine::{Engine, ExecOutcome};
 use crate::plan::Step;
 use crate::spec::GpuUse;
-use crate::store::record::{Status, StepRecord};
+use crate::store::record::{RunStatus, StepRecord};
 
 /// A step's status, exit code and reason from how its exec ended: 0 passed,
 /// 77 skipped, 137 an out-of-memory kill (when the cgroup counted a new one)
@@ -20,7 +20,7 @@ pub(crate) async fn judge_exec(
     step: &Step,
     log: &mut StepLog,
     ooms_seen: &mut u64,
-) -> Result<(Status, Option<i64>, Option<String>), CellError> {
+) -> Result<(RunStatus, Option<i64>, Option<String>), CellError> {
     Ok(match outcome {
         ExecOutcome::Exited(code) => {
             let kills = match code {
@@ -46,9 +46,9 @@ pub(crate) fn timed_out_note(step: &Step) -> String {
 }
 
 /// A timed-out step's status and reason.
-pub(crate) fn timed_out(step: &Step) -> (Status, Option<i64>, Option<String>) {
+pub(crate) fn timed_out(step: &Step) -> (RunStatus, Option<i64>, Option<String>) {
     (
-        Status::Timeout,
+        RunStatus::Timeout,
         None,
         Some(format!("timed out after {} s", step.timeout.as_secs())),
     )
@@ -61,29 +61,29 @@ pub(crate) fn judge_exit(
     code: i64,
     oom_kills: u64,
     ooms_seen: &mut u64,
-) -> (Status, Option<i64>, Option<String>) {
+) -> (RunStatus, Option<i64>, Option<String>) {
     match code {
-        0 => (Status::Passed, Some(0), None),
+        0 => (RunStatus::Passed, Some(0), None),
         EXIT_SKIPPED => (
-            Status::Skipped,
+            RunStatus::Skipped,
             Some(EXIT_SKIPPED),
             Some("exit 77: skipped".to_string()),
         ),
         137 if oom_kills > *ooms_seen => {
             *ooms_seen = oom_kills;
             (
-                Status::Oom,
+                RunStatus::Oom,
                 Some(137),
                 Some("killed by the out-of-memory killer".to_string()),
             )
         }
         137 => (
-            Status::Failed,
+            RunStatus::Failed,
             Some(137),
             Some("killed (SIGKILL)".to_string()),
         ),
         code => (
-            Status::Failed,
+            RunStatus::Failed,
             Some(code),
             Some(format!("exit code {code}")),
         ),
@@ -116,7 +116,7 @@ pub(crate) struct Progress {
     pub(crate) junit: Vec<String>,
     pub(crate) messages: Vec<String>,
     stop: Option<String>,
-    verdict: Option<(Status, String)>,
+    verdict: Option<(RunStatus, String)>,
     pub(crate) ooms_seen: u64,
 }
 
@@ -132,7 +132,7 @@ impl Progress {
     }
 
     /// The cell's verdict from its steps so far (see [`cell_status`]).
-    pub(crate) fn verdict(&mut self, gpu_refused: Option<&str>) -> (Status, Option<String>) {
+    pub(crate) fn verdict(&mut self, gpu_refused: Option<&str>) -> (RunStatus, Option<String>) {
         cell_status(self.verdict.take(), &self.records, gpu_refused)
     }
 
@@ -154,12 +154,12 @@ impl Progress {
 }
 
 /// Whether a step that ended with `status` stops the cell, and how to say so.
-fn stops_the_cell(status: Status, step: &Step) -> Option<&'static str> {
+fn stops_the_cell(status: RunStatus, step: &Step) -> Option<&'static str> {
     match status {
-        Status::Skipped => Some("skipped itself (exit 77)"),
-        Status::Timeout => Some("timed out"),
-        Status::Oom => Some("ran out of memory"),
-        Status::Failed if !step.continue_on_error => Some("failed"),
+        RunStatus::Skipped => Some("skipped itself (exit 77)"),
+        RunStatus::Timeout => Some("timed out"),
+        RunStatus::Oom => Some("ran out of memory"),
+        RunStatus::Failed if !step.continue_on_error => Some("failed"),
         _ => None,
     }
 }
@@ -170,27 +170,27 @@ fn stops_the_cell(status: Status, step: &Step) -> Option<&'static str> {
 /// with the reason; a cell whose steps were all skipped is skipped; otherwise
 /// it passed.
 fn cell_status(
-    stopped_by: Option<(Status, String)>,
+    stopped_by: Option<(RunStatus, String)>,
     steps: &[StepRecord],
     gpu_refused: Option<&str>,
-) -> (Status, Option<String>) {
+) -> (RunStatus, Option<String>) {
     if let Some((status, reason)) = stopped_by {
         return (status, Some(reason));
     }
     if let Some(why) = gpu_refused {
-        return (Status::Skipped, Some(format!("needs a GPU: {why}")));
+        return (RunStatus::Skipped, Some(format!("needs a GPU: {why}")));
     }
-    if !steps.is_empty() && steps.iter().all(|s| s.status == Status::Skipped) {
-        return (Status::Skipped, steps[0].reason.clone());
+    if !steps.is_empty() && steps.iter().all(|s| s.status == RunStatus::Skipped) {
+        return (RunStatus::Skipped, steps[0].reason.clone());
     }
-    (Status::Passed, None)
+    (RunStatus::Passed, None)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn step(name: &str, status: Status, reason: Option<&str>) -> StepRecord {
+    fn step(name: &str, status: RunStatus, reason: Option<&str>) -> StepRecord {
         StepRecord {
             name: name.into(),
             status,
@@ -206,42 +206,45 @@ mod tests {
     #[test]
     fn statuses() {
         assert_eq!(
-            cell_status(None, &[step("a", Status::Passed, None)], None).0,
-            Status::Passed
+            cell_status(None, &[step("a", RunStatus::Passed, None)], None).0,
+            RunStatus::Passed
         );
-        let stopped = Some((Status::Failed, "step `a`: exit code 1".to_string()));
+        let stopped = Some((RunStatus::Failed, "step `a`: exit code 1".to_string()));
         assert_eq!(
             cell_status(stopped, &[], None),
-            (Status::Failed, Some("step `a`: exit code 1".into()))
+            (RunStatus::Failed, Some("step `a`: exit code 1".into()))
         );
         // continue_on_error: a failed step stops nothing and decides nothing.
         let cont = [
-            step("a", Status::Failed, Some("exit code 1")),
-            step("b", Status::Passed, None),
+            step("a", RunStatus::Failed, Some("exit code 1")),
+            step("b", RunStatus::Passed, None),
         ];
-        assert_eq!(cell_status(None, &cont, None).0, Status::Passed);
-        let skipped = [step("a", Status::Skipped, Some("needs a GPU: none"))];
+        assert_eq!(cell_status(None, &cont, None).0, RunStatus::Passed);
+        let skipped = [step("a", RunStatus::Skipped, Some("needs a GPU: none"))];
         assert_eq!(
             cell_status(None, &skipped, None),
-            (Status::Skipped, Some("needs a GPU: none".into()))
+            (RunStatus::Skipped, Some("needs a GPU: none".into()))
         );
         // A cell that needs a GPU and got none is skipped even when its
         // GPU-free steps passed; a failure still wins.
         let versions_ran = [
-            step("versions", Status::Passed, None),
-            step("tests", Status::Skipped, Some("needs a GPU: no GPU")),
+            step("versions", RunStatus::Passed, None),
+            step("tests", RunStatus::Skipped, Some("needs a GPU: no GPU")),
         ];
         assert_eq!(
             cell_status(None, &versions_ran, Some("no gfx1030 GPU on this host")),
             (
-                Status::Skipped,
+                RunStatus::Skipped,
                 Some("needs a GPU: no gfx1030 GPU on this host".into())
             )
         );
-        let failed = Some((Status::Failed, "step `versions`: exit code 1".to_string()));
+        let failed = Some((
+            RunStatus::Failed,
+            "step `versions`: exit code 1".to_string(),
+        ));
         assert_eq!(
             cell_status(failed, &versions_ran, Some("no GPU")).0,
-            Status::Failed
+            RunStatus::Failed
         );
     }
 }

@@ -12,7 +12,7 @@ use super::protocol::step_slug;
 use super::{blocking, CellEnv, CellError};
 use crate::plan::{Cell, Step};
 use crate::store::journal::Event;
-use crate::store::record::{Status, StepRecord};
+use crate::store::record::{RunStatus, StepRecord};
 
 /// Bytes of log kept in memory for the tail.
 const TAIL_BYTES: usize = 64 * 1024;
@@ -63,7 +63,7 @@ impl OpenStep {
         cx: &CellEnv<'_>,
         cell: &Cell,
         step: &Step,
-        (status, exit_code, reason): (Status, Option<i64>, Option<String>),
+        (status, exit_code, reason): (RunStatus, Option<i64>, Option<String>),
     ) -> Result<StepRecord, CellError> {
         let path = self.cell_dir.join(&self.log_rel);
         let log = self.log;
@@ -108,7 +108,7 @@ pub(crate) async fn skip_step(
     cx.events.emit(Event::StepFinished {
         cell: cell.id.clone(),
         step: step.name.clone(),
-        status: Status::Skipped,
+        status: RunStatus::Skipped,
         exit_code: None,
         secs: 0.0,
     });
@@ -129,7 +129,7 @@ pub(crate) fn not_run_step(
         .map_err(|e| CellError::io(&path, e))?;
     Ok(StepRecord {
         name: name.to_string(),
-        status: Status::Skipped,
+        status: RunStatus::Skipped,
         exit_code: None,
         duration_secs: 0.0,
         log,

@@ -39,7 +39,7 @@ use super::{blocking, CellEnv, CellError, StepAt};
 use crate::engine::{Attached, EngineError};
 use crate::image::untar;
 use crate::plan::{Cell, Step};
-use crate::store::record::{Status, StepRecord};
+use crate::store::record::{RunStatus, StepRecord};
 
 /// Scripts passed inline to the runner, in bytes, beyond which the rest run
 /// by exec: the whole command line must stay under Linux's `ARG_MAX`.
@@ -153,7 +153,7 @@ pub(crate) async fn run_leading(
             per_gpu: &[],
         };
         let record = follow_step(cx, cell, &at, &mut reader, p).await?;
-        if record.status != Status::Timeout && !step.junit.is_empty() {
+        if record.status != RunStatus::Timeout && !step.junit.is_empty() {
             staged.push((i, step));
         }
         p.push(step, record);
@@ -267,7 +267,7 @@ async fn follow_step(
             },
         }
     };
-    if step.run.trim().is_empty() && status == Status::Passed {
+    if step.run.trim().is_empty() && status == RunStatus::Passed {
         exit_code = None;
     }
     open.finish(cx, cell, step, (status, exit_code, reason))

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::record::Status;
+use super::record::RunStatus;
 
 /// Everything that happens in a run; one line of `journal.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -65,14 +65,14 @@ pub enum Event {
     BuildStepFinished {
         build: String,
         step: String,
-        status: Status,
+        status: RunStatus,
         exit_code: Option<i64>,
         secs: f64,
     },
     BuildFinished {
         build: String,
         snapshot: String,
-        status: Status,
+        status: RunStatus,
         reused: bool,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         pulled: bool,
@@ -92,7 +92,7 @@ pub enum Event {
     StepFinished {
         cell: String,
         step: String,
-        status: Status,
+        status: RunStatus,
         exit_code: Option<i64>,
         secs: f64,
     },
@@ -107,7 +107,7 @@ pub enum Event {
     /// of it (absent in journals of earlier versions).
     CellFinished {
         cell: String,
-        status: Status,
+        status: RunStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         verdict: Option<crate::outcome::CellVerdict>,
         reason: Option<String>,

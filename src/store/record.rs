@@ -49,10 +49,14 @@ pub struct RunManifest {
     pub builds: Vec<crate::plan::Build>,
 }
 
-/// The outcome of a cell, or of a step.
+/// How running something ended: a step, a build, or a cell (its steps'
+/// status made worse by its tests). It is what `cell.json`, `build.json` and
+/// the journal record as `status`; what a cell's ending *means*, after
+/// `expect:` and `classify:`, is its [`crate::outcome::CellVerdict`], and a
+/// single test's status is `crate::results::TestStatus`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub enum RunStatus {
     Passed,
     Failed,
     Timeout,
@@ -62,15 +66,15 @@ pub enum Status {
     Skipped,
 }
 
-impl Status {
+impl RunStatus {
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Passed => "passed",
-            Status::Failed => "failed",
-            Status::Timeout => "timeout",
-            Status::Oom => "oom",
-            Status::Error => "error",
-            Status::Skipped => "skipped",
+            RunStatus::Passed => "passed",
+            RunStatus::Failed => "failed",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Oom => "oom",
+            RunStatus::Error => "error",
+            RunStatus::Skipped => "skipped",
         }
     }
 
@@ -78,7 +82,7 @@ impl Status {
     pub fn is_failure(self) -> bool {
         matches!(
             self,
-            Status::Failed | Status::Timeout | Status::Oom | Status::Error
+            RunStatus::Failed | RunStatus::Timeout | RunStatus::Oom | RunStatus::Error
         )
     }
 }
@@ -94,7 +98,7 @@ pub struct CellRecord {
     /// The image the cell ran in (`rocmatrix/env:<hash>`), if it got that far.
     #[serde(default)]
     pub image: Option<String>,
-    pub status: Status,
+    pub status: RunStatus,
     /// Why the cell was skipped or errored, in words.
     #[serde(default)]
     pub reason: Option<String>,
@@ -153,7 +157,7 @@ pub struct BuildRecord {
     /// `<registry>/build@sha256:…` when it was pulled from or pushed to one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registry: Option<String>,
-    pub status: Status,
+    pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     pub started: String,
@@ -170,7 +174,7 @@ pub struct BuildRecord {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepRecord {
     pub name: String,
-    pub status: Status,
+    pub status: RunStatus,
     #[serde(default)]
     pub exit_code: Option<i64>,
     pub duration_secs: f64,
