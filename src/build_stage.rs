@@ -116,7 +116,7 @@ pub async fn run_build(
 ) -> Result<Built, CellError> {
     let started = now_rfc3339();
     let t0 = Instant::now();
-    let dir = cx.store.dir.join("builds").join(&build.key);
+    let dir = crate::store::layout::build_dir(&cx.store.dir, &build.key);
     fresh_dir(&dir).await?;
     cx.events.emit(Event::BuildStarted {
         build: build.key.clone(),
@@ -169,15 +169,14 @@ pub async fn run_build(
         reason: record.reason.clone(),
         secs: record.duration_secs,
     });
-    let (store, rel, rec) = (
-        cx.store.clone(),
-        format!("builds/{}/build.json", build.key),
-        record.clone(),
-    );
+    let (store, rec) = (cx.store.clone(), record.clone());
     blocking("writing build.json", move || {
-        store
-            .write_json(&rel, &rec)
-            .map_err(|e| CellError::io(&dir.join("build.json"), std::io::Error::other(e)))
+        store.write_build(&rec).map_err(|e| {
+            CellError::io(
+                &crate::store::layout::build_record_in(&dir),
+                std::io::Error::other(e),
+            )
+        })
     })
     .await??;
     Ok(Built { record })
@@ -423,7 +422,7 @@ pub fn failed_cell_record(
     let _ = std::fs::remove_dir_all(&cell_dir);
     let logs = cell_dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| CellError::io(&logs, e))?;
-    let build_dir = store_dir.join("builds").join(&b.key);
+    let build_dir = crate::store::layout::build_dir(store_dir, &b.key);
     let reason = built.failure();
     let mut steps = Vec::new();
     for s in &b.steps {

@@ -331,7 +331,7 @@ impl Error {
 /// failing I/O and damaged files are infrastructure.
 fn store_exit_code(e: &StoreError) -> ExitCode {
     match e {
-        StoreError::NotARun(_) => ExitCode::Usage,
+        StoreError::NotARun(_) | StoreError::Version { .. } => ExitCode::Usage,
         StoreError::Io { .. } | StoreError::Corrupt { .. } => ExitCode::Infrastructure,
     }
 }

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use crate::spec::{Expectation, ReportLayout};
 use crate::store::coverage::EnvironmentCoverage;
-use crate::store::record::{CellRecord, RunManifest, STORE_VERSION};
+use crate::store::record::{CellRecord, RunManifest};
+use crate::store::StoreError;
 
 use super::ResultsError;
 
@@ -46,39 +47,43 @@ pub struct Source {
     pub environments: Vec<super::facts::EnvironmentFacts>,
 }
 
-/// The largest run-store JSON file read (`plan.json`, `cell.json`): a plan
-/// of 4,096 cells with long scripts is a few MiB, a cell's record with its
-/// log tails well under one. A run store may be a downloaded CI artifact.
-pub const MAX_STORE_JSON: u64 = 64 << 20;
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ResultsError> {
-    let bytes = crate::safe_read::read_bounded(path, MAX_STORE_JSON, "run-store JSON files", "")
-        .map_err(|e| ResultsError::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|e| ResultsError::Json {
-        path: path.to_path_buf(),
-        source: e,
-    })
+/// A run-store reader's error as the results room words it: a file it
+/// cannot read is the disk's (or the network's) fault, one it cannot
+/// understand the user's (a store of another version, a file that is not
+/// one of a run store).
+fn store_error(e: StoreError) -> ResultsError {
+    match e {
+        StoreError::Io { path, source } => ResultsError::Io { path, source },
+        StoreError::Corrupt { path, message } => ResultsError::Store {
+            path,
+            message: format!("invalid JSON: {message}"),
+        },
+        StoreError::Version {
+            path,
+            file,
+            field,
+            found,
+            known,
+        } => ResultsError::Store {
+            path,
+            message: crate::store::version_words(file, field, found, known),
+        },
+        // No reader of a file gives it; only `RunStore::open` does.
+        StoreError::NotARun(message) => ResultsError::Store {
+            path: PathBuf::new(),
+            message,
+        },
+    }
 }
 
 /// Reads a run store's manifest.
 pub fn manifest(run_dir: &Path) -> Result<RunManifest, ResultsError> {
-    let path = crate::store::layout::plan_of(run_dir);
-    if !path.is_file() {
+    if !crate::store::layout::is_run(run_dir) {
         return Err(ResultsError::NotARun {
             path: run_dir.to_path_buf(),
         });
     }
-    let m: RunManifest = read_json(&path)?;
-    if m.store_version != STORE_VERSION {
-        return Err(ResultsError::Store {
-            path,
-            message: format!(
-                "run-store version {} is not the supported version {STORE_VERSION}",
-                m.store_version
-            ),
-        });
-    }
-    Ok(m)
+    RunManifest::load(&crate::store::layout::plan_of(run_dir)).map_err(store_error)
 }
 
 impl Source {
@@ -166,7 +171,7 @@ impl Source {
             let cdir = dir.join(crate::store::layout::CELLS).join(&cell.id);
             let rec_path = crate::store::layout::cell_record_in(&cdir);
             let record: Option<CellRecord> = if rec_path.is_file() {
-                Some(read_json(&rec_path)?)
+                Some(CellRecord::load(&rec_path).map_err(store_error)?)
             } else {
                 None
             };

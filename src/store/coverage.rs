@@ -87,6 +87,12 @@ impl EnvironmentCoverage {
         format!("images/{}.coverage.json", crate::digest::short(environment))
     }
 
+    /// Reads one environment's coverage ([`super::read::MAX_COVERAGE`] at
+    /// most); its version is the run store's.
+    pub fn load(path: &Path) -> Result<EnvironmentCoverage, super::StoreError> {
+        super::read::json(path, super::read::MAX_COVERAGE, "coverage files")
+    }
+
     /// Every coverage file of a run, in name order. Unreadable files are
     /// reported, not fatal: coverage is an addition to the report.
     pub fn load_all(run_dir: &Path) -> (Vec<EnvironmentCoverage>, Vec<String>) {
@@ -104,12 +110,9 @@ impl EnvironmentCoverage {
         let mut found = Vec::new();
         let mut problems = Vec::new();
         for p in paths {
-            match std::fs::read(&p)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-            {
+            match Self::load(&p) {
                 Ok(c) => found.push(c),
-                Err(e) => problems.push(format!("{}: {e}", p.display())),
+                Err(e) => problems.push(e.to_string()),
             }
         }
         (found, problems)

@@ -17,6 +17,10 @@ pub const JOURNAL: &str = "journal.jsonl";
 pub const CELL: &str = "cell.json";
 /// The folder of the cells.
 pub const CELLS: &str = "cells";
+/// A build stage's record (`BuildRecord`), in `builds/<key>/`.
+pub const BUILD: &str = "build.json";
+/// The folder of the build stages.
+pub const BUILDS: &str = "builds";
 /// The folder of a run's reports.
 pub const REPORT: &str = "report";
 /// The report's results (`results.json`), in `report/` of a run or in the
@@ -62,6 +66,16 @@ pub fn journal_of(run_dir: &Path) -> PathBuf {
 /// The record in a cell's directory.
 pub fn cell_record_in(cell_dir: &Path) -> PathBuf {
     cell_dir.join(CELL)
+}
+
+/// A build stage's directory in a run (`builds/<key>`).
+pub fn build_dir(run_dir: &Path, key: &str) -> PathBuf {
+    run_dir.join(BUILDS).join(key)
+}
+
+/// The record in a build stage's directory.
+pub fn build_record_in(build_dir: &Path) -> PathBuf {
+    build_dir.join(BUILD)
 }
 
 /// Where `results.json` is for a run directory (`report/results.json`) or

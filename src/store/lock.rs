@@ -80,20 +80,16 @@ pub struct LockedPatch {
 }
 
 impl Lock {
+    /// Reads a `lock.json` ([`super::read::MAX_LOCK`] at most), once its
+    /// `lock_version` is [`LOCK_VERSION`].
     pub fn load(path: &Path) -> Result<Lock, StoreError> {
-        let text = std::fs::read_to_string(path).map_err(|e| StoreError::io(path, e))?;
-        let lock: Lock = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        if lock.lock_version != LOCK_VERSION {
-            return Err(StoreError::NotARun(format!(
-                "{}: lock version {} is not {LOCK_VERSION}, the version this rocmatrix reads",
-                path.display(),
-                lock.lock_version
-            )));
-        }
-        Ok(lock)
+        super::read::versioned(
+            path,
+            super::read::MAX_LOCK,
+            "lock.json",
+            "lock_version",
+            LOCK_VERSION,
+        )
     }
 }
 

@@ -15,6 +15,7 @@ pub mod coverage;
 pub mod journal;
 pub mod layout;
 pub mod lock;
+pub mod read;
 pub mod record;
 pub mod roots;
 pub mod usage;
@@ -23,7 +24,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use record::{CellRecord, RunManifest};
+use record::{BuildRecord, CellRecord, RunManifest};
 
 /// Reading or writing a run store's files failed.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +40,31 @@ pub enum StoreError {
     /// A path named as a run (or a lock) is not one this rocmatrix reads.
     #[error("{0}")]
     NotARun(String),
+    /// A file of a version this rocmatrix does not read: one a newer
+    /// rocmatrix wrote, or an old one.
+    #[error("{}: {}", path.display(), version_words(file, field, *found, *known))]
+    Version {
+        path: PathBuf,
+        /// `plan.json`, `lock.json`.
+        file: &'static str,
+        /// `store_version`, `lock_version`.
+        field: &'static str,
+        found: u32,
+        known: u32,
+    },
+}
+
+/// `plan.json has store_version 2, newer than 1, the one this rocmatrix
+/// reads: read it with a newer rocmatrix`.
+pub fn version_words(file: &str, field: &str, found: u32, known: u32) -> String {
+    if found > known {
+        format!(
+            "{file} has {field} {found}, newer than {known}, the one this rocmatrix reads: \
+             read it with a newer rocmatrix"
+        )
+    } else {
+        format!("{file} has {field} {found}, older than {known}, the one this rocmatrix reads")
+    }
 }
 
 impl StoreError {
@@ -92,7 +118,7 @@ impl RunStore {
     pub fn open(run: &Path, out: &Path) -> Result<RunStore, StoreError> {
         let candidates = [run.to_path_buf(), out.join("runs").join(run)];
         for dir in candidates {
-            if dir.join("plan.json").is_file() {
+            if layout::is_run(&dir) {
                 return Ok(RunStore { dir });
             }
         }
@@ -103,25 +129,20 @@ impl RunStore {
         )))
     }
 
+    /// The run's `plan.json`, refused when a newer (or older) rocmatrix
+    /// wrote it.
     pub fn manifest(&self) -> Result<RunManifest, StoreError> {
-        let path = self.dir.join("plan.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| StoreError::io(&path, e))?;
-        serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-            path,
-            message: e.to_string(),
-        })
+        RunManifest::load(&layout::plan_of(&self.dir))
     }
 
     /// What `run.json` says of the run as a whole (written when the run
     /// finished).
     pub fn run_info(&self) -> Result<RunInfo, StoreError> {
-        let path = self.dir.join("run.json");
-        let text = crate::safe_read::read_bounded_string(&path, 64 << 20, "run.json files", "")
-            .map_err(|e| StoreError::io(&path, e))?;
-        serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-            path,
-            message: e.to_string(),
-        })
+        read::json(
+            &self.dir.join(layout::RUN),
+            read::MAX_RECORD,
+            "run.json files",
+        )
     }
 
     pub fn cell_dir(&self, cell: &str) -> PathBuf {
@@ -140,18 +161,21 @@ impl RunStore {
     }
 
     pub fn cell_record(&self, cell: &str) -> Result<CellRecord, StoreError> {
-        let path = self.cell_dir(cell).join("cell.json");
-        let text = std::fs::read_to_string(&path).map_err(|e| StoreError::io(&path, e))?;
-        serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-            path,
-            message: e.to_string(),
-        })
+        CellRecord::load(&layout::cell_record_in(&self.cell_dir(cell)))
     }
 
     /// Writes a cell's record into its directory, atomically.
     pub fn write_cell(&self, record: &CellRecord) -> Result<(), StoreError> {
         self.write_json(
             &format!("{}/{}/{}", layout::CELLS, record.id, layout::CELL),
+            record,
+        )
+    }
+
+    /// Writes a build stage's record into its directory, atomically.
+    pub fn write_build(&self, record: &BuildRecord) -> Result<(), StoreError> {
+        self.write_json(
+            &format!("{}/{}/{}", layout::BUILDS, record.key, layout::BUILD),
             record,
         )
     }

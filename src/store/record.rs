@@ -16,9 +16,11 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::{read, StoreError};
 use crate::plan::Cell;
 use crate::spec::{Expectation, ReportLayout};
 
@@ -47,6 +49,20 @@ pub struct RunManifest {
     /// The build stages the cells start from (`build:`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub builds: Vec<crate::plan::Build>,
+}
+
+impl RunManifest {
+    /// Reads `plan.json` at `path` ([`super::read::MAX_PLAN`] at most),
+    /// once its `store_version` is [`STORE_VERSION`].
+    pub fn load(path: &Path) -> Result<RunManifest, StoreError> {
+        read::versioned(
+            path,
+            read::MAX_PLAN,
+            "plan.json",
+            "store_version",
+            STORE_VERSION,
+        )
+    }
 }
 
 /// How running something ended: a step, a build, or a cell (its steps'
@@ -128,6 +144,14 @@ pub struct CellRecord {
     pub build: Option<String>,
 }
 
+impl CellRecord {
+    /// Reads a `cell.json` ([`super::read::MAX_RECORD`] at most); its
+    /// version is the run store's, which `plan.json` carries.
+    pub fn load(path: &Path) -> Result<CellRecord, StoreError> {
+        read::json(path, read::MAX_RECORD, "cell.json files")
+    }
+}
+
 /// `builds/<key>/build.json`: how a build stage went.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BuildRecord {
@@ -169,6 +193,14 @@ pub struct BuildRecord {
     pub steps: Vec<StepRecord>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<super::lock::LockedSource>,
+}
+
+impl BuildRecord {
+    /// Reads a `build.json` ([`super::read::MAX_RECORD`] at most); its
+    /// version is the run store's.
+    pub fn load(path: &Path) -> Result<BuildRecord, StoreError> {
+        read::json(path, read::MAX_RECORD, "build.json files")
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -14,11 +14,10 @@ pub fn load() -> BTreeMap<String, String> {
     load_from(&path())
 }
 
+/// The file at `p` ([`super::read::MAX_IMAGE_USE`] at most); empty when
+/// it is missing or unreadable.
 fn load_from(p: &Path) -> BTreeMap<String, String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
+    super::read::json(p, super::read::MAX_IMAGE_USE, "image-use files").unwrap_or_default()
 }
 
 /// Records that `tags` were used now. Best effort: a failure only loses the record.

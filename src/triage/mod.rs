@@ -68,7 +68,9 @@ impl TriageError {
         match self {
             TriageError::Usage(_) | TriageError::Spec(_) => true,
             TriageError::Bisect(e) => e.is_usage(),
-            TriageError::Store(crate::store::StoreError::NotARun(_)) => true,
+            TriageError::Store(
+                crate::store::StoreError::NotARun(_) | crate::store::StoreError::Version { .. },
+            ) => true,
             _ => false,
         }
     }

@@ -759,7 +759,7 @@ fn four(f: fn(u8) -> Result<u8, String>) -> Option<u8> { None }
 
 /// The names of the run store's files, as code would spell them to build a
 /// path: `"plan.json"`, or the end of a format string (`/cell.json"`).
-const STORE_FILES: [&str; 7] = [
+const STORE_FILES: [&str; 9] = [
     "plan.json",
     "run.json",
     "lock.json",
@@ -767,6 +767,8 @@ const STORE_FILES: [&str; 7] = [
     "cell.json",
     "results.json",
     "bisect.json",
+    "build.json",
+    "triage.json",
 ];
 
 #[test]
