@@ -56,10 +56,7 @@ pub fn mark_unfinished(
         None => {
             let run_id = new_run_id();
             let store = RunStore::create(&shard_dir(dir, t.index), &run_id)?;
-            store.write_json(
-                crate::store::layout::PLAN,
-                &state.shard_manifest(t, &run_id),
-            )?;
+            store.write_manifest(&state.shard_manifest(t, &run_id))?;
             store
         }
     };

@@ -40,7 +40,9 @@ pub struct TaskState {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ArrayState {
     pub version: u32,
-    /// The whole plan, as each shard's run store holds its part of it.
+    /// The whole plan, as each shard's run store holds its part of it
+    /// (and written as its `plan.json` is).
+    #[serde(with = "crate::store::schema::plan_json")]
     pub manifest: RunManifest,
     pub tasks: Vec<TaskState>,
     /// The `sbatch` options every submission of the array gets.

@@ -224,7 +224,7 @@ fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), 
                 cells: plan.cells.clone(),
                 builds: plan.builds.clone(),
             };
-            store.write_json(layout::PLAN, &manifest)?;
+            store.write_manifest(&manifest)?;
             Ok((store, manifest))
         }
         RunSource::Resume { store, .. } => {
@@ -234,7 +234,7 @@ fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), 
         RunSource::Replan(mut manifest) => {
             manifest.run_id = new_run_id();
             let store = RunStore::create(out, &manifest.run_id)?;
-            store.write_json(layout::PLAN, &manifest)?;
+            store.write_manifest(&manifest)?;
             Ok((store, *manifest))
         }
     }

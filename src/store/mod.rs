@@ -18,6 +18,7 @@ pub mod lock;
 pub mod read;
 pub mod record;
 pub mod roots;
+pub mod schema;
 pub mod usage;
 
 use std::collections::BTreeSet;
@@ -170,6 +171,12 @@ impl RunStore {
             &format!("{}/{}/{}", layout::CELLS, record.id, layout::CELL),
             record,
         )
+    }
+
+    /// Writes the run's `plan.json`, atomically, as [`schema::PlanFile`]
+    /// spells it.
+    pub fn write_manifest(&self, manifest: &RunManifest) -> Result<(), StoreError> {
+        self.write_json(layout::PLAN, &schema::PlanFile::from(manifest))
     }
 
     /// Writes a build stage's record into its directory, atomically.

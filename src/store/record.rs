@@ -27,8 +27,9 @@ use crate::spec::{Expectation, ReportLayout};
 /// Version of the run-store layout; bumped on incompatible changes.
 pub const STORE_VERSION: u32 = 1;
 
-/// `plan.json`: what was planned, and how to judge and show it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// `plan.json`: what was planned, and how to judge and show it. On disk it
+/// is a [`super::schema::PlanFile`]: this is what the program works with.
+#[derive(Debug, Clone)]
 pub struct RunManifest {
     pub store_version: u32,
     pub run_id: String,
@@ -40,14 +41,11 @@ pub struct RunManifest {
     pub keys: Vec<String>,
     pub expect: Vec<Expectation>,
     /// `classify:` rules, applied when results are collected.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classify: Vec<crate::spec::ClassifyRule>,
     pub report: ReportLayout,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
     pub cells: Vec<Cell>,
     /// The build stages the cells start from (`build:`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub builds: Vec<crate::plan::Build>,
 }
 
@@ -55,13 +53,14 @@ impl RunManifest {
     /// Reads `plan.json` at `path` ([`super::read::MAX_PLAN`] at most),
     /// once its `store_version` is [`STORE_VERSION`].
     pub fn load(path: &Path) -> Result<RunManifest, StoreError> {
-        read::versioned(
+        read::versioned::<super::schema::PlanFile>(
             path,
             read::MAX_PLAN,
             "plan.json",
             "store_version",
             STORE_VERSION,
         )
+        .map(Into::into)
     }
 }
 
@@ -159,7 +158,8 @@ pub struct BuildRecord {
     /// A matrix build, or a toolchain (`llvm-debug`) build.
     #[serde(
         default,
-        skip_serializing_if = "crate::plan::build::BuildKind::is_matrix"
+        skip_serializing_if = "crate::plan::build::BuildKind::is_matrix",
+        with = "super::schema::build_kind"
     )]
     pub kind: crate::plan::build::BuildKind,
     /// The build's hash from the plan.

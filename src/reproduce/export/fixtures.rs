@@ -7,12 +7,13 @@ use crate::store::lock::Bootstrap;
 use crate::store::record::RunManifest;
 
 pub(super) fn manifest() -> RunManifest {
-    serde_json::from_value(serde_json::json!({
+    serde_json::from_value::<crate::store::schema::PlanFile>(serde_json::json!({
         "store_version": 1, "run_id": "r1", "rocmatrix_version": "0.1.0",
         "name": "m", "matrix_file": "m.yaml", "matrix_hash": "h", "keys": ["gfx"],
         "expect": [], "report": {"rows": [], "columns": []}, "cells": []
     }))
     .unwrap()
+    .into()
 }
 
 pub(super) fn cell() -> Cell {
