@@ -8,13 +8,13 @@
 //! before `--only` and `--shard`, so every shard and CI job of a matrix
 //! names the same build and can share its snapshot.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{render, Cell, Renderer, SourceRef, Step};
 use crate::spec::{BuildTemplate, Spec, SpecError};
 
 /// What a build makes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BuildKind {
     /// The matrix's `build:` steps.
@@ -41,7 +41,7 @@ impl BuildKind {
 }
 
 /// One build of the plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Build {
     /// Readable and unique in the plan: the `per` values joined by `-`
     /// (`all` without `per`), with the environment's short hash where
@@ -55,10 +55,7 @@ pub struct Build {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     /// The `per` axes' values.
-    #[serde(
-        serialize_with = "super::pairs_as_map",
-        deserialize_with = "super::map_as_pairs"
-    )]
+    #[serde(serialize_with = "super::pairs_as_map")]
     pub values: Vec<(String, String)>,
     pub environment_hash: String,
     pub steps: Vec<Step>,

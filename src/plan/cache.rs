@@ -2,7 +2,7 @@
 //! named volume that holds it. Equal keys share one volume; caches feed no
 //! hash, since they change how fast a step runs, not what it tests.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::render::Subject;
 use super::Renderer;
@@ -12,7 +12,7 @@ use crate::spec::{Spec, SpecError};
 pub const VOLUME_PREFIX: &str = "rocmatrix-cache-";
 
 /// A cache directory of one cell or build.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CacheMount {
     /// Where it is mounted in the container.
     pub path: String,

@@ -18,7 +18,7 @@ pub mod toolchain;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Serialize, Serializer};
 
 use crate::spec::{self, cell_id, GpuCount, GpuPolicy, GpuUse, Spec, SpecError};
 pub use build::Build;
@@ -31,7 +31,7 @@ pub use suite::TestSuite;
 /// The LLVM flavour of an environment. Serialised as `"release"`,
 /// `"debug"` or `{"source": {…}}`, so that the hashes of environments
 /// without a source build are what they were before it existed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Llvm {
     /// The distribution's packages as they are.
@@ -44,7 +44,7 @@ pub enum Llvm {
 }
 
 /// What `environment.llvm: {debug: source, …}` builds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LlvmSource {
     /// The LLVM major version (`21`); none: that of the installed LLVM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -56,7 +56,7 @@ pub struct LlvmSource {
 }
 
 /// A cell's rendered image recipe. Cells with equal environments share an image.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Environment {
     pub family: String,
     pub base: String,
@@ -76,7 +76,7 @@ pub struct Environment {
 }
 
 /// A rendered step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Step {
     pub name: String,
     /// The script; empty for a step that only runs a suite.
@@ -84,7 +84,7 @@ pub struct Step {
     /// The test suite run after the script, through its adapter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suite: Option<TestSuite>,
-    #[serde(serialize_with = "secs", deserialize_with = "from_secs")]
+    #[serde(serialize_with = "secs")]
     pub timeout: Duration,
     pub junit: Vec<String>,
     pub gpu: GpuUse,
@@ -99,7 +99,7 @@ pub struct Step {
 }
 
 /// What GPUs a cell asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GpuRequest {
     pub need: GpuUse,
     pub count: GpuCount,
@@ -111,10 +111,10 @@ pub struct GpuRequest {
 }
 
 /// One rendered cell of the plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Cell {
     pub id: String,
-    #[serde(serialize_with = "pairs_as_map", deserialize_with = "map_as_pairs")]
+    #[serde(serialize_with = "pairs_as_map")]
     pub values: Vec<(String, String)>,
     pub environment: Option<Environment>,
     /// SHA-256 of the rendered environment (hex); equal hashes share an image.
@@ -625,32 +625,4 @@ impl Serialize for PairsRef<'_> {
         }
         m.end()
     }
-}
-
-fn from_secs<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    u64::deserialize(d).map(Duration::from_secs)
-}
-
-/// Reads a JSON object into ordered pairs, keeping the document's order.
-pub(crate) fn map_as_pairs<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Vec<(String, String)>, D::Error> {
-    struct V;
-    impl<'de> serde::de::Visitor<'de> for V {
-        type Value = Vec<(String, String)>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a mapping of strings")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut m: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::new();
-            while let Some((k, v)) = m.next_entry::<String, String>()? {
-                out.push((k, v));
-            }
-            Ok(out)
-        }
-    }
-    d.deserialize_map(V)
 }

@@ -4,13 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::Renderer;
 use crate::spec::{SourceTemplate, Spec, SpecError};
 
 /// A source as one cell sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SourceRef {
     pub name: String,
     /// A URL git understands, or an absolute local path.

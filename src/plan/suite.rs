@@ -3,13 +3,13 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::render::Renderer;
 use crate::spec::{SpecError, SuiteTemplate};
 
 /// A rendered `gtest:`, `ctest:` or `autopkgtest:`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum TestSuite {
     Gtest(Gtest),
@@ -19,13 +19,17 @@ pub enum TestSuite {
 
 /// `autopkgtest:`: a source package of the cell's archive, or a tree in
 /// the cell, whose `debian/tests/control` autopkgtest runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Autopkgtest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_secs"
+    )]
     pub timeout_per_test: Option<Duration>,
     /// `gtest: adapter` (false: left out of the plan, so cell hashes stay
     /// what they were).
@@ -33,13 +37,17 @@ pub struct Autopkgtest {
     pub gtest_adapter: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Gtest {
     /// A path or glob inside the container.
     pub binary: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filter: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_secs"
+    )]
     pub timeout_per_test: Option<Duration>,
     /// Reruns of each failing test (0: none; left out of the plan then, so
     /// cell hashes stay what they were).
@@ -49,7 +57,7 @@ pub struct Gtest {
     pub args: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Ctest {
     pub dir: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +68,11 @@ pub struct Ctest {
     pub regex: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude_regex: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none", with = "opt_secs")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_secs"
+    )]
     pub timeout_per_test: Option<Duration>,
     /// `ctest --rerun-failed` while tests fail, up to this many times (0:
     /// never; left out of the plan then, so cell hashes stay what they were).
@@ -116,18 +128,10 @@ pub(super) fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-mod opt_secs {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match d {
-            Some(d) => s.serialize_u64(d.as_secs()),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_secs))
+/// A duration in whole seconds, or nothing.
+fn opt_secs<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_u64(d.as_secs()),
+        None => s.serialize_none(),
     }
 }

@@ -17,7 +17,7 @@ pub(super) fn manifest() -> RunManifest {
 }
 
 pub(super) fn cell() -> Cell {
-    serde_json::from_value(serde_json::json!({
+    serde_json::from_value::<crate::store::schema::plan::Cell>(serde_json::json!({
         "id": "gfx=gfx1030", "values": {"gfx": "gfx1030"},
         "environment": {"family": "debian", "base": "debian:bookworm", "suite": null,
             "mirror": null, "packages": ["mypkg"], "llvm": "release", "setup": null,
@@ -27,6 +27,7 @@ pub(super) fn cell() -> Cell {
         "hash": "0123456789abcdef"
     }))
     .unwrap()
+    .into()
 }
 
 pub(super) fn base(origin: BaseOrigin) -> BaseImage {

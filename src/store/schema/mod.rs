@@ -287,4 +287,37 @@ mod tests {
         assert_eq!(serde_json::to_string(&all).unwrap(), r#""all""#);
         assert!(serde_json::from_str::<spec::GpuCount>(r#""some""#).is_err());
     }
+
+    /// Whether a concrete type implements `Deserialize`: the inherent
+    /// constant wins over the trait's where its bound holds.
+    struct W<T>(std::marker::PhantomData<T>);
+    trait No {
+        const YES: bool = false;
+    }
+    impl<T> No for W<T> {}
+    impl<T: serde::de::DeserializeOwned> W<T> {
+        const YES: bool = true;
+    }
+    macro_rules! deserializes {
+        ($t:ty) => {
+            <W<$t>>::YES
+        };
+    }
+
+    #[test]
+    fn the_plan_types_are_no_longer_read_from_disk_only_the_schema_is() {
+        // Checked as the test compiles.
+        const { assert!(deserializes!(PlanFile) && deserializes!(plan::Cell)) };
+        const { assert!(!deserializes!(RunManifest)) };
+        const { assert!(!deserializes!(crate::plan::Cell)) };
+        const { assert!(!deserializes!(crate::plan::Step)) };
+        const { assert!(!deserializes!(crate::plan::Environment)) };
+        const { assert!(!deserializes!(crate::plan::Llvm)) };
+        const { assert!(!deserializes!(crate::plan::GpuRequest)) };
+        const { assert!(!deserializes!(crate::plan::Build)) };
+        const { assert!(!deserializes!(crate::plan::build::BuildKind)) };
+        const { assert!(!deserializes!(crate::plan::TestSuite)) };
+        const { assert!(!deserializes!(crate::plan::SourceRef)) };
+        const { assert!(!deserializes!(crate::plan::CacheMount)) };
+    }
 }
