@@ -25,10 +25,14 @@ pub fn files(slug: &str) -> (String, String, String) {
     )
 }
 
-/// `script` with the capture in front.
+/// `script` with the capture in front (as it is when the spec asks only
+/// for hangs, `on: timeout`).
 pub fn instrument(slug: &str, spec: &BacktraceSpec, script: &str) -> String {
+    let Some(on) = spec.on else {
+        return script.to_string();
+    };
     let (cmd, gdb_file, out) = files(slug);
-    let wanted = match spec.on {
+    let wanted = match on {
         BacktraceOn::Error => "[ \"$rc\" != 77 ]",
         BacktraceOn::Crash => "[ \"$rc\" -gt 128 ] && [ \"$rc\" -lt 160 ]",
     };
@@ -61,7 +65,7 @@ trap '__rocmatrix_rc=$?; __rocmatrix_cmd=$BASH_COMMAND; __rocmatrix_split=no; __
 {script}"#,
         missing = gdb::MISSING,
         not_rerun = super::gdb_output::NOT_RERUN,
-        on = match spec.on {
+        on = match on {
             BacktraceOn::Error => "on error",
             BacktraceOn::Crash => "on crash",
         },
@@ -76,7 +80,8 @@ mod tests {
 
     fn spec(on: BacktraceOn) -> BacktraceSpec {
         BacktraceSpec {
-            on,
+            on: Some(on),
+            on_timeout: false,
             breaks: Vec::new(),
             timeout: Duration::from_secs(20),
             frames: 8,

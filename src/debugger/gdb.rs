@@ -32,7 +32,7 @@ pub fn script(spec: &BacktraceSpec) -> String {
     for b in &spec.breaks {
         s.push_str(&format!("tbreak {b}\n"));
     }
-    if spec.breaks.is_empty() && spec.on == BacktraceOn::Error {
+    if spec.breaks.is_empty() && spec.on == Some(BacktraceOn::Error) {
         s.push_str("catch syscall exit_group\n");
     }
     s.push_str("run\n");
@@ -95,7 +95,8 @@ mod tests {
 
     fn spec(on: BacktraceOn, breaks: &[&str]) -> BacktraceSpec {
         BacktraceSpec {
-            on,
+            on: Some(on),
+            on_timeout: false,
             breaks: breaks.iter().map(|s| s.to_string()).collect(),
             timeout: Duration::from_secs(30),
             frames: 16,

@@ -84,6 +84,13 @@ pub fn parse(
         }
         return bt;
     }
+    describe_frames(&mut bt);
+    bt
+}
+
+/// `bt.debug_info` from its frames, and the note when they are few or
+/// without debug info.
+pub(super) fn describe_frames(bt: &mut Backtrace) {
     let frames: Vec<&Frame> = bt.stops.iter().flat_map(|s| &s.frames).collect();
     bt.debug_info = frames.iter().any(|f| f.line.is_some());
     if frames.is_empty() {
@@ -101,7 +108,6 @@ pub fn parse(
             format!("no debug info: {n}{more} frames, none with a source line")
         });
     }
-    bt
 }
 
 /// The number of the breakpoint gdb last announced as hit in `text`
@@ -192,7 +198,7 @@ fn strip_location(text: &str) -> (&str, Option<String>, Option<u32>, Option<Stri
 }
 
 /// One `#N …` line of `bt`.
-fn frame(line: &str) -> Option<Frame> {
+pub(super) fn frame(line: &str) -> Option<Frame> {
     let rest = line.strip_prefix('#')?;
     let digits = rest.find(|c: char| !c.is_ascii_digit())?;
     let index: u32 = rest[..digits].parse().ok()?;

@@ -7,8 +7,11 @@
 //! `on: crash` for a signal), runs that command again, with the step
 //! shell's variables and directory, under gdb with the breakpoints.
 //! [`gdb`] is gdb's command file and invocation; [`gdb_output`] parses what
-//! gdb printed into a [`crate::store::record::Backtrace`].
+//! gdb printed into a [`crate::store::record::Backtrace`]. [`attach`] is
+//! the view of a hang: gdb attached to a timed-out step's processes before
+//! the kill.
 
+pub mod attach;
 pub mod capture;
 pub mod gdb;
 pub mod gdb_output;

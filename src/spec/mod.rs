@@ -237,7 +237,14 @@ pub struct StepTemplate {
 /// When a step's failing command is run again under gdb, and how.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct BacktraceSpec {
-    pub on: BacktraceOn,
+    /// Which failing commands run again under gdb; none with only
+    /// `on: timeout`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on: Option<BacktraceOn>,
+    /// `on: timeout`: a step (or a test) past its timeout gets gdb
+    /// attached to its processes before the kill.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_timeout: bool,
     /// Breakpoints (`llvm::MCAsmParser::Error`); the backtrace is taken at
     /// the first one hit. Without any: where the command exits or crashes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -173,11 +173,12 @@ pub struct RawStep {
     pub rerun_failures: Option<u32>,
 }
 
-/// `backtrace: {on: error|crash, break: […], timeout, frames}`.
+/// `backtrace: {on: error|crash|timeout or a list of them, break: […],
+/// timeout, frames}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawBacktrace {
-    pub on: String,
+    pub on: RawBacktraceOn,
     #[serde(rename = "break", default)]
     pub breaks: Vec<String>,
     pub timeout: Option<String>,
@@ -229,6 +230,14 @@ pub struct RawSource {
     pub reference: Option<String>,
     #[serde(default)]
     pub patches: Vec<String>,
+}
+
+/// `backtrace.on`: one word or a list of them.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawBacktraceOn {
+    One(String),
+    Many(Vec<String>),
 }
 
 /// `gpu.count`: a number or `all`.

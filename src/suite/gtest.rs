@@ -94,7 +94,7 @@ pub async fn run(
         if g.rerun_failures > 0 {
             rerun_failures(cx, g, bin, &mut done, deadline, log).await?;
         }
-        if let Some(spec) = cx.backtrace {
+        if let Some(spec) = cx.backtrace.filter(|b| b.on.is_some()) {
             super::crash_backtrace::add(cx, spec, bin, &mut done).await;
         }
         step_timed_out |= timed_out;

@@ -168,16 +168,7 @@ pub(super) fn read_backtrace(
     f: &str,
     b: &crate::spec::raw::RawBacktrace,
 ) -> Result<crate::spec::BacktraceSpec, SpecError> {
-    let on = match b.on.as_str() {
-        "error" => crate::spec::BacktraceOn::Error,
-        "crash" => crate::spec::BacktraceOn::Crash,
-        other => {
-            return Err(cx.err(
-                &format!("{f}.on"),
-                format!("backtrace.on must be error or crash, not `{other}`"),
-            ))
-        }
-    };
+    let (on, on_timeout) = read_backtrace_on(cx, f, &b.on)?;
     if let Some(bad) = b
         .breaks
         .iter()
@@ -203,10 +194,59 @@ pub(super) fn read_backtrace(
     }
     Ok(crate::spec::BacktraceSpec {
         on,
+        on_timeout,
         breaks: b.breaks.iter().map(|x| x.trim().to_string()).collect(),
         timeout,
         frames,
     })
+}
+
+/// `backtrace.on`: `error`, `crash`, `timeout`, or a list of them (each
+/// once; `error` already covers `crash`). Which failing commands run again
+/// under gdb, and whether a step past its timeout gets gdb attached.
+fn read_backtrace_on(
+    cx: &Ctx,
+    f: &str,
+    on: &crate::spec::raw::RawBacktraceOn,
+) -> Result<(Option<crate::spec::BacktraceOn>, bool), SpecError> {
+    use crate::spec::raw::RawBacktraceOn;
+    use crate::spec::BacktraceOn;
+    let words: Vec<(String, &str)> = match on {
+        RawBacktraceOn::One(w) => vec![(format!("{f}.on"), w.as_str())],
+        RawBacktraceOn::Many(ws) => ws
+            .iter()
+            .enumerate()
+            .map(|(i, w)| (format!("{f}.on[{i}]"), w.as_str()))
+            .collect(),
+    };
+    if words.is_empty() {
+        return Err(cx.err(
+            &format!("{f}.on"),
+            "backtrace.on needs at least one of error, crash, timeout".to_string(),
+        ));
+    }
+    let (mut failing, mut timeout) = (None, false);
+    for (place, word) in words {
+        let was = match word {
+            "error" | "crash" if failing.is_some() => true,
+            "error" => failing.replace(BacktraceOn::Error).is_some(),
+            "crash" => failing.replace(BacktraceOn::Crash).is_some(),
+            "timeout" => std::mem::replace(&mut timeout, true),
+            other => {
+                return Err(cx.err(
+                    &place,
+                    format!("backtrace.on must be error or crash, not `{other}` (or timeout, or a list of them: [error, timeout])"),
+                ))
+            }
+        };
+        if was {
+            return Err(cx.err(
+                &place,
+                format!("backtrace.on names `{word}` twice, or both error and crash (error already covers a crash)"),
+            ));
+        }
+    }
+    Ok((failing, timeout))
 }
 
 /// `cache:`: absolute paths, each once, not the root or a directory

@@ -114,7 +114,11 @@ pub enum All {
 /// A step's `backtrace:` (`spec::BacktraceSpec`); `timeout` in seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BacktraceSpec {
-    pub on: BacktraceOn,
+    /// None with only `on: timeout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<BacktraceOn>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub on_timeout: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub breaks: Vec<String>,
     pub timeout: u64,
@@ -280,10 +284,11 @@ impl From<GpuCount> for spec::GpuCount {
 impl From<&spec::BacktraceSpec> for BacktraceSpec {
     fn from(b: &spec::BacktraceSpec) -> Self {
         BacktraceSpec {
-            on: match b.on {
+            on: b.on.map(|on| match on {
                 spec::BacktraceOn::Error => BacktraceOn::Error,
                 spec::BacktraceOn::Crash => BacktraceOn::Crash,
-            },
+            }),
+            on_timeout: b.on_timeout,
             breaks: b.breaks.clone(),
             timeout: b.timeout.as_secs(),
             frames: b.frames,
@@ -294,10 +299,11 @@ impl From<&spec::BacktraceSpec> for BacktraceSpec {
 impl From<BacktraceSpec> for spec::BacktraceSpec {
     fn from(b: BacktraceSpec) -> Self {
         spec::BacktraceSpec {
-            on: match b.on {
+            on: b.on.map(|on| match on {
                 BacktraceOn::Error => spec::BacktraceOn::Error,
                 BacktraceOn::Crash => spec::BacktraceOn::Crash,
-            },
+            }),
+            on_timeout: b.on_timeout,
             breaks: b.breaks,
             timeout: std::time::Duration::from_secs(b.timeout),
             frames: b.frames,
