@@ -364,6 +364,7 @@ async fn run_steps(
             step,
             &mut log,
             &mut ooms_seen,
+            None,
         )
         .await?;
         let tail = blocking("closing a step log", move || log.finish())

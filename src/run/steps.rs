@@ -206,5 +206,18 @@ pub(super) async fn exec_script(
             Some(step.timeout),
         )
         .await?;
-    judge_exec(cx.engine, at.container, outcome, step, log, ooms_seen).await
+    let hang = crate::step::hang::HangAt {
+        index: at.index,
+        cell_dir: at.cell_dir,
+    };
+    judge_exec(
+        cx.engine,
+        at.container,
+        outcome,
+        step,
+        log,
+        ooms_seen,
+        Some(hang),
+    )
+    .await
 }

@@ -15,7 +15,8 @@ use crate::store::record::{RunStatus, StepRecord};
 
 /// The cell as it runs: its steps with `backtrace:` instrumented.
 pub fn instrument(cell: &Cell) -> Cow<'_, Cell> {
-    if !cell.steps.iter().any(|s| s.backtrace.is_some()) {
+    let rerun = |s: &crate::plan::Step| s.backtrace.as_ref().is_some_and(|b| b.on.is_some());
+    if !cell.steps.iter().any(rerun) {
         return Cow::Borrowed(cell);
     }
     let mut c = cell.clone();
@@ -51,6 +52,22 @@ pub async fn collect(
             continue;
         }
         let slug = step_slug(i, &step.name);
+        if record.status == RunStatus::Timeout && spec.on_timeout {
+            // Taken before the kill and kept on the host (`super::hang`).
+            let rel = super::hang::artifact(&slug);
+            let path = cell_dir.join(&rel);
+            let text = blocking("reading a hang's backtrace", move || {
+                std::fs::read_to_string(&path)
+            })
+            .await?;
+            if let Ok(text) = text {
+                record.backtrace = Some(crate::debugger::attach::parse(&text, spec.frames, &rel));
+            }
+            continue;
+        }
+        if spec.on.is_none() {
+            continue;
+        }
         let (cmd, _, out) = capture::files(&slug);
         let script = format!(
             "[ -f {cmd} ] || exit 3; head -c 4096 {cmd}; printf '\\0'; head -c {MAX_OUTPUT} {out} 2>/dev/null"

@@ -12,7 +12,8 @@ use crate::store::record::{RunStatus, StepRecord};
 
 /// A step's status, exit code and reason from how its exec ended: 0 passed,
 /// 77 skipped, 137 an out-of-memory kill (when the cgroup counted a new one)
-/// or SIGKILL, a timeout kills the container.
+/// or SIGKILL, a timeout kills the container (after gdb looked at the
+/// hang, where the step asks for it and `hang` says where it goes).
 pub(crate) async fn judge_exec(
     engine: &Engine,
     container: &str,
@@ -20,6 +21,7 @@ pub(crate) async fn judge_exec(
     step: &Step,
     log: &mut StepLog,
     ooms_seen: &mut u64,
+    hang: Option<super::hang::HangAt<'_>>,
 ) -> Result<(RunStatus, Option<i64>, Option<String>), CellError> {
     Ok(match outcome {
         ExecOutcome::Exited(code) => {
@@ -30,6 +32,9 @@ pub(crate) async fn judge_exec(
             judge_exit(code, kills, ooms_seen)
         }
         ExecOutcome::TimedOut => {
+            if let Some(at) = hang {
+                super::hang::capture(engine, container, step, at, log).await?;
+            }
             log.note(&timed_out_note(step));
             engine.kill_container(container).await?;
             timed_out(step)

@@ -223,6 +223,8 @@ async fn follow_step(
     let (status, mut exit_code, reason) = loop {
         match tokio::time::timeout_at(deadline, reader.next()).await {
             Err(_) => {
+                let hang = super::hang::HangAt { index, cell_dir };
+                super::hang::capture(cx.engine, container, step, hang, log).await?;
                 cx.engine.kill_container(container).await?;
                 // What the engine held back until the kill: if the step's
                 // end marker is in it and the step's own clock says it

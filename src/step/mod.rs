@@ -5,11 +5,13 @@
 //! ([`junit`]), the commands and marker lines of the runner's bash protocol,
 //! built and parsed in one place ([`protocol`]), the runner that runs a
 //! cell's leading steps as its main process ([`main_process`]) and a step's
-//! backtraces under gdb ([`backtrace`]). A room of its own: nothing here
+//! backtraces under gdb ([`backtrace`]) and a hung step's, taken before
+//! its kill ([`hang`]). A room of its own: nothing here
 //! imports `run` or the build stages; they stand on it (the architecture
 //! test checks it). Events go to whatever [`EventSink`] the run gives.
 
 pub mod backtrace;
+pub mod hang;
 pub mod judge;
 pub mod junit;
 pub mod log;
