@@ -283,8 +283,8 @@ fn cell_failure(cell: usize, c: &CellResult) -> Failure {
     let backtrace = step.and_then(|s| s.backtrace.clone());
     let (place, line, example) = match step {
         Some(s) => {
-            let line = error_line(&s.log_tail)
-                .map(str::to_string)
+            let line = hang_line(s)
+                .or_else(|| error_line(&s.log_tail).map(str::to_string))
                 .or_else(|| s.reason.clone())
                 .unwrap_or_else(|| match s.exit_code {
                     Some(code) => format!("{}: exit code {code}", s.status.as_str()),
@@ -312,6 +312,20 @@ fn cell_failure(cell: usize, c: &CellResult) -> Failure {
             .unwrap_or_default(),
         debug_info: backtrace.as_ref().is_some_and(|b| b.debug_info),
     }
+}
+
+/// A step that hung, with gdb's frames of it (`backtrace: {on:
+/// timeout}`): its reason and where it was stuck, `timed out after 5 s,
+/// hung in spin ← work ← main` — the stuck thread's own top frames, so
+/// that the same hang is one signature in every cell and two hangs in
+/// different places are two.
+fn hang_line(s: &crate::results::model::StepResult) -> Option<String> {
+    if s.status.as_str() != "timeout" {
+        return None;
+    }
+    let stuck = crate::debugger::attach::stuck_in(s.backtrace.as_ref()?, 3)?;
+    let reason = s.reason.as_deref().unwrap_or("timed out");
+    Some(format!("{reason}, hung in {stuck}"))
 }
 
 /// A failure's example (bounded) with its backtrace's top frames after
