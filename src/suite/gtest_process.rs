@@ -161,6 +161,7 @@ impl BatchRun<'_> {
                 env: self.shard.env.clone(),
                 pidfile: self.pidfile,
                 then_read: Some((self.xml, MAX_READ)),
+                attach: self.cx.backtrace.filter(|b| b.on_timeout),
             },
             &mut sink,
             &watchdog,
@@ -282,6 +283,9 @@ impl BatchRun<'_> {
             } else if running == Some(full.as_str()) {
                 let mut c = case_of(t, self.blame(ended), self.shard.number);
                 c.output = progress.captured().to_string();
+                if let Some(text) = &ended.hang {
+                    with_hang(&mut c, text, self.cx.backtrace.map_or(32, |b| b.frames));
+                }
                 cases.push(c);
                 blamed = true;
             } else {
@@ -368,6 +372,30 @@ impl BatchRun<'_> {
             },
         }
     }
+}
+
+/// The test that hung gets what gdb saw: the stuck thread's functions
+/// before its output (`rocmatrix: hung in spin ← work ← TestBody`, which
+/// its failure's signature keeps), the frames after it under the
+/// backtrace heading (which the signature leaves out).
+fn with_hang(c: &mut Case, text: &str, frames: usize) {
+    use crate::debugger::{attach, gdb_output::HEADING};
+    let bt = attach::parse(text, frames, "");
+    // JUnit readers keep the head of a test's output: the frames must
+    // fit after what the test printed.
+    if c.output.len() > 4096 {
+        let cut = super::tail_start(&c.output, 4096);
+        c.output = format!("… {}", &c.output[cut..]);
+    }
+    let stuck = attach::stuck_in(&bt, 3)
+        .map(|s| format!("rocmatrix: hung in {s}\n"))
+        .unwrap_or_default();
+    let said = c.output.trim_end();
+    c.output = format!(
+        "{stuck}{said}{}\n\n{HEADING}\n{}\n",
+        if said.is_empty() { "" } else { "\n" },
+        bt.top(crate::store::record::TOP_FRAMES).join("\n")
+    );
 }
 
 /// How a process ended, in words.

@@ -4,6 +4,9 @@
 //! pid to a file first, so that a second exec can kill it by pid: the engine
 //! API has no way to signal an exec.
 //!
+//! With `backtrace: {on: timeout}`, gdb looks at the process tree before
+//! the kill ([`crate::debugger::attach`]).
+//!
 //! A process may also name a file to send back when it ends normally (exit
 //! 0 or 1): the same exec then prints it behind a marker
 //! ([`super::trailer`]), so the file costs no exec of its own.
@@ -29,6 +32,9 @@ pub struct Ended<K> {
     pub killed: Option<K>,
     /// The file asked for, when the process ended normally and it existed.
     pub file: Option<Vec<u8>>,
+    /// What gdb saw of the process tree just before the watchdog's kill
+    /// ([`crate::debugger::attach`]), when [`Process::attach`] asked.
+    pub hang: Option<String>,
 }
 
 /// One process to run.
@@ -42,6 +48,9 @@ pub struct Process<'a> {
     /// A file to send back when it ends with exit 0 or 1 (at most `limit`
     /// bytes of it).
     pub then_read: Option<(&'a str, usize)>,
+    /// `backtrace: {on: timeout}`: gdb attaches to the process tree before
+    /// a kill, within the spec's `timeout`.
+    pub attach: Option<&'a crate::spec::BacktraceSpec>,
 }
 
 /// Numbers the markers, which also carry the controller's pid and the time.
@@ -61,6 +70,7 @@ pub async fn run_watched<K: Clone>(
         env,
         pidfile,
         then_read,
+        attach,
     } = process;
     let dir = match pidfile.rsplit_once('/') {
         Some(("", _)) => "/",
@@ -100,6 +110,7 @@ pub async fn run_watched<K: Clone>(
     };
     let mut cmd = vec!["sh".to_string(), "-c".into(), script, "sh".into()];
     cmd.extend(argv.iter().cloned());
+    let mut hang = None;
     let (exit, killed) = {
         let mut split = |bytes: &[u8]| match &mut trailer {
             Some(t) => t.feed(bytes, &mut *output),
@@ -126,6 +137,10 @@ pub async fn run_watched<K: Clone>(
                         continue;
                     }
                     if let Some(why) = watchdog() {
+                        if let Some(spec) = attach {
+                            let tree = crate::debugger::attach::Tree::Pidfile(pidfile);
+                            hang = Some(crate::debugger::attach::take(engine, container, &tree, spec).await);
+                        }
                         kill(engine, container, pidfile).await?;
                         killed = Some(why);
                         kill_deadline = Some(tokio::time::Instant::now() + AFTER_KILL);
@@ -135,7 +150,12 @@ pub async fn run_watched<K: Clone>(
         }
     };
     let file = trailer.and_then(|t| t.finish(&mut *output));
-    Ok(Ended { exit, killed, file })
+    Ok(Ended {
+        exit,
+        killed,
+        file,
+        hang,
+    })
 }
 
 /// Kills the process whose pid is in `pidfile` (and its process group, where
