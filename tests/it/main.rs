@@ -21,6 +21,7 @@ mod fuzz_props;
 mod gpu_evidence_tests;
 mod gpu_run_tests;
 mod gpu_tests;
+mod hang_tests;
 mod harness;
 mod harness_tests;
 mod history_tests;
