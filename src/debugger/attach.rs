@@ -394,13 +394,16 @@ fn stuck_index(stops: &[Stop]) -> Option<usize> {
 }
 
 /// The stuck thread's top frames of its own (after the C library's), for a
-/// hang's signature: `spin ← work ← main`.
+/// hang's signature: `spin ← work ← main`. Frames without a name (`??`,
+/// a stripped library such as a GPU driver's) are passed over: the
+/// functions that called into it name the hang.
 pub fn stuck_in(bt: &Backtrace, n: usize) -> Option<String> {
     let s = bt.stops.first().filter(|s| s.at.starts_with("hang: "))?;
     let own: Vec<&str> = s
         .frames
         .iter()
         .skip_while(|f| is_system(f))
+        .filter(|f| f.function != "??")
         .take(n)
         .map(|f| f.function.as_str())
         .collect();
@@ -453,6 +456,18 @@ Thread 1 (Thread 0x7fc5ab702740 (LWP 12) \"spin\"):
             ..bt.clone()
         };
         assert_eq!(stuck_in(&waiting, 2).as_deref(), Some("waiter"));
+        // In a stripped driver library: the callers name it.
+        let driver = "@@rocmatrix-hang@@ pid 5 state S comm smoke exe /opt/smoke\n\
+                      Thread 1 (Thread 0x7f (LWP 5) \"smoke\"):\n\
+                      #0  ?? () from /usr/lib/x86_64-linux-gnu/libcuda.so.1\n\
+                      #1  ?? () from /usr/lib/x86_64-linux-gnu/libcuda.so.1\n\
+                      #2  cudaDeviceSynchronize () from /opt/smoke\n\
+                      #3  Gpu_HangsAKernel_Test::TestBody() () from /opt/smoke\n";
+        let bt = parse(driver, 8, "a");
+        assert_eq!(
+            stuck_in(&bt, 2).as_deref(),
+            Some("cudaDeviceSynchronize ← Gpu_HangsAKernel_Test::TestBody()")
+        );
     }
 
     #[test]
