@@ -34,6 +34,8 @@ pub struct ContainerSpec {
     pub network_mode: Option<String>,
     pub working_dir: Option<String>,
     pub security_opt: Vec<String>,
+    /// Capabilities added to the engine's default set (`SYS_PTRACE`).
+    pub cap_add: Vec<String>,
 }
 
 /// How an exec ended.
@@ -126,6 +128,7 @@ impl Engine {
             memory_swap: spec.memory_bytes,
             network_mode: spec.network_mode.clone(),
             security_opt: Some(spec.security_opt.clone()).filter(|s| !s.is_empty()),
+            cap_add: Some(spec.cap_add.clone()).filter(|s| !s.is_empty()),
             ..Default::default()
         };
         let body = ContainerCreateBody {

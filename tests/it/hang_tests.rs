@@ -183,6 +183,19 @@ fn hung_steps_and_tests_come_back_with_their_frames_for_real() {
             std::fs::read_to_string(run.join("cells").join(c).join("logs/01-spin.log")).unwrap();
         assert!(log.contains("attaching gdb to its processes"), "{log}");
         assert!(log.contains("#1 work at "), "{log}");
+        // The container had CAP_SYS_PTRACE (bit 19) for gdb's attach.
+        let raw = std::fs::read_to_string(run.join("cells").join(c).join("backtraces/01-spin.txt"))
+            .unwrap();
+        let cap = raw
+            .split("cap=")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap();
+        assert_ne!(
+            u64::from_str_radix(cap, 16).unwrap() & (1 << 19),
+            0,
+            "{raw}"
+        );
     }
     for c in ["gtest-a", "gtest-b"] {
         let cell = cell_json(&run, c);
