@@ -75,27 +75,17 @@ pub trait Backend {
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
     /// The non-passing rows that `which` selects.
     fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError>;
-    /// The rows that `which` selects and whose test `keep` accepts; when
-    /// `brief`, without their signature and message (left empty). A
-    /// backend that can skips a refused row before building it.
-    fn tests_kept(
-        &mut self,
-        which: Rows<'_>,
-        keep: &dyn Fn(&str) -> bool,
-        brief: bool,
-    ) -> Result<Vec<StoredTest>, DbError> {
-        let mut rows = self.tests(which)?;
-        rows.retain(|t| keep(&t.test));
-        if brief {
-            for t in &mut rows {
-                t.signature = String::new();
-                t.message = String::new();
-            }
-        }
-        Ok(rows)
-    }
     /// The identity hashes of a set of passing tests.
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError>;
+    /// The cells of these runs.
+    fn cells_of_runs(&mut self, runs: &[String]) -> Result<Vec<StoredCell>, DbError> {
+        let mut cells = self.cells()?;
+        cells.retain(|c| runs.contains(&c.run));
+        Ok(cells)
+    }
+    /// Each cell's non-passing tests in these runs, as (run, cell, the
+    /// byte string of `super::failset`).
+    fn failsets(&mut self, runs: &[String]) -> Result<Vec<(String, String, Vec<u8>)>, DbError>;
 }
 
 /// A JSON column's text.

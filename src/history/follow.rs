@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::backend::{Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
+use super::failset;
 use super::verdict::{self, Obs, Point};
 use super::{Scope, TestHistory};
 
@@ -20,7 +21,29 @@ use super::{Scope, TestHistory};
 pub type CellRuns = BTreeMap<(String, String), Vec<(usize, StoredCell)>>;
 
 /// A followed test's rows, by run index, in run order.
-type ByRun = Vec<(usize, StoredTest)>;
+type ByRun = Vec<(usize, Seen)>;
+
+/// What a followed test's row says: small, as a report's window holds one
+/// per failing test and run.
+#[derive(Debug)]
+struct Seen {
+    hash: u64,
+    obs: Obs,
+    /// Signature and message; none in a report's window.
+    detail: Option<Box<(String, String)>>,
+}
+
+impl Seen {
+    fn of(t: StoredTest) -> Seen {
+        let detail = (!t.signature.is_empty() || !t.message.is_empty())
+            .then(|| Box::new((t.signature, t.message)));
+        Seen {
+            hash: t.hash,
+            obs: Obs::of(&t.outcome),
+            detail,
+        }
+    }
+}
 
 /// (matrix index, cell, test).
 type Key = (usize, String, String);
@@ -75,31 +98,42 @@ struct Gathered {
 }
 
 /// Reads the rows `scope` selects and keys them. In a report's window only
-/// the wanted tests' rows are built (in every cell: a flaky test's other
-/// cells are where the axis values that single out its flaky ones are
-/// found), without signature and message.
+/// the wanted tests are kept (in every cell: a flaky test's other cells
+/// are where the axis values that single out its flaky ones are found),
+/// read by hash from each cell's `failset`, without signature and message.
 fn gather(
     backend: &mut dyn Backend,
     runs: &[RunRow],
     scope: Scope<'_>,
 ) -> Result<Gathered, DbError> {
-    let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
-    let (which, wanted, brief) = match scope {
-        Scope::Everything => (Rows::All, None, false),
-        Scope::Test(t) => (Rows::Named(t), None, false),
-        Scope::Recent { wanted, .. } => (
-            Rows::OfRuns(&ids),
-            Some(
-                wanted
-                    .iter()
-                    .map(|(_, t)| t.as_str())
-                    .collect::<HashSet<&str>>(),
-            ),
-            true,
-        ),
-    };
-    let keep = |test: &str| wanted.as_ref().is_none_or(|w| w.contains(test));
-    let stored = backend.tests_kept(which, &keep, brief)?;
+    let (matrices, order) = index_runs(runs);
+    let mut rows: HashMap<Key, ByRun> = HashMap::new();
+    match scope {
+        Scope::Recent { hashes, .. } => gather_window(backend, runs, &order, hashes, &mut rows)?,
+        Scope::Everything | Scope::Test(_) => {
+            let which = match scope {
+                Scope::Test(t) => Rows::Named(t),
+                _ => Rows::All,
+            };
+            for mut t in backend.tests(which)? {
+                let Some(&(i, m)) = order.get(t.run.as_str()) else {
+                    continue;
+                };
+                let key = (m, std::mem::take(&mut t.cell), std::mem::take(&mut t.test));
+                rows.entry(key).or_default().push((i, Seen::of(t)));
+            }
+        }
+    }
+    for v in rows.values_mut() {
+        // Rows of one run and cell are one per test: keep the run order.
+        v.sort_by_key(|(i, _)| *i);
+        v.dedup_by_key(|(i, _)| *i);
+    }
+    Ok(Gathered { matrices, rows })
+}
+
+/// The matrices' names, and each run's (place, matrix index) by id.
+fn index_runs(runs: &[RunRow]) -> (Vec<String>, HashMap<&str, (usize, usize)>) {
     let mut matrices: Vec<String> = Vec::new();
     let mut matrix_of: HashMap<&str, usize> = HashMap::new();
     let mut order: HashMap<&str, (usize, usize)> = HashMap::new();
@@ -110,20 +144,47 @@ fn gather(
         });
         order.insert(r.run.as_str(), (i, m));
     }
-    let mut rows: HashMap<Key, ByRun> = HashMap::new();
-    for mut t in stored {
-        let Some(&(i, m)) = order.get(t.run.as_str()) else {
+    (matrices, order)
+}
+
+/// The window's rows of the tests `hashes` names, from each cell's
+/// failset: keyed by (matrix, cell, hash) while read, named once per key.
+fn gather_window(
+    backend: &mut dyn Backend,
+    runs: &[RunRow],
+    order: &HashMap<&str, (usize, usize)>,
+    hashes: &HashMap<u64, String>,
+    rows: &mut HashMap<Key, ByRun>,
+) -> Result<(), DbError> {
+    let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
+    let sets = backend.failsets(&ids)?;
+    let mut by_hash: HashMap<(usize, &str, u64), ByRun> = HashMap::new();
+    for (run, cell, bytes) in &sets {
+        let Some(&(i, m)) = order.get(run.as_str()) else {
             continue;
         };
-        let key = (m, std::mem::take(&mut t.cell), std::mem::take(&mut t.test));
-        rows.entry(key).or_default().push((i, t));
+        for (hash, code) in failset::decode(bytes) {
+            if !hashes.contains_key(&hash) {
+                continue;
+            }
+            let row = Seen {
+                hash,
+                obs: Obs::of(failset::word_of(code)),
+                detail: None,
+            };
+            by_hash
+                .entry((m, cell, hash))
+                .or_insert_with(|| Vec::with_capacity(runs.len()))
+                .push((i, row));
+        }
     }
-    for v in rows.values_mut() {
-        // Rows of one run and cell are one per test: keep the run order.
-        v.sort_by_key(|(i, _)| *i);
-        v.dedup_by_key(|(i, _)| *i);
+    for ((m, cell, hash), by_run) in by_hash {
+        // Two tests of one name (in two suites) are one, as by name.
+        rows.entry((m, cell.to_string(), hashes[&hash].clone()))
+            .or_default()
+            .extend(by_run);
     }
-    Ok(Gathered { matrices, rows })
+    Ok(())
 }
 
 /// Every test `scope` selects, followed through every run of its cell and
@@ -207,7 +268,7 @@ fn follow_one(
     backend: &mut dyn Backend,
     sets: &mut HashMap<String, Vec<u64>>,
     ran: &[(usize, StoredCell)],
-    by_run: &[(usize, StoredTest)],
+    by_run: &[(usize, Seen)],
     hash: u64,
 ) -> Result<Vec<Point>, DbError> {
     let mut points = Vec::with_capacity(ran.len());
@@ -217,7 +278,7 @@ fn follow_one(
             .ok()
             .map(|at| &by_run[at].1);
         let obs = match row {
-            Some(t) => Obs::of(&t.outcome),
+            Some(t) => t.obs,
             None => {
                 if !sets.contains_key(&c.passed) {
                     let set = backend.passset(&c.passed)?;
@@ -245,18 +306,18 @@ fn history_of(
     cell: &str,
     test: &str,
     ran: &[(usize, StoredCell)],
-    by_run: &[(usize, StoredTest)],
+    by_run: &[(usize, Seen)],
     points: Vec<Point>,
 ) -> Option<TestHistory> {
     if points.iter().all(|p| p.obs == Obs::Absent) {
         return None;
     }
-    let last = by_run.last().map(|(_, t)| t);
+    let last = by_run.last().and_then(|(_, t)| t.detail.as_deref());
     Some(TestHistory {
         verdict: verdict::judge(&points),
         axes: ran.last().map(|(_, c)| c.axes.clone()).unwrap_or_default(),
-        signature: last.map(|t| t.signature.clone()).unwrap_or_default(),
-        message: last.map(|t| t.message.clone()).unwrap_or_default(),
+        signature: last.map(|(s, _)| s.clone()).unwrap_or_default(),
+        message: last.map(|(_, m)| m.clone()).unwrap_or_default(),
         matrix: matrix.to_string(),
         cell: cell.to_string(),
         test: test.to_string(),

@@ -17,6 +17,7 @@
 //! results: the caller says so in one line and goes on (docs/history.md).
 
 pub mod backend;
+mod failset;
 mod follow;
 pub mod location;
 pub mod past;
@@ -117,7 +118,14 @@ impl History {
         let location = self.location.clone();
         let e = |m: DbError| error(&location, &m.0);
         let (runs, earlier) = follow::window(self.backend.runs().map_err(e)?, scope);
-        let cells = follow::cells_of(self.backend.cells().map_err(e)?, &runs);
+        let stored = match scope {
+            Scope::Recent { .. } => {
+                let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
+                self.backend.cells_of_runs(&ids)
+            }
+            _ => self.backend.cells(),
+        };
+        let cells = follow::cells_of(stored.map_err(e)?, &runs);
         let tests = follow::follow(&mut *self.backend, &runs, &cells, scope).map_err(e)?;
         Ok(Followed {
             runs,
@@ -147,15 +155,16 @@ pub enum Scope<'a> {
     Everything,
     /// One test, by `classname.name`, in every cell that ran it.
     Test(&'a str),
-    /// The tests `wanted` of matrix `matrix`, as (cell, test), over its
-    /// `last` runs up to `until` only (and the flaky ones into its other cells): what a
-    /// report shows beside a run's failing tests.
+    /// The tests `hashes` names (identity hash → `classname.name`) of
+    /// matrix `matrix`, in every cell, over its `last` runs up to `until`
+    /// only (and the flaky ones into its other cells): what a report shows
+    /// beside a run's failing tests.
     Recent {
         matrix: &'a str,
         /// The run the window ends with (the run being reported).
         until: &'a str,
         last: usize,
-        wanted: &'a std::collections::HashSet<(String, String)>,
+        hashes: &'a std::collections::HashMap<u64, String>,
     },
 }
 

@@ -170,11 +170,17 @@ fn failing(run: &RunRecord) -> HashSet<(String, String)> {
 fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, HistoryError> {
     let location = history.location().to_string();
     let wanted = failing(run);
+    let hashes: HashMap<u64, String> = run
+        .tests
+        .iter()
+        .filter(|t| wanted.contains(&(t.cell.clone(), t.test.clone())))
+        .map(|t| (t.hash, t.test.clone()))
+        .collect();
     let followed = history.follow_in(Scope::Recent {
         matrix: &run.name,
         until: &run.run,
         last: WINDOW,
-        wanted: &wanted,
+        hashes: &hashes,
     })?;
     let runs = &followed.runs;
     let Some(latest) = runs.iter().position(|r| r.run == run.run) else {
@@ -448,6 +454,53 @@ mod tests {
             past.text.contains("1 failing test: 1 flaky"),
             "{}",
             past.text
+        );
+    }
+
+    #[test]
+    fn a_schema_1_history_moves_to_2_and_reads_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.sqlite");
+        let loc = Location::Sqlite(path.clone());
+        let plan = [[false, true], [true, true], [false, false], [false, true]];
+        let mut last = None;
+        {
+            let mut h = History::open(&loc).unwrap();
+            for (k, fails) in plan.iter().enumerate() {
+                let r = run(
+                    k as i64,
+                    &[("a", "gfx1030", fails[0]), ("a", "gfx1151", fails[1])],
+                );
+                h.record(&r).unwrap();
+                last = Some(r);
+            }
+        }
+        let last = last.unwrap();
+        let now = read(&mut History::open(&loc).unwrap(), &last, false).unwrap();
+        // What version 1 had: the rows, no failsets.
+        let db = rusqlite::Connection::open(&path).unwrap();
+        db.execute_batch(
+            "DROP TABLE failsets; UPDATE meta SET value = '1' WHERE key = 'schema_version';",
+        )
+        .unwrap();
+        drop(db);
+        let moved = read(&mut History::open(&loc).unwrap(), &last, false).unwrap();
+        let db = rusqlite::Connection::open(&path).unwrap();
+        let (version, sets): (String, i64) = db
+            .query_row(
+                "SELECT (SELECT value FROM meta WHERE key = 'schema_version'),
+                        (SELECT count(*) FROM failsets)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((version.as_str(), sets), ("2", 4));
+        let t = &moved.tests[&("a.gfx1151".to_string(), "Q.D".to_string())];
+        assert_eq!(t.strip, "✗✗✓✗");
+        assert_eq!(moved.text, now.text);
+        assert_eq!(
+            format!("{:?}", moved.tests.get(&("a.gfx1151".into(), "Q.D".into()))),
+            format!("{:?}", now.tests.get(&("a.gfx1151".into(), "Q.D".into())))
         );
     }
 

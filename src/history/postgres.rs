@@ -10,7 +10,7 @@ use postgres::{Client, NoTls};
 
 use super::backend::{from_json, to_json, Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
-use super::schema;
+use super::{failset, schema};
 
 /// The advisory lock key held while the schema is made or migrated.
 const SCHEMA_LOCK: i64 = 0x726f_636d_6174;
@@ -59,6 +59,20 @@ fn migrate(client: &mut Client) -> Result<(), DbError> {
     for stmt in schema::migrations(found, "BYTEA") {
         tx.batch_execute(&stmt).map_err(e)?;
     }
+    if schema::fills_failsets(found) {
+        let rows = tx
+            .query(schema::FAILSET_ROWS, &[])
+            .map_err(e)?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2) as u64, r.get(3)))
+            .collect();
+        let put = tx
+            .prepare("INSERT INTO failsets (run, cell, entries) VALUES ($1, $2, $3)")
+            .map_err(e)?;
+        for (run, cell, bytes) in failset::of_rows(rows) {
+            tx.execute(&put, &[&run, &cell, &bytes]).map_err(e)?;
+        }
+    }
     tx.execute(
         "INSERT INTO meta (key, value) VALUES ('schema_version', $1)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -66,6 +80,19 @@ fn migrate(client: &mut Client) -> Result<(), DbError> {
     )
     .map_err(e)?;
     tx.commit().map_err(e)
+}
+
+const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed FROM cells";
+
+fn stored_cell(r: &postgres::Row) -> StoredCell {
+    StoredCell {
+        run: r.get(0),
+        cell: r.get(1),
+        axes: from_json(r.get(2)),
+        outcome: r.get(3),
+        inputs: r.get::<_, String>(4).into(),
+        passed: r.get(5),
+    }
 }
 
 impl Backend for Postgres {
@@ -144,6 +171,12 @@ impl Backend for Postgres {
             )
             .map_err(e)?;
         }
+        let put = tx
+            .prepare("INSERT INTO failsets (run, cell, entries) VALUES ($1, $2, $3)")
+            .map_err(e)?;
+        for (cell, bytes) in failset::of_record(r) {
+            tx.execute(&put, &[&r.run, &cell, &bytes]).map_err(e)?;
+        }
         tx.commit().map_err(e)?;
         Ok(true)
     }
@@ -169,23 +202,29 @@ impl Backend for Postgres {
     }
 
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError> {
+        let rows = self.client.query(CELLS, &[]).map_err(DbError::of)?;
+        Ok(rows.iter().map(stored_cell).collect())
+    }
+
+    fn cells_of_runs(&mut self, runs: &[String]) -> Result<Vec<StoredCell>, DbError> {
+        let rows = self
+            .client
+            .query(&format!("{CELLS} WHERE run = ANY($1)"), &[&runs])
+            .map_err(DbError::of)?;
+        Ok(rows.iter().map(stored_cell).collect())
+    }
+
+    fn failsets(&mut self, runs: &[String]) -> Result<Vec<(String, String, Vec<u8>)>, DbError> {
         let rows = self
             .client
             .query(
-                "SELECT run, cell, axes, outcome, inputs, passed FROM cells",
-                &[],
+                "SELECT run, cell, entries FROM failsets WHERE run = ANY($1)",
+                &[&runs],
             )
             .map_err(DbError::of)?;
         Ok(rows
             .iter()
-            .map(|r| StoredCell {
-                run: r.get(0),
-                cell: r.get(1),
-                axes: from_json(r.get(2)),
-                outcome: r.get(3),
-                inputs: r.get::<_, String>(4).into(),
-                passed: r.get(5),
-            })
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect())
     }
 

@@ -7,7 +7,7 @@
 //! docs/history.md describes each table.
 
 /// The schema this rocmatrix writes.
-pub const VERSION: i64 = 1;
+pub const VERSION: i64 = 2;
 
 /// Statements that make an empty database version 1; `BYTES` is the byte
 /// string type (`BLOB`, `BYTEA`).
@@ -46,14 +46,34 @@ const V1: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS tests_by_name ON tests (test)",
 ];
 
+/// Version 2: each cell's non-passing tests of a run as one byte string
+/// (`super::failset`), what a report's window reads.
+const V2: &[&str] = &["CREATE TABLE IF NOT EXISTS failsets (
+        run TEXT NOT NULL,
+        cell TEXT NOT NULL,
+        entries BYTES NOT NULL,
+        PRIMARY KEY (run, cell))"];
+
 /// The statements that take a database from `from` to [`VERSION`].
 pub fn migrations(from: i64, bytes: &str) -> Vec<String> {
     let mut out = Vec::new();
     if from < 1 {
         out.extend(V1.iter().map(|s| s.replace("BYTES", bytes)));
     }
+    if from < 2 {
+        out.extend(V2.iter().map(|s| s.replace("BYTES", bytes)));
+    }
     out
 }
+
+/// Whether moving from `from` must fill `failsets` from the rows a
+/// database of version 1 already holds.
+pub fn fills_failsets(from: i64) -> bool {
+    from == 1
+}
+
+/// The rows [`fills_failsets`] reads: (run, cell, hash, outcome).
+pub const FAILSET_ROWS: &str = "SELECT run, cell, hash, outcome FROM tests";
 
 /// Why a database's schema cannot be used.
 pub fn refuse_newer(found: i64) -> Option<String> {

@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::backend::{from_json, to_json, Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
-use super::schema;
+use super::{failset, schema};
 
 /// How long a writer waits for another's transaction.
 const BUSY: Duration = Duration::from_secs(60);
@@ -85,6 +85,24 @@ fn migrate(conn: &mut Connection) -> Result<(), DbError> {
     for stmt in schema::migrations(found, "BLOB") {
         tx.execute(&stmt, []).map_err(DbError::of)?;
     }
+    if schema::fills_failsets(found) {
+        let rows = {
+            let mut q = tx.prepare(schema::FAILSET_ROWS).map_err(DbError::of)?;
+            let rows = q
+                .query_map([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64, r.get(3)?))
+                })
+                .map_err(DbError::of)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(DbError::of)?
+        };
+        let mut put = tx
+            .prepare("INSERT INTO failsets (run, cell, entries) VALUES (?1, ?2, ?3)")
+            .map_err(DbError::of)?;
+        for (run, cell, bytes) in failset::of_rows(rows) {
+            put.execute(params![run, cell, bytes])
+                .map_err(DbError::of)?;
+        }
+    }
     tx.execute(
         "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
          ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -92,6 +110,19 @@ fn migrate(conn: &mut Connection) -> Result<(), DbError> {
     )
     .map_err(DbError::of)?;
     tx.commit().map_err(DbError::of)
+}
+
+const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed FROM cells";
+
+fn stored_cell(r: &rusqlite::Row<'_>) -> Result<StoredCell, rusqlite::Error> {
+    Ok(StoredCell {
+        run: r.get(0)?,
+        cell: r.get(1)?,
+        axes: from_json(&r.get::<_, String>(2)?),
+        outcome: r.get(3)?,
+        inputs: r.get::<_, String>(4)?.into(),
+        passed: r.get(5)?,
+    })
 }
 
 impl Backend for Sqlite {
@@ -168,6 +199,12 @@ impl Backend for Sqlite {
                 ])
                 .map_err(e)?;
             }
+            let mut put = tx
+                .prepare("INSERT INTO failsets (run, cell, entries) VALUES (?1, ?2, ?3)")
+                .map_err(e)?;
+            for (cell, bytes) in failset::of_record(r) {
+                put.execute(params![r.run, cell, bytes]).map_err(e)?;
+            }
         }
         tx.commit().map_err(e)?;
         Ok(true)
@@ -195,49 +232,51 @@ impl Backend for Sqlite {
     }
 
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError> {
-        let mut q = self
-            .conn
-            .prepare("SELECT run, cell, axes, outcome, inputs, passed FROM cells")
-            .map_err(DbError::of)?;
-        let rows = q
-            .query_map([], |r| {
-                Ok(StoredCell {
-                    run: r.get(0)?,
-                    cell: r.get(1)?,
-                    axes: from_json(&r.get::<_, String>(2)?),
-                    outcome: r.get(3)?,
-                    inputs: r.get::<_, String>(4)?.into(),
-                    passed: r.get(5)?,
-                })
-            })
-            .map_err(DbError::of)?;
+        let mut q = self.conn.prepare(CELLS).map_err(DbError::of)?;
+        let rows = q.query_map([], stored_cell).map_err(DbError::of)?;
         rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
-    fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError> {
-        self.tests_kept(which, &|_| true, false)
+    fn cells_of_runs(&mut self, runs: &[String]) -> Result<Vec<StoredCell>, DbError> {
+        let mut q = self
+            .conn
+            .prepare(&format!("{CELLS} WHERE run = ?1"))
+            .map_err(DbError::of)?;
+        let mut out = Vec::new();
+        for run in runs {
+            let rows = q
+                .query_map(params![run], stored_cell)
+                .map_err(DbError::of)?;
+            for c in rows {
+                out.push(c.map_err(DbError::of)?);
+            }
+        }
+        Ok(out)
     }
 
-    fn tests_kept(
-        &mut self,
-        which: Rows<'_>,
-        keep: &dyn Fn(&str) -> bool,
-        brief: bool,
-    ) -> Result<Vec<StoredTest>, DbError> {
-        let cols = if brief {
-            "run, cell, test, hash, outcome, reruns, '', ''"
-        } else {
-            "run, cell, test, hash, outcome, reruns, signature, message"
-        };
-        let sql = format!("SELECT {cols} FROM tests");
+    fn failsets(&mut self, runs: &[String]) -> Result<Vec<(String, String, Vec<u8>)>, DbError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT run, cell, entries FROM failsets WHERE run = ?1")
+            .map_err(DbError::of)?;
+        let mut out = Vec::new();
+        for run in runs {
+            let rows = q
+                .query_map(params![run], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(DbError::of)?;
+            for f in rows {
+                out.push(f.map_err(DbError::of)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError> {
+        let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
         let e = DbError::of;
         let mut all = Vec::new();
-        // The test is looked at before anything of the row is copied.
         let mut take = |rows: &mut rusqlite::Rows<'_>| -> Result<(), rusqlite::Error> {
             while let Some(r) = rows.next()? {
-                if !keep(r.get_ref(2)?.as_str()?) {
-                    continue;
-                }
                 all.push(StoredTest {
                     run: r.get(0)?,
                     cell: r.get(1)?,
@@ -270,7 +309,7 @@ impl Backend for Sqlite {
                 }
             }
             Rows::All => {
-                let mut q = self.conn.prepare(&sql).map_err(e)?;
+                let mut q = self.conn.prepare(sql).map_err(e)?;
                 take(&mut q.query([]).map_err(e)?).map_err(e)?;
             }
         }
