@@ -187,7 +187,7 @@ fn show(
             .iter()
             .map(|t| {
                 serde_json::json!({
-                    "matrix": t.matrix, "cell": t.cell, "axes": t.axes, "test": t.test,
+                    "matrix": t.matrix, "cell": t.cell, "axes": &*t.axes, "test": t.test,
                     "verdict": history::describe(t, &runs, latest),
                     "runs": t.points.iter().map(|p| serde_json::json!({
                         "run": runs[p.run].run, "outcome": p.obs.mark().to_string(),
@@ -237,7 +237,7 @@ fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
             .iter()
             .map(|&(t, failures, runs, why)| {
                 serde_json::json!({
-                    "matrix": t.matrix, "test": t.test, "cell": t.cell, "axes": t.axes,
+                    "matrix": t.matrix, "test": t.test, "cell": t.cell, "axes": &*t.axes,
                     "failures": failures, "runs": runs, "why": why,
                     "where": places.get(&(t.matrix.clone(), t.test.clone())).cloned().unwrap_or_default(),
                 })

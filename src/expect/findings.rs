@@ -136,7 +136,7 @@ pub fn find(
     let recorded: BTreeMap<&str, &BTreeMap<String, String>> = cells
         .iter()
         .filter(|c| is_current(&c.cell.axes))
-        .map(|c| (c.cell.cell.as_str(), &c.cell.axes))
+        .map(|c| (c.cell.cell.as_str(), &*c.cell.axes))
         .collect();
     // Failures the latest run called expected that no rule of the file
     // covers: pytest's xfail, a `classify:` rule. Not proposed.
@@ -194,7 +194,7 @@ fn failing_cells(
                     .iter()
                     .any(|p| p.run == last.run && p.obs == Obs::Fail)
         });
-        let axes = &last.cell.axes;
+        let axes: &BTreeMap<String, String> = &last.cell.axes;
         let covered = spec
             .expect
             .iter()
@@ -305,7 +305,7 @@ fn known_failures(
             .map(|(_, axes)| *axes)
             .collect();
         let places = placed(
-            &failing.iter().map(|t| &t.axes).collect::<Vec<_>>(),
+            &failing.iter().map(|t| &*t.axes).collect::<Vec<_>>(),
             &others,
         );
         let first = failing
@@ -343,7 +343,7 @@ fn known_failures(
         };
         let groups: Vec<BTreeMap<String, String>> = match places {
             Some(cells) => vec![cells],
-            None => failing.iter().map(|t| t.axes.clone()).collect(),
+            None => failing.iter().map(|t| (*t.axes).clone()).collect(),
         };
         for cells in groups {
             let key = (
@@ -445,7 +445,7 @@ fn flaky_tests(spec: &Spec, all: &[TestHistory]) -> Vec<NewEntry> {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()],
             None if steady.is_empty() => vec![BTreeMap::new()],
-            None => open.iter().map(|t| t.axes.clone()).collect(),
+            None => open.iter().map(|t| (*t.axes).clone()).collect(),
         };
         let place = match (found, &open[..]) {
             (Some(p), _) => format!(", only where {}", p.join(", ")),
@@ -619,7 +619,7 @@ mod tests {
             cell: crate::history::backend::StoredCell {
                 run: format!("run-{run}"),
                 cell: gfx.into(),
-                axes: BTreeMap::from([("gfx".to_string(), gfx.to_string())]),
+                axes: BTreeMap::from([("gfx".to_string(), gfx.to_string())]).into(),
                 outcome: outcome.into(),
                 inputs: "".into(),
                 passed: String::new(),

@@ -22,7 +22,8 @@ pub struct RunRow {
 pub struct StoredCell {
     pub run: String,
     pub cell: String,
-    pub axes: BTreeMap<String, String>,
+    /// Shared by every test followed through this cell's run.
+    pub axes: Arc<BTreeMap<String, String>>,
     pub outcome: String,
     /// Shared by every point followed through this cell's run.
     pub inputs: Arc<str>,
@@ -71,6 +72,12 @@ pub trait Backend {
     fn record(&mut self, r: &RunRecord) -> Result<bool, DbError>;
     /// Every run, by start time.
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError>;
+    /// The runs of one matrix, by start time.
+    fn runs_of(&mut self, name: &str) -> Result<Vec<RunRow>, DbError> {
+        let mut runs = self.runs()?;
+        runs.retain(|r| r.name == name);
+        Ok(runs)
+    }
     /// Every cell of every run.
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
     /// The non-passing rows that `which` selects.

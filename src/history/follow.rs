@@ -315,7 +315,10 @@ fn history_of(
     let last = by_run.last().and_then(|(_, t)| t.detail.as_deref());
     Some(TestHistory {
         verdict: verdict::judge(&points),
-        axes: ran.last().map(|(_, c)| c.axes.clone()).unwrap_or_default(),
+        axes: ran
+            .last()
+            .map(|(_, c)| Arc::clone(&c.axes))
+            .unwrap_or_default(),
         signature: last.map(|(s, _)| s.clone()).unwrap_or_default(),
         message: last.map(|(_, m)| m.clone()).unwrap_or_default(),
         matrix: matrix.to_string(),

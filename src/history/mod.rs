@@ -56,7 +56,7 @@ pub struct TestHistory {
     /// The matrix's name.
     pub matrix: String,
     pub cell: String,
-    pub axes: BTreeMap<String, String>,
+    pub axes: std::sync::Arc<BTreeMap<String, String>>,
     pub test: String,
     /// Its outcome in each run its cell ran in, in run order.
     pub points: Vec<Point>,
@@ -117,7 +117,11 @@ impl History {
     pub fn follow_in(&mut self, scope: Scope<'_>) -> Result<Followed, HistoryError> {
         let location = self.location.clone();
         let e = |m: DbError| error(&location, &m.0);
-        let (runs, earlier) = follow::window(self.backend.runs().map_err(e)?, scope);
+        let all = match scope {
+            Scope::Recent { matrix, .. } => self.backend.runs_of(matrix),
+            _ => self.backend.runs(),
+        };
+        let (runs, earlier) = follow::window(all.map_err(e)?, scope);
         let stored = match scope {
             Scope::Recent { .. } => {
                 let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
@@ -195,8 +199,8 @@ pub fn flaky_places(all: &[TestHistory]) -> BTreeMap<(String, String), Vec<Strin
         .into_iter()
         .filter(|(_, (flaky, _))| !flaky.is_empty())
         .map(|(k, (flaky, steady))| {
-            let f: Vec<_> = flaky.iter().map(|t| &t.axes).collect();
-            let s: Vec<_> = steady.iter().map(|t| &t.axes).collect();
+            let f: Vec<_> = flaky.iter().map(|t| &*t.axes).collect();
+            let s: Vec<_> = steady.iter().map(|t| &*t.axes).collect();
             (k, verdict::where_flaky(&f, &s))
         })
         .collect()

@@ -6,6 +6,8 @@
 //! The `postgres` client runs its own small runtime: it is used outside
 //! rocmatrix's tokio runtime (after a run, from the command line).
 
+use std::sync::Arc;
+
 use postgres::{Client, NoTls};
 
 use super::backend::{from_json, to_json, Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
@@ -82,13 +84,25 @@ fn migrate(client: &mut Client) -> Result<(), DbError> {
     tx.commit().map_err(e)
 }
 
+const RUNS: &str = "SELECT run, started_ms, name, sources, environments FROM runs";
+
+fn run_row(r: &postgres::Row) -> RunRow {
+    RunRow {
+        run: r.get(0),
+        started_ms: r.get(1),
+        name: r.get(2),
+        sources: from_json(r.get(3)),
+        environments: from_json(r.get(4)),
+    }
+}
+
 const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed FROM cells";
 
 fn stored_cell(r: &postgres::Row) -> StoredCell {
     StoredCell {
         run: r.get(0),
         cell: r.get(1),
-        axes: from_json(r.get(2)),
+        axes: Arc::new(from_json(r.get(2))),
         outcome: r.get(3),
         inputs: r.get::<_, String>(4).into(),
         passed: r.get(5),
@@ -184,21 +198,20 @@ impl Backend for Postgres {
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError> {
         let rows = self
             .client
+            .query(&format!("{RUNS} ORDER BY started_ms, run"), &[])
+            .map_err(DbError::of)?;
+        Ok(rows.iter().map(run_row).collect())
+    }
+
+    fn runs_of(&mut self, name: &str) -> Result<Vec<RunRow>, DbError> {
+        let rows = self
+            .client
             .query(
-                "SELECT run, started_ms, name, sources, environments FROM runs ORDER BY started_ms, run",
-                &[],
+                &format!("{RUNS} WHERE name = $1 ORDER BY started_ms, run"),
+                &[&name],
             )
             .map_err(DbError::of)?;
-        Ok(rows
-            .iter()
-            .map(|r| RunRow {
-                run: r.get(0),
-                started_ms: r.get(1),
-                name: r.get(2),
-                sources: from_json(r.get(3)),
-                environments: from_json(r.get(4)),
-            })
-            .collect())
+        Ok(rows.iter().map(run_row).collect())
     }
 
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError> {

@@ -4,6 +4,7 @@
 //! leaves it recorded whole or not at all.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
@@ -112,13 +113,25 @@ fn migrate(conn: &mut Connection) -> Result<(), DbError> {
     tx.commit().map_err(DbError::of)
 }
 
+const RUNS: &str = "SELECT run, started_ms, name, sources, environments FROM runs";
+
+fn run_row(r: &rusqlite::Row<'_>) -> Result<RunRow, rusqlite::Error> {
+    Ok(RunRow {
+        run: r.get(0)?,
+        started_ms: r.get(1)?,
+        name: r.get(2)?,
+        sources: from_json(&r.get::<_, String>(3)?),
+        environments: from_json(&r.get::<_, String>(4)?),
+    })
+}
+
 const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed FROM cells";
 
 fn stored_cell(r: &rusqlite::Row<'_>) -> Result<StoredCell, rusqlite::Error> {
     Ok(StoredCell {
         run: r.get(0)?,
         cell: r.get(1)?,
-        axes: from_json(&r.get::<_, String>(2)?),
+        axes: Arc::new(from_json(&r.get::<_, String>(2)?)),
         outcome: r.get(3)?,
         inputs: r.get::<_, String>(4)?.into(),
         passed: r.get(5)?,
@@ -213,21 +226,18 @@ impl Backend for Sqlite {
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError> {
         let mut q = self
             .conn
-            .prepare(
-                "SELECT run, started_ms, name, sources, environments FROM runs ORDER BY started_ms, run",
-            )
+            .prepare(&format!("{RUNS} ORDER BY started_ms, run"))
             .map_err(DbError::of)?;
-        let rows = q
-            .query_map([], |r| {
-                Ok(RunRow {
-                    run: r.get(0)?,
-                    started_ms: r.get(1)?,
-                    name: r.get(2)?,
-                    sources: from_json(&r.get::<_, String>(3)?),
-                    environments: from_json(&r.get::<_, String>(4)?),
-                })
-            })
+        let rows = q.query_map([], run_row).map_err(DbError::of)?;
+        rows.collect::<Result<_, _>>().map_err(DbError::of)
+    }
+
+    fn runs_of(&mut self, name: &str) -> Result<Vec<RunRow>, DbError> {
+        let mut q = self
+            .conn
+            .prepare(&format!("{RUNS} WHERE name = ?1 ORDER BY started_ms, run"))
             .map_err(DbError::of)?;
+        let rows = q.query_map(params![name], run_row).map_err(DbError::of)?;
         rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
