@@ -229,24 +229,6 @@ steps:
     )
 }
 
-fn step<'a>(cell: &'a Value, name: &str) -> &'a Value {
-    cell["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no step {name}: {cell}"))
-}
-
-fn functions(stop: &Value) -> Vec<String> {
-    stop["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["function"].as_str().unwrap().to_string())
-        .collect()
-}
-
 fn junit_text(run: &Path, cell: &str) -> String {
     let dir = run.join("cells").join(cell).join("junit/02-tests");
     std::fs::read_to_string(dir.join("gtest.xml")).unwrap_or_else(|e| panic!("{cell}: {e}"))
@@ -281,13 +263,13 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
 
     // With debug info: the breakpoint's frames name functions, file, line.
     let debug = cell_json(&first, "debug");
-    let bt = &step(&debug, "check")["backtrace"];
+    let bt = &step_of(&debug, "check")["backtrace"];
     assert_eq!(bt["debug_info"], true, "{bt}");
     assert_eq!(bt["command"], "/work/bin/tool meta.yaml", "{bt}");
     let stop = &bt["stops"][0];
     assert_eq!(stop["at"], "breakpoint report_error", "{bt}");
     assert_eq!(
-        functions(stop)[..3],
+        frame_functions(stop)[..3],
         ["report_error", "parse_line", "main"],
         "{bt}"
     );
@@ -301,7 +283,7 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
     let raw = std::fs::read_to_string(&artifact).unwrap();
     assert!(raw.starts_with("$ /work/bin/tool meta.yaml\n"), "{raw}");
     // The step itself failed as it would have without gdb.
-    assert_eq!(step(&debug, "check")["exit_code"], 1);
+    assert_eq!(step_of(&debug, "check")["exit_code"], 1);
 
     // The crashing test: its backtrace beside its error, in the JUnit.
     let junit = junit_text(&first, "debug");
@@ -315,7 +297,7 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
     assert!(junit.contains("Crash_Null_Test::TestBody at "), "{junit}");
 
     // gdb's bound: the command that never stops under gdb is cut off.
-    let hang = step(&debug, "hang");
+    let hang = step_of(&debug, "hang");
     assert_eq!(hang["exit_code"], 3, "{hang}");
     assert!(hang["duration_secs"].as_f64().unwrap() < 60.0, "{hang}");
     let note = hang["backtrace"]["note"].as_str().unwrap();
@@ -323,10 +305,10 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
 
     // Without debug info: the same stops, and the report says there is none.
     let release = cell_json(&first, "release");
-    let bt = &step(&release, "check")["backtrace"];
+    let bt = &step_of(&release, "check")["backtrace"];
     assert_eq!(bt["debug_info"], false, "{bt}");
     assert_eq!(
-        functions(&bt["stops"][0])[..3],
+        frame_functions(&bt["stops"][0])[..3],
         ["report_error", "parse_line", "main"]
     );
     assert!(
@@ -386,7 +368,7 @@ fn failing_commands_and_crashing_tests_come_back_as_backtraces_for_real() {
     assert_eq!(reused, [true, true]);
     let again = cell_json(&second, "debug");
     assert_eq!(
-        step(&again, "check")["backtrace"]["stops"][0]["frames"][0]["line"],
+        step_of(&again, "check")["backtrace"]["stops"][0]["frames"][0]["line"],
         4
     );
 

@@ -110,27 +110,9 @@ fn backtrace_on_takes_a_word_or_a_list_and_refuses_others_with_their_line() {
     assert!(e.contains("m.yaml:32:"), "{e}");
 }
 
-fn step<'a>(cell: &'a Value, name: &str) -> &'a Value {
-    cell["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .unwrap_or_else(|| panic!("no step {name}: {cell}"))
-}
-
-fn functions(stop: &Value) -> Vec<String> {
-    stop["frames"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["function"].as_str().unwrap().to_string())
-        .collect()
-}
-
 /// The step hung in `spin ← work ← main`, with files and lines.
 fn assert_spin_frames(cell: &Value, name: &str) {
-    let s = step(cell, name);
+    let s = step_of(cell, name);
     assert_eq!(s["status"], "timeout", "{s}");
     // No hang: the kill came soon after the timeout and gdb's look.
     assert!(s["duration_secs"].as_f64().unwrap() < 90.0, "{s}");
@@ -141,7 +123,7 @@ fn assert_spin_frames(cell: &Value, name: &str) {
         stop["at"].as_str().unwrap().starts_with("hang: pid "),
         "{bt}"
     );
-    assert_eq!(functions(stop)[..3], ["spin", "work", "main"], "{bt}");
+    assert_eq!(frame_functions(stop)[..3], ["spin", "work", "main"], "{bt}");
     assert!(
         stop["frames"][0]["file"]
             .as_str()
@@ -222,7 +204,7 @@ fn hung_steps_and_tests_come_back_with_their_frames_for_real() {
 
     // No gdb: the step ended at its timeout, and the note says why.
     let nogdb = cell_json(&run, "nogdb");
-    let s = step(&nogdb, "spin");
+    let s = step_of(&nogdb, "spin");
     assert_eq!(s["status"], "timeout", "{s}");
     let note = s["backtrace"]["note"].as_str().unwrap();
     assert!(note.contains("gdb is not installed"), "{note}");
@@ -232,7 +214,7 @@ fn hung_steps_and_tests_come_back_with_their_frames_for_real() {
     // exec is cut off at its bound, then the kill, with a generous
     // deadline for "no hang".
     let stuck = cell_json(&run, "stuckgdb");
-    let s = step(&stuck, "spin");
+    let s = step_of(&stuck, "spin");
     assert_eq!(s["status"], "timeout", "{s}");
     assert!(s["duration_secs"].as_f64().unwrap() < 120.0, "{s}");
     let note = s["backtrace"]["note"].as_str().unwrap();

@@ -28,6 +28,26 @@ pub fn cell_json(run: &Path, cell: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The step `name` of a `cell.json`.
+pub fn step_of<'a>(cell: &'a Value, name: &str) -> &'a Value {
+    cell["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no step {name}: {cell}"))
+}
+
+/// The function of each frame of a backtrace's stop, innermost first.
+pub fn frame_functions(stop: &Value) -> Vec<String> {
+    stop["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// A cell of a crafted run.
 pub struct CellSpec<'a> {
     pub id: &'a str,
