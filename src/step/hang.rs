@@ -23,11 +23,6 @@ pub(crate) struct HangAt<'a> {
     pub(crate) cell_dir: &'a Path,
 }
 
-/// The hang's file of step `slug`, relative to the cell directory.
-pub(crate) fn artifact(slug: &str) -> String {
-    format!("backtraces/{slug}.txt")
-}
-
 /// When `step` asks for it, attaches gdb to its processes in `container`
 /// and keeps the output as its hang's file; a line in its log either way.
 /// Never fails the step: what goes wrong is in the file's note.
@@ -46,7 +41,7 @@ pub(crate) async fn capture(
         spec.timeout.as_secs()
     ));
     let text = attach::take(engine, container, &Tree::Step(&step.name), spec).await;
-    let rel = artifact(&step_slug(at.index, &step.name));
+    let rel = super::backtrace::file_of(&step_slug(at.index, &step.name));
     let bt = attach::parse(&text, spec.frames, &rel);
     log.note(&format!(
         "rocmatrix: {}\n",
