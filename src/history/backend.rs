@@ -73,11 +73,7 @@ pub trait Backend {
     /// Every run, by start time.
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError>;
     /// The runs of one matrix, by start time.
-    fn runs_of(&mut self, name: &str) -> Result<Vec<RunRow>, DbError> {
-        let mut runs = self.runs()?;
-        runs.retain(|r| r.name == name);
-        Ok(runs)
-    }
+    fn runs_of(&mut self, name: &str) -> Result<Vec<RunRow>, DbError>;
     /// Every cell of every run.
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
     /// The non-passing rows that `which` selects.
@@ -85,11 +81,7 @@ pub trait Backend {
     /// The identity hashes of a set of passing tests.
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError>;
     /// The cells of these runs.
-    fn cells_of_runs(&mut self, runs: &[String]) -> Result<Vec<StoredCell>, DbError> {
-        let mut cells = self.cells()?;
-        cells.retain(|c| runs.contains(&c.run));
-        Ok(cells)
-    }
+    fn cells_of_runs(&mut self, runs: &[String]) -> Result<Vec<StoredCell>, DbError>;
     /// Each cell's non-passing tests in these runs, as (run, cell, the
     /// byte string of `super::failset`).
     fn failsets(&mut self, runs: &[String]) -> Result<Vec<(String, String, Vec<u8>)>, DbError>;

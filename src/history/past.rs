@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use super::backend::{RunRow, StoredCell};
-use super::record::{self, RunRecord};
+use super::record::{self, RunRecord, TestRow};
 use super::verdict::{HistoryVerdict, Obs};
 use super::{flaky_places, History, HistoryError, Location, Scope, TestHistory};
 use crate::results::model::Results;
@@ -159,23 +159,18 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
 }
 
 /// The tests of `run` that failed (expected failures aside).
-fn failing(run: &RunRecord) -> HashSet<(String, String)> {
+fn failing(run: &RunRecord) -> impl Iterator<Item = &TestRow> {
     run.tests
         .iter()
         .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
-        .map(|t| (t.cell.clone(), t.test.clone()))
-        .collect()
 }
 
 fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, HistoryError> {
     let location = history.location().to_string();
-    let wanted = failing(run);
-    let hashes: HashMap<u64, String> = run
-        .tests
-        .iter()
-        .filter(|t| wanted.contains(&(t.cell.clone(), t.test.clone())))
-        .map(|t| (t.hash, t.test.clone()))
+    let wanted: HashSet<(String, String)> = failing(run)
+        .map(|t| (t.cell.clone(), t.test.clone()))
         .collect();
+    let hashes: HashMap<u64, String> = failing(run).map(|t| (t.hash, t.test.clone())).collect();
     let followed = history.follow_in(Scope::Recent {
         matrix: &run.name,
         until: &run.run,
