@@ -396,7 +396,9 @@ fn stuck_index(stops: &[Stop]) -> Option<usize> {
 /// The stuck thread's top frames of its own (after the C library's), for a
 /// hang's signature: `spin ← work ← main`. Frames without a name (`??`,
 /// a stripped library such as a GPU driver's) are passed over: the
-/// functions that called into it name the hang.
+/// functions that called into it name the hang. A name that ends in a
+/// build's hash (CUDA's static runtime: `libcudart_static_ff466e…`) is
+/// named without it, so that one hang is one signature across builds.
 pub fn stuck_in(bt: &Backtrace, n: usize) -> Option<String> {
     let s = bt.stops.first().filter(|s| s.at.starts_with("hang: "))?;
     let own: Vec<&str> = s
@@ -405,14 +407,44 @@ pub fn stuck_in(bt: &Backtrace, n: usize) -> Option<String> {
         .skip_while(|f| is_system(f))
         .filter(|f| f.function != "??")
         .take(n)
-        .map(|f| f.function.as_str())
+        .map(|f| without_build_hash(&f.function))
         .collect();
     (!own.is_empty()).then(|| own.join(" ← "))
+}
+
+/// `name` without a trailing `_<hash>` of 16 hex digits or more.
+fn without_build_hash(name: &str) -> &str {
+    match name.rsplit_once('_') {
+        Some((stem, hash))
+            if !stem.is_empty()
+                && hash.len() >= 16
+                && hash.bytes().all(|b| b.is_ascii_hexdigit()) =>
+        {
+            stem
+        }
+        _ => name,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_build_hash_at_the_end_of_a_name_is_left_out() {
+        assert_eq!(
+            without_build_hash("libcudart_static_ff466e58390a44a174cd1b2084ede65f6033356c"),
+            "libcudart_static"
+        );
+        for kept in [
+            "cuCtxSynchronize_v2",
+            "poll_device",
+            "f_deadbeef",
+            "_0123456789abcdef0",
+        ] {
+            assert_eq!(without_build_hash(kept), kept);
+        }
+    }
 
     const ATTACHED: &str = "@@rocmatrix-hang@@ ptrace cap=00000000a80425fb seccomp=2 yama=none
 @@rocmatrix-hang@@ pid 12 state R comm spin exe /work/bin/spin
