@@ -38,6 +38,7 @@ pub mod stop;
 pub mod store;
 pub mod suite;
 pub mod triage;
+pub mod trial;
 pub mod xml;
 pub mod yaml;
 

@@ -20,6 +20,7 @@ mod run;
 mod shell;
 mod slurm_run;
 mod triage;
+mod try_patch;
 mod validate;
 
 use std::io::Write;
@@ -75,6 +76,8 @@ pub enum Command {
     Bisect(bisect::BisectArgs),
     /// Where each new failure signature of a run started, and each gone one was fixed.
     Triage(triage::TriageArgs),
+    /// Try a patch to a source on a run's failing cells: fixed, still failing, newly failing.
+    Try(try_patch::TryArgs),
     /// Run one cell of a run again from its lock; say whether the outcome matches.
     Repro(repro::ReproArgs),
     /// A shell in a container of a cell's environment.
@@ -123,6 +126,7 @@ impl Cli {
         match self.command {
             Command::Bisect(a) => bisect::run(a, &cx, out),
             Command::Triage(a) => triage::run(a, &cx, out),
+            Command::Try(a) => try_patch::run(a, &cx, out),
             Command::Export(a) => export::run(a, out),
             Command::Images(a) => images::run(a, &cx, out),
             Command::Plan(a) => plan::run(a, out),

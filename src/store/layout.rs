@@ -31,6 +31,9 @@ pub const BISECT: &str = "bisect.json";
 /// A run's triage: where each new signature started and each gone one
 /// was fixed (`Triage`, `src/triage/store.rs`), in the run directory.
 pub const TRIAGE: &str = "triage.json";
+/// A try's patches and how each cell it tried changed (`TrialFile`,
+/// `src/store/trial.rs`), in the try's run directory.
+pub const TRIAL: &str = "try.json";
 /// The folder of bisections, under a run root (`.rocmatrix/bisects/`).
 pub const BISECTS: &str = "bisects";
 /// Probe outcomes kept by content, under a run root.

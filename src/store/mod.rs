@@ -4,7 +4,8 @@
 //! ([`record::CellRecord`]), `lock.json` ([`lock::Lock`]), `journal.jsonl`
 //! ([`journal::Event`]), `images/*.coverage.json` ([`coverage`]) — plus the
 //! image-use file of the cache ([`usage`]), the machine's run roots and the
-//! images running runs hold ([`roots`]), and atomic writes.
+//! images running runs hold ([`roots`]), a try's `try.json` ([`trial`]), and
+//! atomic writes.
 //!
 //! `run/` writes these files; `results/`, `report/` and `cli/` read them.
 //! Every file is written to a temporary name and renamed into place, so a
@@ -19,6 +20,7 @@ pub mod read;
 pub mod record;
 pub mod roots;
 pub mod schema;
+pub mod trial;
 pub mod usage;
 
 use std::collections::BTreeSet;

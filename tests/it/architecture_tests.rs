@@ -52,6 +52,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("cluster", 7),
     ("bisect", 7),
     ("triage", 7),
+    ("trial", 7),
     ("history", 7),
     ("expect", 7),
     ("cli", 8),
@@ -759,7 +760,7 @@ fn four(f: fn(u8) -> Result<u8, String>) -> Option<u8> { None }
 
 /// The names of the run store's files, as code would spell them to build a
 /// path: `"plan.json"`, or the end of a format string (`/cell.json"`).
-const STORE_FILES: [&str; 9] = [
+const STORE_FILES: [&str; 10] = [
     "plan.json",
     "run.json",
     "lock.json",
@@ -769,6 +770,7 @@ const STORE_FILES: [&str; 9] = [
     "bisect.json",
     "build.json",
     "triage.json",
+    "try.json",
 ];
 
 #[test]

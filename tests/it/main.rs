@@ -41,4 +41,5 @@ mod source_tests;
 mod spec_tests;
 mod suite_tests;
 mod triage_tests;
+mod try_tests;
 mod verdict_tests;
