@@ -39,7 +39,6 @@ pub mod store;
 pub mod suite;
 pub mod triage;
 pub mod trial;
-pub mod xml;
 pub mod yaml;
 
 pub use error::{Error, ExitCode};

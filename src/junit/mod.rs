@@ -1,4 +1,5 @@
-//! A lenient, streaming JUnit XML reader on quick-xml.
+//! A lenient, streaming JUnit XML reader on quick-xml; the writer is
+//! [`write`].
 //!
 //! It accepts what real tools write: a `<testsuites>` or a bare `<testsuite>`
 //! root, nested suites, GoogleTest, CTest, pytest, Surefire's
@@ -22,6 +23,7 @@ use quick_xml::Reader;
 
 mod state;
 mod tokens;
+pub mod write;
 
 use state::State;
 use tokens::Tokens;

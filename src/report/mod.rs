@@ -1,6 +1,6 @@
 //! Report writers: everything under a run's `report/`.
 //!
-//! - `junit.xml`: merged JUnit via quick-junit, streamed while collecting
+//! - `junit.xml`: merged JUnit through `crate::junit::write`, streamed while collecting
 //!   ([`junit`]); or `junit/<cell>.xml` per cell ([`junit_files`]);
 //! - `results.json`: the documented, versioned model (`reports/results.schema.json`);
 //! - `summary.md`: for a GitHub job summary or PR comment, at most 1 MiB;

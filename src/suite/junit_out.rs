@@ -1,24 +1,15 @@
 //! The JUnit file an adapter writes: one `<testsuite>` per test suite in
 //! listing order, one `<testcase>` per test, shaped as googletest's own XML
 //! (classname = suite), with crashes as `<error type="SIGSEGV">` and per-test
-//! timeouts as `<error type="timeout">`.
-//!
-//! The file is what quick-junit writes for these cases, byte for byte
-//! (a test below holds it to that), but only the cases that carry a status
-//! or an unusual string go through quick-junit: a passing test with a
-//! printable-ASCII name and parameter is written directly
-//! ([`crate::xml::push_passing_case`]), because quick-junit runs every
-//! string through a terminal parser, which made writing 30,000 passing
-//! tests cost more than running them.
+//! timeouts as `<error type="timeout">`, written by the one JUnit writer
+//! (`crate::junit::write`; a test below holds the file to what quick-junit
+//! writes for the same cases).
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::Duration;
-
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::{Case, CaseVerdict};
-use crate::xml::{is_plain, push_passing_case, quick_junit_case, quick_junit_text, SUITE_END};
+use crate::junit::write::{self, CaseOut, ReportHead, Run, Status, SuiteHead};
 
 /// Writes `cases` as a JUnit report named `name` to `path`.
 pub fn write(path: &Path, name: &str, cases: &[Case]) -> std::io::Result<()> {
@@ -37,42 +28,29 @@ fn render(name: &str, cases: &[Case]) -> std::io::Result<String> {
         });
         suites[at].1.push(case);
     }
-    let mut body = String::with_capacity(cases.len() * 160);
     let mut total = Counts::default();
+    let mut written = Vec::with_capacity(suites.len());
     for (suite, members) in &suites {
         let mut counts = Counts::default();
         let mut text = String::with_capacity(members.len() * 160);
         for case in members {
             counts.add(&case.verdict);
-            if !push_plain(&mut text, case) {
-                text.push_str(&quick_junit_case(test_case(case))?);
-            }
+            push_case(&mut text, case);
         }
-        body.push_str(&suite_start(suite, &counts)?);
-        body.push_str(&text);
-        body.push_str(SUITE_END);
         total.merge(&counts);
+        written.push((counts.head(suite), text));
     }
-    if suites.is_empty() {
-        // quick-junit writes a report without suites as an empty element.
-        return quick_junit_text(&Report::new(name));
-    }
-    let mut root = Report::new(name);
-    let mut head = TestSuite::new("");
-    (head.tests, head.skipped, head.failures, head.errors) =
-        (total.tests, total.skipped, total.failures, total.errors);
-    root.add_test_suite(head);
-    let shell = quick_junit_text(&root)?;
-    // quick-junit's root element with these totals; the suites go inside.
-    let open = shell
-        .find("<testsuites")
-        .and_then(|i| shell[i..].find('>').map(|j| i + j + 1))
-        .unwrap_or(shell.len());
-    let mut out = String::with_capacity(open + body.len() + 16);
-    out.push_str(&shell[..open]);
-    out.push_str(&body);
-    out.push_str("\n</testsuites>\n");
-    Ok(out)
+    Ok(write::report(
+        &ReportHead {
+            name,
+            tests: total.tests,
+            skipped: Some(total.skipped),
+            failures: total.failures,
+            errors: total.errors,
+            time: None,
+        },
+        &written,
+    ))
 }
 
 /// Writes `bytes` to `path`, making its directory.
@@ -83,13 +61,13 @@ pub fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::write(path, bytes)
 }
 
-/// A suite's counts, as quick-junit keeps them.
+/// A suite's counts.
 #[derive(Default)]
 struct Counts {
-    tests: usize,
-    skipped: usize,
-    failures: usize,
-    errors: usize,
+    tests: u64,
+    skipped: u64,
+    failures: u64,
+    errors: u64,
 }
 
 impl Counts {
@@ -109,35 +87,102 @@ impl Counts {
         self.failures += o.failures;
         self.errors += o.errors;
     }
-}
 
-/// A suite's start tag with its counts, as quick-junit writes it.
-fn suite_start(name: &str, counts: &Counts) -> std::io::Result<String> {
-    let mut suite = TestSuite::new(name);
-    (suite.tests, suite.skipped, suite.failures, suite.errors) =
-        (counts.tests, counts.skipped, counts.failures, counts.errors);
-    let mut report = Report::new("");
-    report.add_test_suite(suite);
-    let xml = quick_junit_text(&report)?;
-    let start = xml.find("\n    <testsuite").unwrap_or(0);
-    let end = xml[start..].find("/>").map_or(xml.len(), |i| start + i);
-    Ok(format!("{}>", &xml[start..end]))
-}
-
-/// A passing case whose strings need no cleaning, written directly; false
-/// when the case is not one.
-fn push_plain(out: &mut String, case: &Case) -> bool {
-    // quick-junit writes an empty classname; push_passing_case leaves it out.
-    let plain = case.verdict == CaseVerdict::Passed
-        && case.reruns.is_empty()
-        && case.output.is_empty()
-        && !case.suite.is_empty()
-        && is_plain(&case.name)
-        && is_plain(&case.suite)
-        && case.param.as_deref().is_none_or(is_plain);
-    if !plain {
-        return false;
+    fn head<'a>(&self, name: &'a str) -> SuiteHead<'a> {
+        SuiteHead {
+            name,
+            tests: self.tests,
+            skipped: self.skipped,
+            errors: self.errors,
+            failures: self.failures,
+            time: None,
+            properties: &[],
+        }
     }
+}
+
+/// What a verdict other than a pass or a skip writes.
+struct Failure {
+    error: bool,
+    message: String,
+    /// The `type` attribute: the error's kind, `timeout`.
+    kind_word: Option<String>,
+    /// The element's text: a failure's whole report.
+    text: String,
+}
+
+impl Failure {
+    fn run(&self) -> Run<'_> {
+        Run {
+            error: self.error,
+            message: Some(&self.message),
+            kind: self.kind_word.as_deref(),
+            text: (!self.text.is_empty()).then_some(self.text.as_str()),
+        }
+    }
+}
+
+fn failure_of(v: &CaseVerdict) -> Option<Failure> {
+    match v {
+        CaseVerdict::Passed | CaseVerdict::Skipped { .. } => None,
+        CaseVerdict::Failed { message, text } => Some(Failure {
+            error: false,
+            message: message.clone(),
+            kind_word: None,
+            text: text.clone(),
+        }),
+        CaseVerdict::Error { kind, message } => Some(Failure {
+            error: true,
+            message: message.clone(),
+            kind_word: Some(kind.clone()),
+            text: String::new(),
+        }),
+        CaseVerdict::Timeout { secs } => Some(Failure {
+            error: true,
+            message: format!("timed out after {secs} s (timeout_per_test); killed"),
+            kind_word: Some("timeout".to_string()),
+            text: String::new(),
+        }),
+    }
+}
+
+/// Appends one test case: earlier failed runs as `<flakyFailure>` before a
+/// pass and `<rerunFailure>` beside a final failure (Surefire's and
+/// nextest's elements).
+fn push_case(out: &mut String, case: &Case) {
+    with_case(case, |c| write::push_case(out, c))
+}
+
+/// `case` as the writer takes it.
+fn with_case<T>(case: &Case, f: impl FnOnce(&CaseOut) -> T) -> T {
+    // An earlier run that did not fail writes an element with nothing in it.
+    let earlier: Vec<Option<Failure>> = case.reruns.iter().map(failure_of).collect();
+    let runs: Vec<Run> = earlier
+        .iter()
+        .map(|f| {
+            f.as_ref().map_or(
+                Run {
+                    error: false,
+                    message: None,
+                    kind: None,
+                    text: None,
+                },
+                Failure::run,
+            )
+        })
+        .collect();
+    let own = failure_of(&case.verdict);
+    let status = match (&case.verdict, &own) {
+        (_, Some(f)) => Status::NonSuccess {
+            run: f.run(),
+            reruns: &runs,
+        },
+        (CaseVerdict::Skipped { message }, None) => Status::Skipped {
+            message: (!message.is_empty()).then_some(message.as_str()),
+            kind: None,
+        },
+        (_, None) => Status::Success { flaky: &runs },
+    };
     let shard = case.shard.to_string();
     let mut properties = Vec::with_capacity(2);
     if let Some(p) = &case.param {
@@ -146,109 +191,26 @@ fn push_plain(out: &mut String, case: &Case) -> bool {
     if case.shard > 0 {
         properties.push(("shard", shard.as_str()));
     }
-    push_passing_case(out, &case.name, &case.suite, case.time, &properties);
-    true
-}
-
-/// One earlier failed run of a test, as JUnit's rerun elements say it.
-/// What a verdict other than a pass or a skip writes.
-struct Failure {
-    kind: NonSuccessKind,
-    message: String,
-    /// The `type` attribute: the error's kind, `timeout`.
-    kind_word: Option<String>,
-    /// The element's text: a failure's whole report.
-    text: String,
-}
-
-fn failure_of(v: &CaseVerdict) -> Option<Failure> {
-    match v {
-        CaseVerdict::Passed | CaseVerdict::Skipped { .. } => None,
-        CaseVerdict::Failed { message, text } => Some(Failure {
-            kind: NonSuccessKind::Failure,
-            message: message.clone(),
-            kind_word: None,
-            text: text.clone(),
-        }),
-        CaseVerdict::Error { kind, message } => Some(Failure {
-            kind: NonSuccessKind::Error,
-            message: message.clone(),
-            kind_word: Some(kind.clone()),
-            text: String::new(),
-        }),
-        CaseVerdict::Timeout { secs } => Some(Failure {
-            kind: NonSuccessKind::Error,
-            message: format!("timed out after {secs} s (timeout_per_test); killed"),
-            kind_word: Some("timeout".to_string()),
-            text: String::new(),
-        }),
-    }
-}
-
-/// An earlier failed run, as a `<flakyFailure>` or `<rerunFailure>`.
-fn rerun_of(v: &CaseVerdict) -> quick_junit::TestRerun {
-    let Some(f) = failure_of(v) else {
-        return quick_junit::TestRerun::new(NonSuccessKind::Failure);
-    };
-    let mut r = quick_junit::TestRerun::new(f.kind);
-    r.set_message(f.message);
-    if let Some(k) = f.kind_word {
-        r.set_type(k);
-    }
-    if !f.text.is_empty() {
-        r.set_description(f.text);
-    }
-    r
-}
-
-fn test_case(case: &Case) -> TestCase {
-    let status = match (&case.verdict, failure_of(&case.verdict)) {
-        (_, Some(f)) => {
-            let mut s = TestCaseStatus::non_success(f.kind);
-            s.set_message(f.message);
-            if let Some(k) = f.kind_word {
-                s.set_type(k);
-            }
-            if !f.text.is_empty() {
-                s.set_description(f.text);
-            }
-            s
-        }
-        (CaseVerdict::Skipped { message }, None) => {
-            let mut s = TestCaseStatus::skipped();
-            if !message.is_empty() {
-                s.set_message(message.as_str());
-            }
-            s
-        }
-        (_, None) => TestCaseStatus::success(),
-    };
-    let mut status = status;
-    // Earlier failed runs: <flakyFailure> before a pass, <rerunFailure>
-    // beside a final failure (Surefire's and nextest's elements).
-    for earlier in &case.reruns {
-        status.add_rerun(rerun_of(earlier));
-    }
-    let mut tc = TestCase::new(case.name.as_str(), status);
-    tc.set_classname(case.suite.as_str());
-    if let Some(t) = case.time {
-        tc.set_time(Duration::from_secs_f64(t.max(0.0)));
-    }
-    if let Some(p) = &case.param {
-        tc.add_property(Property::new("param", p.as_str()));
-    }
-    if case.shard > 0 {
-        tc.add_property(Property::new("shard", case.shard.to_string()));
-    }
-    if !case.output.is_empty() {
-        tc.set_system_out(case.output.as_str());
-    }
-    tc
+    f(&CaseOut {
+        name: &case.name,
+        classname: Some(&case.suite),
+        time: case.time,
+        properties: &properties,
+        status,
+        system_out: (!case.output.is_empty()).then_some(case.output.as_str()),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::junit::write::oracle::quick_junit_text;
+    use quick_junit::{Report, TestCase, TestSuite};
+
+    /// `case` as quick-junit's test case.
+    fn test_case(case: &Case) -> TestCase {
+        with_case(case, crate::junit::write::oracle::test_case)
+    }
 
     /// The whole report as quick-junit alone writes it.
     fn by_quick_junit(name: &str, cases: &[Case]) -> String {

@@ -25,7 +25,6 @@ const FLOORS: &[(&str, u32)] = &[
     ("digest", 0),
     ("dirs", 0),
     ("safe_read", 0),
-    ("xml", 0),
     ("junit", 0),
     ("yaml", 0),
     ("spec", 1),
