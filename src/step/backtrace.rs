@@ -13,12 +13,6 @@ use crate::debugger::{capture, gdb_output, MAX_OUTPUT};
 use crate::plan::Cell;
 use crate::store::record::{RunStatus, StepRecord};
 
-/// The backtrace file of step `slug` (a failing command's rerun, or a
-/// hang's look), relative to the cell directory.
-pub(crate) fn file_of(slug: &str) -> String {
-    format!("backtraces/{slug}.txt")
-}
-
 /// The cell as it runs: its steps with `backtrace:` instrumented.
 pub fn instrument(cell: &Cell) -> Cow<'_, Cell> {
     let rerun = |s: &crate::plan::Step| s.backtrace.as_ref().is_some_and(|b| b.on.is_some());
@@ -60,7 +54,7 @@ pub async fn collect(
         let slug = step_slug(i, &step.name);
         if record.status == RunStatus::Timeout && spec.on_timeout {
             // Taken before the kill and kept on the host (`super::hang`).
-            let rel = file_of(&slug);
+            let rel = crate::store::layout::backtrace_of(&slug);
             let path = cell_dir.join(&rel);
             let text = blocking("reading a hang's backtrace", move || {
                 std::fs::read_to_string(&path)
@@ -99,7 +93,7 @@ pub async fn collect(
             continue;
         }
         let (command, output) = text.split_once('\0').unwrap_or((text.as_str(), ""));
-        let rel = file_of(&slug);
+        let rel = crate::store::layout::backtrace_of(&slug);
         let bt = gdb_output::parse(command, output, &spec.breaks, spec.frames, &rel);
         let (path, body) = (
             cell_dir.join(&rel),

@@ -41,7 +41,7 @@ pub(crate) async fn capture(
         spec.timeout.as_secs()
     ));
     let text = attach::take(engine, container, &Tree::Step(&step.name), spec).await;
-    let rel = super::backtrace::file_of(&step_slug(at.index, &step.name));
+    let rel = crate::store::layout::backtrace_of(&step_slug(at.index, &step.name));
     let bt = attach::parse(&text, spec.frames, &rel);
     log.note(&format!(
         "rocmatrix: {}\n",

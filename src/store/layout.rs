@@ -34,6 +34,9 @@ pub const TRIAGE: &str = "triage.json";
 /// A try's patches and how each cell it tried changed (`TrialFile`,
 /// `src/store/trial.rs`), in the try's run directory.
 pub const TRIAL: &str = "try.json";
+/// The folder of a cell's backtrace files (gdb's output of a failing
+/// command's rerun or a hang's look), in `cells/<cell>/`.
+pub const BACKTRACES: &str = "backtraces";
 /// The folder of bisections, under a run root (`.rocmatrix/bisects/`).
 pub const BISECTS: &str = "bisects";
 /// Probe outcomes kept by content, under a run root.
@@ -49,6 +52,12 @@ pub fn root_of(run_dir: &Path) -> Option<PathBuf> {
 /// Whether `dir` is a run directory (it holds a plan).
 pub fn is_run(dir: &Path) -> bool {
     dir.join(PLAN).is_file()
+}
+
+/// The backtrace file of step `slug` (`NN-name`), relative to the cell's
+/// directory.
+pub fn backtrace_of(slug: &str) -> String {
+    format!("{BACKTRACES}/{slug}.txt")
 }
 
 /// A run's lock.
