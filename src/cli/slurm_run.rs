@@ -76,13 +76,6 @@ fn absolute(p: &Path) -> Result<PathBuf, Error> {
 }
 
 pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
-    if args.rerun_failed {
-        return Err(Error::Usage(
-            "--rerun-failed is not supported with --executor slurm yet: the array's tasks \
-             resume their shards' unfinished and `error` cells only"
-                .into(),
-        ));
-    }
     let (dir, mut state) = match &args.resume {
         Some(dir) => {
             let dir = absolute(dir)?;
@@ -105,16 +98,20 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
     let todo: Vec<TaskState> = state
         .tasks
         .iter()
-        .filter(|t| !t.cell_ids.is_empty() && !shards::complete(&dir, t))
+        .filter(|t| !t.cell_ids.is_empty() && shards::needs_run(&dir, t, args.rerun_failed))
         .cloned()
         .collect();
     let mut text = String::new();
     let mut interrupted = false;
     if !todo.is_empty() {
         let quiet = args.progress == crate::run::progress::ProgressMode::Quiet;
-        let (jobs, followed) = cx
-            .runtime
-            .block_on(controller::execute(&dir, &mut state, &todo, quiet))?;
+        let (jobs, followed) = cx.runtime.block_on(controller::execute(
+            &dir,
+            &mut state,
+            &todo,
+            quiet,
+            args.rerun_failed,
+        ))?;
         interrupted = followed.interrupted;
         text.push_str(&controller::mark(&dir, &state, &todo, &jobs, &followed)?);
     }

@@ -39,11 +39,19 @@ pub async fn submit(
     dir: &Path,
     state: &mut ArrayState,
     tasks: &[&TaskState],
+    rerun_failed: bool,
 ) -> Result<Vec<(String, Vec<usize>)>, ClusterError> {
     let script = dir.join(super::state::SCRIPT);
     let mut out = Vec::new();
     for (gres, indices) in groups(tasks) {
         let mut options = state.options.clone();
+        if rerun_failed {
+            // The script resumes a shard with `--rerun-failed` when told so.
+            options.push(format!(
+                "--export=ALL,{}=1",
+                crate::plan::slurm::RERUN_FAILED_VAR
+            ));
+        }
         options.push(format!(
             "--array={}",
             crate::plan::slurm::index_ranges(&indices)

@@ -16,13 +16,16 @@ use crate::spec::Spec;
 pub type Jobs = Vec<(String, Vec<usize>)>;
 
 /// Follows what an earlier controller submitted that still runs, then
-/// submits the incomplete rest of `todo` and follows it. Progress lines go
-/// to stderr unless `quiet` (the interruption's line is said anyway).
+/// submits the incomplete rest of `todo` (with `rerun_failed`, also the
+/// tasks whose cells failed, their tasks told to run those again) and
+/// follows it. Progress lines go to stderr unless `quiet` (the
+/// interruption's line is said anyway).
 pub async fn execute(
     dir: &Path,
     state: &mut ArrayState,
     todo: &[TaskState],
     quiet: bool,
+    rerun_failed: bool,
 ) -> Result<(Jobs, array::Followed), ClusterError> {
     let mut say = |line: String| {
         if !quiet || line.starts_with("interrupted") {
@@ -41,11 +44,11 @@ pub async fn execute(
     }
     let rest: Vec<&TaskState> = todo
         .iter()
-        .filter(|t| !shards::complete(dir, t))
+        .filter(|t| shards::needs_run(dir, t, rerun_failed))
         .filter(|t| !jobs.iter().any(|(_, ts)| ts.contains(&t.index)))
         .collect();
     if !followed.interrupted && !rest.is_empty() {
-        let submitted = array::submit(dir, state, &rest).await?;
+        let submitted = array::submit(dir, state, &rest, rerun_failed).await?;
         let more = array::follow(&submitted, &mut say).await?;
         followed.interrupted = more.interrupted;
         followed.ended.extend(more.ended);

@@ -42,6 +42,25 @@ pub fn complete(dir: &Path, t: &TaskState) -> bool {
     })
 }
 
+/// Whether task `t` runs again: its shard is not [`complete`], or, with
+/// `rerun_failed`, a cell of it failed, timed out or ran out of memory.
+pub fn needs_run(dir: &Path, t: &TaskState, rerun_failed: bool) -> bool {
+    if !complete(dir, t) {
+        return true;
+    }
+    rerun_failed
+        && store_of(dir, t.index).is_some_and(|store| {
+            t.cell_ids.iter().any(|id| {
+                store.cell_record(id).is_ok_and(|r| {
+                    matches!(
+                        r.status,
+                        RunStatus::Failed | RunStatus::Timeout | RunStatus::Oom
+                    )
+                })
+            })
+        })
+}
+
 /// Gives every cell of task `t` that has no record an `error` record
 /// saying `why` (how the task ended), making the task's run store first
 /// if it never made one. Returns how many cells it marked.

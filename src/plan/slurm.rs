@@ -287,6 +287,11 @@ pub fn script(plan: &Plan, tasks: &[Task], s: &SlurmSettings, paths: &ScriptPath
     out
 }
 
+/// Set (by `run --resume DIR --executor slurm --rerun-failed`) in the
+/// environment of a submission whose tasks resume their shards with
+/// `--rerun-failed`.
+pub const RERUN_FAILED_VAR: &str = "ROCMATRIX_RERUN_FAILED";
+
 /// The script's commands: pick the task's `rocmatrix run`, resume the
 /// shard's run store when an earlier attempt left one.
 fn body(tasks: &[Task], paths: &ScriptPaths) -> String {
@@ -314,15 +319,17 @@ fn body(tasks: &[Task], paths: &ScriptPaths) -> String {
     b.push_str(&format!(
         "out={}/shards/$task\n\
          # A shard run that an earlier attempt left: finish it (cells without a\n\
-         # record, and those the infrastructure broke, run again).\n\
+         # record, and those the infrastructure broke, run again; with\n\
+         # ${var} set, the failed ones too).\n\
          for store in \"$out\"/runs/*/; do\n  \
            if [ -d \"$store\" ]; then\n    \
-             exec {rm} run --resume \"$store\" --out \"$out\" --progress plain{extra}\n  \
+             exec {rm} run --resume \"$store\" ${{{var}:+--rerun-failed}} --out \"$out\" --progress plain{extra}\n  \
            fi\n\
          done\n\
          exec {rm} \"$@\" --out \"$out\" --progress plain{extra}\n",
         shell_quote(&paths.dir),
         rm = shell_quote(&paths.rocmatrix),
+        var = RERUN_FAILED_VAR,
     ));
     b
 }
