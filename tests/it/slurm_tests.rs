@@ -382,6 +382,52 @@ fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
     // The task of the failing cell exits 1, as `rocmatrix run` does.
     assert_eq!(shown.get("JobState").map(String::as_str), Some("FAILED"));
     assert_eq!(shown.get("ExitCode").map(String::as_str), Some("1:0"));
+
+    // `--resume --rerun-failed`: only the task of the failed cell goes out
+    // again, and only that cell runs again in its shard.
+    let started = |task: usize, cell: &str| {
+        let store = std::fs::read_dir(slurm_dir.join(format!("shards/{task}/runs")))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        crate::harness::cell_json(&store, cell)["started"].to_string()
+    };
+    let before: Vec<String> = [(1, "one"), (1, "two"), (2, "three"), (2, "four")]
+        .iter()
+        .map(|(t, c)| started(*t, c))
+        .collect();
+    let mut again = crate::harness::Rocmatrix::new()
+        .args(["run", "--executor", "slurm", "--rerun-failed", "--resume"])
+        .arg(&slurm_dir)
+        .current_dir(dir.path());
+    for (k, v) in s.env() {
+        again = again.env(k, v);
+    }
+    let again = again.run();
+    again.assert_code(1);
+    let said = again.text();
+    assert!(
+        said.contains("0 pending, 0 running, 1 done of 1 task"),
+        "{said}\n{}",
+        s.logs()
+    );
+    let after: Vec<String> = [(1, "one"), (1, "two"), (2, "three"), (2, "four")]
+        .iter()
+        .map(|(t, c)| started(*t, c))
+        .collect();
+    assert_eq!(after[..2], before[..2], "task 1 did not run again: {said}");
+    assert_eq!(
+        after[3], before[3],
+        "the passing cell of task 2 kept its result"
+    );
+    assert_ne!(after[2], before[2], "the failed cell ran again: {said}");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(slurm_dir.join("array.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["jobs"].as_array().unwrap().len(), 2, "{state}");
+    assert_eq!(outcomes(&slurm_dir.join("report/results.json")), merged);
 }
 
 /// `rocmatrix run M --executor slurm …` against the cluster `s`, in `dir`.
