@@ -89,6 +89,15 @@ pub struct RunArgs {
 
 pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
     if !args.cluster.is_local() {
+        if args.triage {
+            // Triage probes one run store; an array leaves one per shard.
+            return Err(Error::Usage(
+                "--triage is not supported with --executor slurm yet: the array leaves one run \
+                 store per shard (DIR/shards/*/runs/); run `rocmatrix triage` on the shard whose \
+                 signature you want triaged"
+                    .into(),
+            ));
+        }
         return super::slurm_run::run(&args, cx, out);
     }
     let (source, settings) = source(&args)?;

@@ -430,6 +430,29 @@ fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
     assert_eq!(outcomes(&slurm_dir.join("report/results.json")), merged);
 }
 
+/// `--triage` with `--executor slurm` is refused before anything is
+/// submitted (no cluster needed): a triage probes one run store, an array
+/// leaves one per shard.
+#[test]
+fn triage_with_the_slurm_executor_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = crate::harness::write(dir.path(), "m.yaml", ARRAY_MATRIX);
+    let o = crate::harness::Rocmatrix::run_matrix(&m)
+        .args(["--executor", "slurm", "--triage", "--baseline"])
+        .arg(dir.path())
+        .arg("--slurm-dir")
+        .arg(dir.path().join("shared"))
+        .run();
+    o.assert_code(2);
+    assert!(
+        o.stderr()
+            .contains("--triage is not supported with --executor slurm"),
+        "{}",
+        o.text()
+    );
+    assert!(!dir.path().join("shared").exists());
+}
+
 /// `rocmatrix run M --executor slurm …` against the cluster `s`, in `dir`.
 fn executor(s: &Slurm, dir: &std::path::Path, m: &std::path::Path) -> crate::harness::Rocmatrix {
     let mut cmd = crate::harness::Rocmatrix::run_matrix(m)
