@@ -160,3 +160,84 @@ pub fn text(rows: &[TrialCell], after: &Results) -> String {
     ));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Results of cells (id, status, signature ids).
+    fn results(cells: &[(&str, &str, &[&str])]) -> Results {
+        let mut sigs: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (id, _, ss) in cells {
+            for s in *ss {
+                match sigs.iter_mut().find(|(x, _)| x == s) {
+                    Some((_, c)) => c.push(id),
+                    None => sigs.push((s, vec![id])),
+                }
+            }
+        }
+        serde_json::from_value(serde_json::json!({
+            "version": 1, "name": "m", "runs": [], "keys": [],
+            "report": {"rows": [], "columns": []},
+            "cells": cells.iter().map(|(id, status, _)| serde_json::json!({
+                "id": id, "values": {}, "status": status,
+                "counts": {"passed": 0, "failed": 0, "error": 0, "skipped": 0,
+                           "flaky": 0, "xfail": 0, "xpass": 0},
+            })).collect::<Vec<_>>(),
+            "signatures": sigs.iter().map(|(s, c)| serde_json::json!({
+                "id": s, "text": s, "message": format!("{s} went wrong"), "count": 1,
+                "places": [], "cells": c, "example": "",
+                "attribution": {"exact": false, "predicates": [], "failing": 1, "ran": 1, "text": ""},
+            })).collect::<Vec<_>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_cell_is_told_by_its_verdicts_and_signatures_before_and_after() {
+        let before = results(&[
+            ("fixed", "failed", &["s1"]),
+            ("same", "failed", &["s1"]),
+            ("moved", "failed", &["s1"]),
+            ("broken", "passed", &[]),
+            ("fine", "passed", &[]),
+            ("lost", "failed", &["s2"]),
+            ("infra", "failed", &["s2"]),
+        ]);
+        let after = results(&[
+            ("fixed", "passed", &[]),
+            ("same", "failed", &["s1"]),
+            ("moved", "failed", &["s3"]),
+            ("broken", "failed", &["s3"]),
+            ("fine", "passed", &[]),
+            ("infra", "error", &[]),
+        ]);
+        let ids: Vec<String> = ["fixed", "same", "moved", "broken", "fine", "lost", "infra"]
+            .map(String::from)
+            .to_vec();
+        let not_run = [("lost".to_string(), "image failed".to_string())];
+        let rows = rows(&ids, &before, &after, &not_run);
+        let got: Vec<(&str, TrialChange)> =
+            rows.iter().map(|r| (r.cell.as_str(), r.change)).collect();
+        assert_eq!(
+            got,
+            [
+                ("fixed", TrialChange::Fixed),
+                ("same", TrialChange::StillFailing),
+                ("moved", TrialChange::FailingDifferently),
+                ("broken", TrialChange::NewlyFailing),
+                ("fine", TrialChange::Unchanged),
+                ("lost", TrialChange::Error),
+                ("infra", TrialChange::Error),
+            ]
+        );
+        assert_eq!(rows[5].reason.as_deref(), Some("image failed"));
+        assert_eq!(rows[2].signatures, ["s3"]);
+        let table = text(&rows, &after);
+        assert!(table.contains("  s3 s3 went wrong\n"), "{table}");
+        assert!(
+            table.ends_with("1 fixed, 2 still failing, 1 newly failing, 1 unchanged, 2 errors\n"),
+            "{table}"
+        );
+    }
+}

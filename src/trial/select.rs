@@ -54,3 +54,54 @@ pub fn cells(
     }
     Ok(wanted)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_with_an_unknown_axis_and_a_run_with_nothing_failing_are_refused() {
+        let manifest: RunManifest = crate::store::record::RunManifest {
+            keys: vec!["case".into()],
+            cells: Vec::new(),
+            ..serde_json::from_value::<crate::store::schema::PlanFile>(serde_json::json!({
+                "store_version": crate::store::record::STORE_VERSION,
+                "run_id": "r", "rocmatrix_version": "0", "name": "m",
+                "matrix_file": "m.yaml", "matrix_hash": "h", "keys": [], "expect": [],
+                "classify": [], "report": {"rows": [], "columns": []}, "shard": null,
+                "cells": [], "builds": [],
+            }))
+            .unwrap()
+            .into()
+        };
+        let before: Results = serde_json::from_value(serde_json::json!({
+            "version": 1, "name": "m", "runs": [], "keys": [],
+            "report": {"rows": [], "columns": []}, "cells": [],
+        }))
+        .unwrap();
+        let only = [("gfx".to_string(), "gfx900".to_string())];
+        let e = cells(
+            &manifest,
+            &before,
+            &Selection {
+                all: false,
+                only: &only,
+            },
+        )
+        .unwrap_err();
+        assert!(e.0.contains("no axis `gfx` (its axes: case)"), "{e}");
+        let e = cells(
+            &manifest,
+            &before,
+            &Selection {
+                all: false,
+                only: &[],
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("no failing cells") && e.0.contains("--all"),
+            "{e}"
+        );
+    }
+}
