@@ -106,6 +106,28 @@ fn toolchain(key: &str, environment_hash: &str, src: &LlvmSource) -> Build {
     }
 }
 
+/// The name of the step that applies patches to the unpacked LLVM source
+/// before it is configured (`rocmatrix try --patch llvm=FILE`).
+pub const PATCH_STEP: &str = "patch";
+
+/// A step applying `patches` (a name and its text each, in order) to
+/// `/usr/src/llvm-source` with `patch -p1`, each from a here-document
+/// whose end marker is the patch's hash (its text cannot hold it): the
+/// patch is in the step's script, so the build's hash, and its snapshot's
+/// name, follow its content.
+pub fn patch_step(patches: &[(&str, &str, &str)]) -> Step {
+    let mut run = String::from("set -euo pipefail\ncd /usr/src/llvm-source\n");
+    for (name, text, sha256) in patches {
+        let end = format!("ROCMATRIX_PATCH_{}", &sha256[..sha256.len().min(32)]);
+        run.push_str(&format!(
+            "echo {}\npatch -p1 --forward --batch --no-backup-if-mismatch <<'{end}'\n{text}{}{end}\n",
+            crate::plan::ci::shell_quote(&format!("rocmatrix: applying {name}")),
+            if text.ends_with('\n') { "" } else { "\n" },
+        ));
+    }
+    step(PATCH_STEP, run)
+}
+
 fn step(name: &str, run: String) -> Step {
     Step {
         name: name.to_string(),
@@ -205,6 +227,22 @@ ls -l {PREFIX}/bin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_patch_step_holds_each_patch_in_a_here_document_ended_by_its_hash() {
+        let sha = "ab".repeat(32);
+        let s = patch_step(&[("fix.patch", "--- a/x\n+++ b/x\n", &sha)]);
+        assert_eq!(s.name, PATCH_STEP);
+        assert_eq!(
+            s.run,
+            format!(
+                "set -euo pipefail\ncd /usr/src/llvm-source\necho 'rocmatrix: applying fix.patch'\n\
+                 patch -p1 --forward --batch --no-backup-if-mismatch <<'ROCMATRIX_PATCH_{0}'\n\
+                 --- a/x\n+++ b/x\nROCMATRIX_PATCH_{0}\n",
+                &sha[..32]
+            )
+        );
+    }
 
     #[test]
     fn tool_names_are_plain_words() {

@@ -6,6 +6,14 @@
 //!
 //! Every patched checkout is made once here, before anything is built: a
 //! patch that does not apply stops the try, naming its file and hunk.
+//!
+//! `--patch llvm=FILE` (when the matrix has no source named `llvm`)
+//! patches the debug LLVM built from source instead: the tried cells'
+//! toolchain builds get a first step applying it to the unpacked source
+//! (`plan::toolchain::patch_step`), and every build and cell that starts
+//! from one folds it into its hash, so the patched toolchain is a snapshot
+//! of its own. Whether it applies is told by that step, before the
+//! configure and the compile.
 
 use std::collections::BTreeSet;
 
@@ -49,6 +57,11 @@ pub fn patched(
         .filter(|b| keys.contains(&b.key))
         .cloned()
         .collect();
+    let (llvm, patches): (Vec<&Patch>, Vec<&Patch>) =
+        patches.iter().partition(|p| is_llvm(manifest, p));
+    if !llvm.is_empty() {
+        patch_llvm(&mut tried, &mut builds, &llvm)?;
+    }
     for p in patches {
         check_named(manifest, &tried, &builds, p)?;
         for c in &mut tried {
@@ -67,6 +80,79 @@ pub fn patched(
         builds,
         ..manifest.clone()
     })
+}
+
+/// Whether `p` is for the debug LLVM: named `llvm`, where the matrix has
+/// no source of that name.
+fn is_llvm(manifest: &RunManifest, p: &Patch) -> bool {
+    p.source == "llvm"
+        && !manifest
+            .cells
+            .iter()
+            .flat_map(|c| &c.sources)
+            .chain(manifest.builds.iter().flat_map(|b| &b.sources))
+            .any(|s| s.name == "llvm")
+}
+
+/// `patches` as the first step of every toolchain build of `builds`,
+/// folded into the hashes of those builds, the builds that start from them
+/// and the cells that start from either.
+fn patch_llvm(
+    tried: &mut [crate::plan::Cell],
+    builds: &mut [crate::plan::Build],
+    patches: &[&Patch],
+) -> Result<(), TrialError> {
+    use crate::plan::build::BuildKind;
+    use crate::plan::toolchain::patch_step;
+    let toolchains: BTreeSet<String> = builds
+        .iter()
+        .filter(|b| b.kind == BuildKind::LlvmDebug)
+        .map(|b| b.key.clone())
+        .collect();
+    if toolchains.is_empty() {
+        return Err(TrialError(format!(
+            "--patch llvm={}: none of the cells tried builds the debug LLVM from source \
+             (`environment.llvm: {{debug: source}}`), and the matrix has no source named `llvm`",
+            patches[0].given.display()
+        )));
+    }
+    let names: Vec<String> = patches
+        .iter()
+        .map(|p| {
+            p.given.file_name().map_or_else(
+                || p.given.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let parts: Vec<(&str, &str, &str)> = patches
+        .iter()
+        .zip(&names)
+        .map(|(p, n)| (n.as_str(), p.text.as_str(), p.sha256.as_str()))
+        .collect();
+    let step = patch_step(&parts);
+    let fold_all = |hash: &str| patches.iter().fold(hash.to_string(), |h, p| fold(&h, p));
+    for b in builds.iter_mut() {
+        if toolchains.contains(&b.key) {
+            b.steps.insert(0, step.clone());
+            b.hash = fold_all(&b.hash);
+        } else if b.from.as_ref().is_some_and(|f| toolchains.contains(f)) {
+            b.hash = fold_all(&b.hash);
+        }
+    }
+    let patched: BTreeSet<String> = builds
+        .iter()
+        .filter(|b| {
+            toolchains.contains(&b.key) || b.from.as_ref().is_some_and(|f| toolchains.contains(f))
+        })
+        .map(|b| b.key.clone())
+        .collect();
+    for c in tried.iter_mut() {
+        if c.build.as_ref().is_some_and(|k| patched.contains(k)) {
+            c.hash = fold_all(&c.hash);
+        }
+    }
+    Ok(())
 }
 
 /// Makes every patched checkout of `manifest` once: the first patch that
@@ -138,12 +224,8 @@ fn check_named(
                 names.iter().copied().collect::<Vec<_>>().join(", ")
             ),
         };
-        let llvm = match p.source == "llvm" {
-            true => "; try cannot patch the debug LLVM (`environment.llvm`) yet",
-            false => "",
-        };
         return Err(TrialError(format!(
-            "{given}: the run's matrix has no source `{}` ({known}){llvm}",
+            "{given}: the run's matrix has no source `{}` ({known})",
             p.source
         )));
     }
@@ -179,4 +261,94 @@ fn add(sources: &mut [SourceRef], p: &Patch) -> bool {
 /// `hash` with the patch's content folded in.
 fn fold(hash: &str, p: &Patch) -> String {
     crate::digest::sha256_hex(format!("{hash}\0try\0{}\0{}", p.source, p.sha256).as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::build::BuildKind;
+    use crate::plan::toolchain::PATCH_STEP;
+
+    /// A run's manifest of a matrix whose debug cells build LLVM from
+    /// source and a matrix build on top of it.
+    fn manifest() -> RunManifest {
+        let text = "matrix:\n  flavour: [release, debug]\nenvironment:\n  base: \"debian:sid\"\n  \
+                    llvm:\n    debug: \"{{ 'source' if matrix.flavour == 'debug' else 'none' }}\"\n    \
+                    tools: [llvm-mc]\nbuild:\n  per: [flavour]\n  steps:\n    - name: make\n      run: make\n\
+                    steps:\n  - name: assemble\n    run: llvm-mc --version\n";
+        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), text).unwrap();
+        let plan = crate::plan::Plan::build(&spec, 64).unwrap();
+        RunManifest {
+            store_version: crate::store::record::STORE_VERSION,
+            run_id: "r".into(),
+            rocmatrix_version: "0".into(),
+            name: "m".into(),
+            matrix_file: "m.yaml".into(),
+            matrix_hash: "h".into(),
+            keys: plan.keys.clone(),
+            expect: Vec::new(),
+            classify: Vec::new(),
+            report: spec.report.clone(),
+            shard: None,
+            cells: plan.cells,
+            builds: plan.builds,
+        }
+    }
+
+    fn patch(name: &str) -> Patch {
+        let text =
+            "--- a/llvm/lib/MC/x.cpp\n+++ b/llvm/lib/MC/x.cpp\n@@ -1 +1 @@\n-a\n+b\n".to_string();
+        Patch {
+            source: "llvm".into(),
+            given: format!("/tmp/{name}").into(),
+            sha256: crate::digest::sha256_hex(text.as_bytes()),
+            kept: "/cache/try/patches/x.patch".into(),
+            text,
+        }
+    }
+
+    #[test]
+    fn an_llvm_patch_is_the_toolchains_first_step_and_every_hash_after_it_follows() {
+        let m = manifest();
+        let cells: Vec<String> = m.cells.iter().map(|c| c.id.clone()).collect();
+        let tried = patched(&m, &cells, &[patch("fix-yn.patch")]).unwrap();
+        let tc = tried
+            .builds
+            .iter()
+            .find(|b| b.kind == BuildKind::LlvmDebug)
+            .unwrap();
+        let before = m.builds.iter().find(|b| b.key == tc.key).unwrap();
+        assert_eq!(tc.steps[0].name, PATCH_STEP);
+        assert!(tc.steps[0].run.contains("applying fix-yn.patch"));
+        assert!(tc.steps[0].run.contains("+++ b/llvm/lib/MC/x.cpp"));
+        assert_eq!(tc.steps[1..], before.steps[..]);
+        assert_ne!(tc.hash, before.hash);
+        for (b, was) in tried.builds.iter().zip(&m.builds) {
+            // The debug build starts from the toolchain; the release one not.
+            let follows = b.key == tc.key || b.from.as_deref() == Some(tc.key.as_str());
+            assert_eq!(b.hash != was.hash, follows, "{}", b.key);
+        }
+        for (c, was) in tried.cells.iter().zip(&m.cells) {
+            let debug = c.value("flavour") == Some("debug");
+            assert_eq!(c.hash != was.hash, debug, "{}", c.id);
+        }
+    }
+
+    #[test]
+    fn an_llvm_patch_for_cells_that_build_no_llvm_is_refused() {
+        let m = manifest();
+        let release: Vec<String> = m
+            .cells
+            .iter()
+            .filter(|c| c.value("flavour") == Some("release"))
+            .map(|c| c.id.clone())
+            .collect();
+        let e = patched(&m, &release, &[patch("fix-yn.patch")]).unwrap_err();
+        assert!(
+            e.0.contains(
+                "--patch llvm=/tmp/fix-yn.patch: none of the cells tried builds the debug LLVM"
+            ),
+            "{e}"
+        );
+    }
 }

@@ -21,6 +21,8 @@ pub struct Patch {
     pub sha256: String,
     /// Where it is kept by its content: the path the plan names.
     pub kept: PathBuf,
+    /// Its text, as kept.
+    pub text: String,
 }
 
 /// Reads `file`, checks that it is a text patch, and keeps it under
@@ -34,8 +36,9 @@ pub fn read(source: &str, file: &Path, cache: &Path) -> Result<Patch, TrialError
             "--patch {source}={shown}: {why}; try applies text patches only"
         )));
     }
-    let bytes = as_git_diff(&String::from_utf8_lossy(&bytes)).into_bytes();
-    let diff = git2::Diff::from_buffer(&bytes).map_err(|e| {
+    let text = as_git_diff(&String::from_utf8_lossy(&bytes));
+    let bytes = text.as_bytes();
+    let diff = git2::Diff::from_buffer(bytes).map_err(|e| {
         TrialError(format!(
             "--patch {source}={shown}: not a patch git can read ({}); expected a unified \
              diff (`git diff`, `git format-patch`, `diff -u`)",
@@ -48,10 +51,10 @@ pub fn read(source: &str, file: &Path, cache: &Path) -> Result<Patch, TrialError
              (`git diff`, `git format-patch`, `diff -u`)"
         )));
     }
-    let sha256 = crate::digest::sha256_hex(&bytes);
+    let sha256 = crate::digest::sha256_hex(bytes);
     let kept = cache.join("try/patches").join(format!("{sha256}.patch"));
     if !kept.is_file() {
-        crate::store::write_atomic(&kept, &bytes)
+        crate::store::write_atomic(&kept, bytes)
             .map_err(|e| TrialError(format!("keeping --patch {source}={shown}: {e}")))?;
     }
     Ok(Patch {
@@ -59,6 +62,7 @@ pub fn read(source: &str, file: &Path, cache: &Path) -> Result<Patch, TrialError
         given: file.to_path_buf(),
         sha256,
         kept,
+        text,
     })
 }
 
