@@ -8,6 +8,7 @@ pub mod debci;
 pub mod glob;
 pub mod jobs;
 pub mod k8s;
+pub mod patch_file;
 mod render;
 pub mod shard;
 pub mod slurm;
@@ -53,6 +54,11 @@ pub struct LlvmSource {
     pub tools: Vec<String>,
     /// `LLVM_TARGETS_TO_BUILD` (`AMDGPU`).
     pub targets: Vec<String>,
+    /// Patches applied to the source before it is configured: the
+    /// toolchain build's first step holds them, so they are out of the
+    /// environment's hash (its image does not change with them).
+    #[serde(skip)]
+    pub patches: Vec<patch_file::LlvmPatch>,
 }
 
 /// A cell's rendered image recipe. Cells with equal environments share an image.
@@ -475,6 +481,7 @@ fn render_llvm(
                 version,
                 tools,
                 targets,
+                patches: llvm_patches(spec, r, &l.patches, ctx, id)?,
             })
         }
         other => {
@@ -486,6 +493,41 @@ fn render_llvm(
             return Err(spec.error_at(l.debug.pos, format!("{field}, not `{other}` (cell {id})")));
         }
     })
+}
+
+/// `environment.llvm.patches`, rendered and read: paths relative to the
+/// matrix file, each a text patch.
+fn llvm_patches(
+    spec: &Spec,
+    r: &Renderer,
+    templates: &[spec::Template],
+    ctx: &minijinja::Value,
+    id: &str,
+) -> Result<Vec<patch_file::LlvmPatch>, SpecError> {
+    let base = spec.file.parent().unwrap_or(std::path::Path::new(""));
+    let mut out = Vec::new();
+    for t in templates {
+        let rel = r.render(t, ctx, id)?.trim().to_string();
+        if rel.is_empty() {
+            continue;
+        }
+        let path = base.join(&rel);
+        let text = patch_file::read_text(&path).map_err(|why| {
+            spec.error_at(
+                t.pos,
+                format!(
+                    "environment.llvm.patches: `{rel}` ({}): {why} (cell {id})",
+                    path.display()
+                ),
+            )
+        })?;
+        out.push(patch_file::LlvmPatch {
+            name: rel,
+            sha256: crate::digest::sha256_hex(text.as_bytes()),
+            text,
+        });
+    }
+    Ok(out)
 }
 
 /// The steps of one cell, rendered in its context.

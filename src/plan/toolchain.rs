@@ -46,7 +46,7 @@ pub fn assign(cells: &mut [Cell], builds: &mut Vec<Build>) {
         let Some(Llvm::Source(src)) = c.environment.as_ref().map(|e| &e.llvm) else {
             continue;
         };
-        let key = format!("llvm-debug-{}", crate::digest::short(&c.environment_hash));
+        let key = key_of(&c.environment_hash, src);
         if !toolchains.iter().any(|b| b.key == key) {
             toolchains.push(toolchain(&key, &c.environment_hash, src));
         }
@@ -73,12 +73,32 @@ pub fn assign(cells: &mut [Cell], builds: &mut Vec<Build>) {
     *builds = toolchains;
 }
 
+/// `llvm-debug-<environment>`, and `-<patches>` when the source is patched:
+/// one toolchain per environment and set of patches.
+fn key_of(environment_hash: &str, src: &LlvmSource) -> String {
+    let env = crate::digest::short(environment_hash);
+    if src.patches.is_empty() {
+        return format!("llvm-debug-{env}");
+    }
+    let all: Vec<&str> = src.patches.iter().map(|p| p.sha256.as_str()).collect();
+    let patches = crate::digest::sha256_hex(all.join("\n").as_bytes());
+    format!("llvm-debug-{env}-{}", crate::digest::short(&patches))
+}
+
 fn toolchain(key: &str, environment_hash: &str, src: &LlvmSource) -> Build {
-    let steps = vec![
+    let mut steps = vec![
         step("configure", configure(src)),
         step("compile", compile(src)),
         step("install", install(src)),
     ];
+    if !src.patches.is_empty() {
+        let parts: Vec<(&str, &str, &str)> = src
+            .patches
+            .iter()
+            .map(|p| (p.name.as_str(), p.text.as_str(), p.sha256.as_str()))
+            .collect();
+        steps.insert(0, patch_step(&parts));
+    }
     let hash = crate::digest::sha256_hex(
         serde_json::json!({
             "toolchain": "llvm-debug",

@@ -186,6 +186,9 @@ pub struct LlvmTemplate {
     pub tools: Vec<Template>,
     /// `LLVM_TARGETS_TO_BUILD` entries.
     pub targets: Vec<Template>,
+    /// Patch files applied to the source before it is configured, paths
+    /// relative to the matrix file.
+    pub patches: Vec<Template>,
 }
 
 impl LlvmTemplate {
@@ -194,6 +197,7 @@ impl LlvmTemplate {
             .chain(&self.version)
             .chain(&self.tools)
             .chain(&self.targets)
+            .chain(&self.patches)
     }
 }
 

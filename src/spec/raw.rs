@@ -141,7 +141,7 @@ pub enum RawLlvm {
     Source(RawLlvmSource),
 }
 
-/// `environment.llvm: {debug: source, version, tools, targets}`.
+/// `environment.llvm: {debug: source, version, tools, targets, patches}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLlvmSource {
@@ -151,6 +151,8 @@ pub struct RawLlvmSource {
     pub tools: Vec<String>,
     #[serde(default)]
     pub targets: Vec<String>,
+    #[serde(default)]
+    pub patches: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::TrialError;
 
-/// The largest patch `try` reads.
-pub const MAX_PATCH: u64 = 16 << 20;
+use crate::plan::patch_file::{binary, MAX_PATCH};
 
 /// One `--patch NAME=FILE`, read and kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,23 +116,6 @@ fn p1(header: &str) -> &str {
         return path;
     }
     path.split_once('/').map_or(path, |(_, rest)| rest)
-}
-
-/// Why `bytes` is a binary patch, if it is one.
-fn binary(bytes: &[u8]) -> Option<&'static str> {
-    if bytes.contains(&0) {
-        return Some("it holds NUL bytes (a binary file, not a patch)");
-    }
-    let text = String::from_utf8_lossy(bytes);
-    text.lines().find_map(|l| {
-        if l == "GIT binary patch" {
-            Some("it is a binary patch (`GIT binary patch`)")
-        } else if l.starts_with("Binary files ") && l.ends_with(" differ") {
-            Some("it changes a binary file (`Binary files … differ`)")
-        } else {
-            None
-        }
-    })
 }
 
 #[cfg(test)]

@@ -68,6 +68,54 @@ fn a_source_llvm_is_one_toolchain_build_per_environment_that_its_cells_start_fro
     assert_ne!(p.cells[0].environment_hash, p.cells[2].environment_hash);
 }
 
+/// `environment.llvm.patches`: the toolchain build applies them first, is a
+/// toolchain of its own (key and hash), and the environment's image is the
+/// unpatched one's; a missing or binary patch is refused at its line.
+#[test]
+fn llvm_patches_are_the_toolchains_first_step_and_leave_the_environment_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let fix = "--- a/llvm/lib/Support/YAMLTraits.cpp\n+++ b/llvm/lib/Support/YAMLTraits.cpp\n@@ -1 +1 @@\n-a\n+b\n";
+    std::fs::write(dir.path().join("fix-yn.patch"), fix).unwrap();
+    let file = dir.path().join("m.yaml");
+    let at = |text: &str| {
+        let s = Spec::parse(&file, text).map_err(|e| e.to_string())?;
+        Plan::build(&s, 4096).map_err(|e| e.to_string())
+    };
+    let patched_text = SOURCE.replace(
+        "    tools: [llvm-mc]\n",
+        "    tools: [llvm-mc]\n    patches: [fix-yn.patch]\n",
+    );
+    let plain = at(SOURCE).unwrap();
+    let patched = at(&patched_text).unwrap();
+    let tc = |p: &Plan| {
+        p.builds
+            .iter()
+            .find(|b| b.key.starts_with("llvm-debug-"))
+            .unwrap()
+            .clone()
+    };
+    let (was, now) = (tc(&plain), tc(&patched));
+    assert!(now.key.starts_with(&format!("{}-", was.key)), "{}", now.key);
+    assert_eq!(now.steps[0].name, "patch");
+    assert!(now.steps[0].run.contains("applying fix-yn.patch"));
+    assert!(now.steps[0].run.contains(fix));
+    assert_eq!(now.steps[1..], was.steps[..]);
+    assert_ne!(now.hash, was.hash);
+    for (a, b) in plain.cells.iter().zip(&patched.cells) {
+        assert_eq!(a.environment_hash, b.environment_hash, "{}", a.id);
+        let debug = a.value("flavour") == Some("debug");
+        assert_eq!(a.hash != b.hash, debug, "{}", a.id);
+    }
+    let e = at(&patched_text.replace("fix-yn.patch", "gone.patch")).unwrap_err();
+    assert!(
+        e.contains("environment.llvm.patches: `gone.patch`") && e.contains("m.yaml:10"),
+        "{e}"
+    );
+    std::fs::write(dir.path().join("bin.patch"), b"\x7fELF\0\0").unwrap();
+    let e = at(&patched_text.replace("fix-yn.patch", "bin.patch")).unwrap_err();
+    assert!(e.contains("NUL bytes"), "{e}");
+}
+
 #[test]
 fn a_matrix_build_starts_from_the_toolchain_and_its_hash_follows_it() {
     let with_build = SOURCE.replace(

@@ -63,12 +63,14 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
             version: None,
             tools: Vec::new(),
             targets: Vec::new(),
+            patches: Vec::new(),
         },
         Some(RawLlvm::Flavour(s)) => crate::spec::LlvmTemplate {
             debug: cx.template("environment.llvm", s),
             version: None,
             tools: Vec::new(),
             targets: Vec::new(),
+            patches: Vec::new(),
         },
         Some(RawLlvm::Source(m)) => crate::spec::LlvmTemplate {
             debug: cx.template("environment.llvm.debug", &m.debug),
@@ -78,6 +80,7 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
                 .map(|v| cx.template("environment.llvm.version", v)),
             tools: list("tools", &m.tools),
             targets: list("targets", &m.targets),
+            patches: list("patches", &m.patches),
         },
     }
 }

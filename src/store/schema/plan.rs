@@ -287,10 +287,12 @@ impl From<Environment> for plan::Environment {
             llvm: match e.llvm {
                 Llvm::Release => plan::Llvm::Release,
                 Llvm::Debug => plan::Llvm::Debug,
+                // The patches live on in the toolchain build's first step.
                 Llvm::Source(s) => plan::Llvm::Source(plan::LlvmSource {
                     version: s.version,
                     tools: s.tools,
                     targets: s.targets,
+                    patches: Vec::new(),
                 }),
             },
             setup: e.setup,
