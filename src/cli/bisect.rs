@@ -14,7 +14,6 @@ use crate::bisect::{Begin, Options, What};
 use crate::error::{Error, ExitCode};
 use crate::image::network::NetworkChoice;
 use crate::run::progress::ProgressMode;
-use crate::run::RunOptions;
 use crate::spec::DEFAULT_MAX_CELLS;
 use crate::stop::signals::Interrupt;
 use crate::store::DEFAULT_OUT;
@@ -86,17 +85,7 @@ pub fn run(args: BisectArgs, cx: &super::Context, out: &mut dyn Write) -> Result
     let opts = Options {
         out: args.out.clone(),
         max_cells: args.max_cells,
-        run: RunOptions {
-            jobs: 1,
-            build_jobs: crate::run::default_build_jobs(),
-            fail_fast: false,
-            retries: 1,
-            network: NetworkChoice::parse(&args.network),
-            work_dir: crate::dirs::cache_dir().join("bootstrap"),
-            locked: None,
-            coverage: false,
-            registry: None,
-        },
+        run: super::replanned_options(NetworkChoice::parse(&args.network)),
         progress: args.progress,
         gpus: gate,
         cache: crate::dirs::cache_dir(),

@@ -276,6 +276,25 @@ fn parse_label(s: &str) -> Result<(String, String), BadArg> {
     split_pair(s).ok_or_else(|| BadArg(format!("label `{s}` is not KEY=VALUE")))
 }
 
+/// Run options for cells planned before (a repro, a bisection's or a
+/// triage's probes, a try): one cell at a time, one retry after an
+/// infrastructure error, no lock, no coverage scan, no registry.
+pub(crate) fn replanned_options(
+    network: crate::image::network::NetworkChoice,
+) -> crate::run::RunOptions {
+    crate::run::RunOptions {
+        jobs: 1,
+        build_jobs: crate::run::default_build_jobs(),
+        fail_fast: false,
+        retries: 1,
+        network,
+        work_dir: crate::dirs::cache_dir().join("bootstrap"),
+        locked: None,
+        coverage: false,
+        registry: None,
+    }
+}
+
 /// Writes to stdout, treating a closed pipe (`| head`) as success.
 pub(crate) fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {

@@ -140,18 +140,11 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
 /// image is reused (`reusing_own`).
 fn options(reusing_own: bool, lock: Option<&crate::store::lock::Lock>) -> RunOptions {
     RunOptions {
-        jobs: 1,
-        build_jobs: crate::run::default_build_jobs(),
-        fail_fast: false,
-        retries: 1,
-        network: NetworkChoice::Auto,
-        work_dir: crate::dirs::cache_dir().join("bootstrap"),
         locked: if reusing_own {
             None
         } else {
             lock.cloned().map(Arc::new)
         },
-        coverage: false,
-        registry: None,
+        ..super::replanned_options(NetworkChoice::Auto)
     }
 }

@@ -11,7 +11,6 @@ use clap::Args;
 use crate::error::{Error, ExitCode};
 use crate::image::network::NetworkChoice;
 use crate::run::progress::ProgressMode;
-use crate::run::RunOptions;
 use crate::spec::DEFAULT_MAX_CELLS;
 use crate::stop::signals::Interrupt;
 use crate::store::DEFAULT_OUT;
@@ -138,17 +137,7 @@ pub async fn carry_out(
         bisect: crate::bisect::Options {
             out: setup.out.to_path_buf(),
             max_cells: setup.max_cells,
-            run: RunOptions {
-                jobs: 1,
-                build_jobs: crate::run::default_build_jobs(),
-                fail_fast: false,
-                retries: 1,
-                network: NetworkChoice::parse(setup.network),
-                work_dir: crate::dirs::cache_dir().join("bootstrap"),
-                locked: None,
-                coverage: false,
-                registry: None,
-            },
+            run: super::replanned_options(NetworkChoice::parse(setup.network)),
             progress: setup.progress,
             gpus: gate,
             cache: crate::dirs::cache_dir(),

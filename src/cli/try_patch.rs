@@ -154,13 +154,6 @@ fn options(args: &TryArgs) -> RunOptions {
         .unwrap_or(2);
     RunOptions {
         jobs: args.jobs.unwrap_or(cores).max(1),
-        build_jobs: crate::run::default_build_jobs(),
-        fail_fast: false,
-        retries: 1,
-        network: NetworkChoice::parse(&args.network),
-        work_dir: crate::dirs::cache_dir().join("bootstrap"),
-        locked: None,
-        coverage: false,
-        registry: None,
+        ..super::replanned_options(NetworkChoice::parse(&args.network))
     }
 }
