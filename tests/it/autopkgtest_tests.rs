@@ -64,17 +64,6 @@ const RESTRICTIONS: [(&str, &str, &str); 14] = [
     ("with-depends", "PASS", ""),
 ];
 
-fn git(dir: &Path, args: &[&str]) {
-    let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-        .args(["-c", "init.defaultBranch=main"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
-}
-
 /// tests/it/data/autopkgtest as a git repository under `root` (the trees'
 /// executable bits kept), for `sources:`.
 fn tree_repo(root: &Path) -> PathBuf {

@@ -15,24 +15,6 @@ use serde_json::Value;
 
 use crate::harness::*;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.org",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
-    stdout(&o).trim().to_string()
-}
-
 /// The project as of commit `k`.
 fn write_commit(repo: &Path, k: u32) {
     let broken = k == 23;

@@ -3,27 +3,8 @@
 //! the lock; a patch that does not apply is named with its hunk.
 
 use std::path::Path;
-use std::process::Command;
 
 use crate::harness::*;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.org",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
-    stdout(&o).trim().to_string()
-}
 
 /// A repository with a `rocm-6.4` branch, and a two-patch series on top of it.
 fn fixture(root: &Path) -> (std::path::PathBuf, String) {

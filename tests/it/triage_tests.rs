@@ -27,24 +27,6 @@ const UNRELATED: [u32; 2] = [31, 32];
 const BASE: u32 = 4;
 const HEAD: u32 = 40;
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.org",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
-    stdout(&o).trim().to_string()
-}
-
 /// The project as of commit `k`.
 fn write_commit(repo: &Path, k: u32) {
     let build = if k == UNBUILDABLE {
