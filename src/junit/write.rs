@@ -328,11 +328,6 @@ pub fn clean(s: &str) -> Cow<'_, str> {
     ))
 }
 
-/// Whether `s` is written as it is: printable ASCII.
-pub fn is_plain(s: &str) -> bool {
-    s.bytes().all(|b| (0x20..0x7f).contains(&b))
-}
-
 #[cfg(test)]
 pub mod oracle;
 

@@ -66,12 +66,10 @@ pub enum TrialChange {
 impl TrialFile {
     /// Writes `try.json` into `run_dir`, atomically.
     pub fn write(&self, run_dir: &Path) -> Result<(), StoreError> {
-        let path = run_dir.join(layout::TRIAL);
-        let text = serde_json::to_vec_pretty(self).map_err(|e| StoreError::Corrupt {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        super::write_atomic(&path, &text)
+        let store = super::RunStore {
+            dir: run_dir.to_path_buf(),
+        };
+        store.write_json(layout::TRIAL, self)
     }
 
     /// Reads `try.json` of `run_dir` ([`read::MAX_RECORD`] at most), once

@@ -82,16 +82,21 @@ pub fn patched(
     })
 }
 
+/// The names of the `sources:` entries of the run's cells and builds.
+fn source_names(manifest: &RunManifest) -> BTreeSet<&str> {
+    manifest
+        .cells
+        .iter()
+        .flat_map(|c| &c.sources)
+        .chain(manifest.builds.iter().flat_map(|b| &b.sources))
+        .map(|s| s.name.as_str())
+        .collect()
+}
+
 /// Whether `p` is for the debug LLVM: named `llvm`, where the matrix has
 /// no source of that name.
 fn is_llvm(manifest: &RunManifest, p: &Patch) -> bool {
-    p.source == "llvm"
-        && !manifest
-            .cells
-            .iter()
-            .flat_map(|c| &c.sources)
-            .chain(manifest.builds.iter().flat_map(|b| &b.sources))
-            .any(|s| s.name == "llvm")
+    p.source == "llvm" && !source_names(manifest).contains("llvm")
 }
 
 /// `patches` as the first step of every toolchain build of `builds`,
@@ -162,7 +167,8 @@ pub fn check_applies(
     patches: &[Patch],
     sources: &Sources,
 ) -> Result<(), TrialError> {
-    let mut seen = BTreeSet::new();
+    // Sources::prepare checks each (source, patches) out once however many
+    // cells and builds name it.
     let all = manifest
         .cells
         .iter()
@@ -172,7 +178,7 @@ pub fn check_applies(
         let kept = patches
             .iter()
             .any(|p| src.patches.contains(&p.kept.display().to_string()));
-        if !kept || !seen.insert(format!("{src:?}")) {
+        if !kept {
             continue;
         }
         sources.prepare(src).map_err(|e| words(e, src, patches))?;
@@ -208,13 +214,7 @@ fn check_named(
     builds: &[crate::plan::Build],
     p: &Patch,
 ) -> Result<(), TrialError> {
-    let names: BTreeSet<&str> = manifest
-        .cells
-        .iter()
-        .flat_map(|c| &c.sources)
-        .chain(manifest.builds.iter().flat_map(|b| &b.sources))
-        .map(|s| s.name.as_str())
-        .collect();
+    let names = source_names(manifest);
     let given = format!("--patch {}={}", p.source, p.given.display());
     if !names.contains(p.source.as_str()) {
         let known = match names.is_empty() {
