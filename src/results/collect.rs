@@ -299,12 +299,23 @@ fn classified_case(case: &Case, why: &Classified) -> Case {
 /// The analysis' fields (`signatures`, `coverage_changes`) stay empty:
 /// `crate::analysis::collect` fills them.
 pub fn collect(source: &Source, limits: Limits, sink: &mut dyn Sink) -> Results {
-    let classifier = Classifier::new(&source.classify);
+    collect_classified(source, &Classifier::new(&source.classify), limits, sink)
+}
+
+/// [`collect`] with `source.classify` already compiled as `classifier`
+/// (a run's judge collects one cell at a time: compiling the rules once
+/// keeps that off each cell's path).
+pub fn collect_classified(
+    source: &Source,
+    classifier: &Classifier,
+    limits: Limits,
+    sink: &mut dyn Sink,
+) -> Results {
     let cells = readers::read_all(source, limits, |events| {
         source
             .cells
             .iter()
-            .map(|cs| collect_cell(source, cs, (limits, &classifier), sink, events))
+            .map(|cs| collect_cell(source, cs, (limits, classifier), sink, events))
             .collect::<Vec<_>>()
     });
     Results {

@@ -6,19 +6,23 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+use super::classify::Classifier;
+use super::collect::collect_classified;
 use super::junit::Limits;
 use super::source::{self, CellSource, Source};
-use super::{collect, NoSink};
+use super::NoSink;
 use crate::outcome::{judge_cell, CellFacts, CellJudge, Judgement};
 use crate::store::record::CellRecord;
 
 /// Judges the cells of one run by their tests; the run's rules are read
-/// from its `plan.json` the first time a cell asks.
+/// from its `plan.json` (and its `classify:` patterns compiled) the first
+/// time a cell asks.
 #[derive(Default)]
 pub struct ByTests {
-    /// The run's rules, as an empty source; `None` when its plan could not
-    /// be read (cells are then judged by their steps).
-    rules: OnceLock<Option<Source>>,
+    /// The run's rules, as an empty source, and its compiled `classify:`;
+    /// `None` when its plan could not be read (cells are then judged by
+    /// their steps).
+    rules: OnceLock<Option<(Source, Classifier)>>,
 }
 
 impl ByTests {
@@ -31,7 +35,8 @@ impl CellJudge for ByTests {
     fn judge(&self, record: &CellRecord, run_dir: &Path) -> Judgement {
         let rules = self.rules.get_or_init(|| {
             let m = source::manifest(run_dir).ok()?;
-            Some(Source {
+            let classifier = Classifier::new(&m.classify);
+            let rules = Source {
                 name: m.name,
                 runs: vec![m.run_id],
                 matrix_hash: m.matrix_hash,
@@ -43,9 +48,10 @@ impl CellJudge for ByTests {
                 messages: Vec::new(),
                 coverage: Vec::new(),
                 environments: Vec::new(),
-            })
+            };
+            Some((rules, classifier))
         });
-        let Some(rules) = rules else {
+        let Some((rules, classifier)) = rules else {
             return judge_cell(&CellFacts {
                 steps: record.status,
                 tests: Default::default(),
@@ -65,7 +71,7 @@ impl CellJudge for ByTests {
             junit: record.junit.clone(),
             from_run: true,
         }];
-        let results = collect(&one, Limits::default(), &mut NoSink);
+        let results = collect_classified(&one, classifier, Limits::default(), &mut NoSink);
         match results.cells.first() {
             Some(c) => c.judgement(),
             None => judge_cell(&CellFacts {

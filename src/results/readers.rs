@@ -323,13 +323,13 @@ impl Drop for FileEvents<'_> {
 }
 
 /// How many threads read: the cores there are, at most [`MAX_WORKERS`],
-/// at most one per file.
+/// at most one per file (none without files: a run's judge collects cells
+/// that wrote no JUnit, one at a time).
 fn workers(files: usize) -> usize {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .clamp(1, MAX_WORKERS)
         .min(files)
-        .max(1)
 }
 
 /// Reads every JUnit file of `source` on worker threads while `judge`
