@@ -15,6 +15,7 @@ use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, LABEL_KIND};
 use crate::image::registry::Registries;
 use crate::plan::Build;
+use crate::step::hang::HangAt;
 use crate::step::judge::judge_exec;
 use crate::step::log::{not_run_step, StepLog};
 use crate::step::protocol::{step_command, step_slug};
@@ -199,6 +200,7 @@ async fn build_in_container(
         labels: owner_labels(cx.run_id, &format!("build:{}", build.key)),
         env: build_env(build),
         binds,
+        cap_add: crate::step::hang::ptrace_caps(&build.steps),
         ..Default::default()
     };
     let container = cx.engine.start_container(&spec).await?;
@@ -322,11 +324,12 @@ async fn run_steps(
     container: &str,
     dir: &Path,
 ) -> Result<(Vec<StepRecord>, Option<(RunStatus, String)>), CellError> {
-    upload_long_scripts(cx, container, &build.steps).await?;
-    let mut records = Vec::with_capacity(build.steps.len());
+    let steps = crate::step::backtrace::instrument_steps(&build.steps);
+    upload_long_scripts(cx, container, &steps).await?;
+    let mut records = Vec::with_capacity(steps.len());
     let mut verdict: Option<(RunStatus, String)> = None;
     let mut ooms_seen = 0;
-    for (i, step) in build.steps.iter().enumerate() {
+    for (i, step) in steps.iter().enumerate() {
         let slug = step_slug(i, &step.name);
         let log_rel = format!("logs/{slug}.log");
         if let Some((_, why)) = &verdict {
@@ -364,7 +367,10 @@ async fn run_steps(
             step,
             &mut log,
             &mut ooms_seen,
-            None,
+            Some(HangAt {
+                index: i,
+                cell_dir: dir,
+            }),
         )
         .await?;
         let tail = blocking("closing a step log", move || log.finish())
@@ -407,7 +413,62 @@ async fn run_steps(
             backtrace: None,
         });
     }
+    if verdict.is_some() {
+        collect_backtraces(cx, build, &steps, container, dir, &mut records).await?;
+    }
     Ok((records, verdict))
+}
+
+/// The backtraces of a failed build's steps (`backtrace:`, as a cell's
+/// steps get them) into their records; what cannot be read is a warning.
+async fn collect_backtraces(
+    cx: &CellEnv<'_>,
+    build: &Build,
+    steps: &[crate::plan::Step],
+    container: &str,
+    dir: &Path,
+    records: &mut [StepRecord],
+) -> Result<(), CellError> {
+    let mut messages = Vec::new();
+    crate::step::backtrace::collect(cx, steps, container, dir, records, &mut messages).await?;
+    for m in messages {
+        tracing::warn!("build `{}`: {m}", build.key);
+    }
+    Ok(())
+}
+
+/// A build step's backtrace in a cell whose build failed: its gdb output
+/// linked into the cell's directory as `backtraces/build-<file>`, where the
+/// record then points.
+fn linked_backtrace(
+    build_dir: &Path,
+    cell_dir: &Path,
+    s: &StepRecord,
+) -> Result<Option<crate::store::record::Backtrace>, CellError> {
+    let Some(bt) = &s.backtrace else {
+        return Ok(None);
+    };
+    let from = build_dir.join(&bt.artifact);
+    let Some(file) = Path::new(&bt.artifact).file_name() else {
+        return Ok(Some(bt.clone()));
+    };
+    let artifact = crate::store::layout::backtrace_of(&format!(
+        "build-{}",
+        file.to_string_lossy().trim_end_matches(".txt")
+    ));
+    let to = cell_dir.join(&artifact);
+    if from.is_file() {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| CellError::io(parent, e))?;
+        }
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).map_err(|e| CellError::io(&to, e))?;
+        }
+    }
+    Ok(Some(crate::store::record::Backtrace {
+        artifact,
+        ..bt.clone()
+    }))
 }
 
 /// The record of a cell whose build failed: the build's steps (their logs
@@ -436,6 +497,7 @@ pub fn failed_cell_record(
         steps.push(StepRecord {
             name: format!("build: {}", s.name),
             log: format!("logs/{name}"),
+            backtrace: linked_backtrace(&build_dir, &cell_dir, s)?,
             ..s.clone()
         });
     }

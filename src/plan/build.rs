@@ -131,7 +131,7 @@ pub fn assign(
                 junit: Vec::new(),
                 gpu: crate::spec::GpuUse::None,
                 continue_on_error: s.continue_on_error,
-                backtrace: None,
+                backtrace: s.backtrace.clone(),
                 rerun_failures: 0,
             });
         }

@@ -159,7 +159,7 @@ async fn collect_backtraces(
 ) {
     let collected = crate::step::backtrace::collect(
         cx,
-        cell,
+        &cell.steps,
         container,
         dir,
         &mut out.steps,
@@ -290,25 +290,8 @@ pub fn container_spec(
             .chain(cell.caches.iter().map(|c| c.bind()))
             .collect(),
         memory_bytes: cell.memory.and_then(|m| i64::try_from(m).ok()),
-        cap_add: ptrace_for_hangs(cell),
+        cap_add: crate::step::hang::ptrace_caps(&cell.steps),
         ..Default::default()
-    }
-}
-
-/// `SYS_PTRACE` for a cell with a step that asks for a hang's frames
-/// (`backtrace: {on: timeout}`): gdb attaches from an exec, no parent of
-/// the hung process, which a host's `kernel.yama.ptrace_scope` of 1 or 2
-/// (Ubuntu's default is 1) refuses without the capability; with it, the
-/// engine's default seccomp profile allows ptrace on any kernel too.
-fn ptrace_for_hangs(cell: &Cell) -> Vec<String> {
-    let hangs = cell
-        .steps
-        .iter()
-        .any(|s| s.backtrace.as_ref().is_some_and(|b| b.on_timeout));
-    if hangs {
-        vec!["SYS_PTRACE".to_string()]
-    } else {
-        Vec::new()
     }
 }
 

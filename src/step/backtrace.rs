@@ -10,36 +10,48 @@ use std::path::Path;
 use super::protocol::step_slug;
 use super::{blocking, CellEnv, CellError};
 use crate::debugger::{capture, gdb_output, MAX_OUTPUT};
-use crate::plan::Cell;
+use crate::plan::{Cell, Step};
 use crate::store::record::{RunStatus, StepRecord};
 
 /// The cell as it runs: its steps with `backtrace:` instrumented.
 pub fn instrument(cell: &Cell) -> Cow<'_, Cell> {
-    let rerun = |s: &crate::plan::Step| s.backtrace.as_ref().is_some_and(|b| b.on.is_some());
-    if !cell.steps.iter().any(rerun) {
-        return Cow::Borrowed(cell);
+    match instrument_steps(&cell.steps) {
+        Cow::Borrowed(_) => Cow::Borrowed(cell),
+        Cow::Owned(steps) => Cow::Owned(Cell {
+            steps,
+            ..cell.clone()
+        }),
     }
-    let mut c = cell.clone();
-    for (i, s) in c.steps.iter_mut().enumerate() {
+}
+
+/// `steps` (a cell's or a build's) as they run: those with `backtrace:
+/// {on: error|crash}` with the capture in front of their script.
+pub fn instrument_steps(steps: &[Step]) -> Cow<'_, [Step]> {
+    let rerun = |s: &Step| s.backtrace.as_ref().is_some_and(|b| b.on.is_some());
+    if !steps.iter().any(rerun) {
+        return Cow::Borrowed(steps);
+    }
+    let mut steps = steps.to_vec();
+    for (i, s) in steps.iter_mut().enumerate() {
         if let (Some(spec), false) = (&s.backtrace, s.run.trim().is_empty()) {
             s.run = capture::instrument(&step_slug(i, &s.name), spec, &s.run);
         }
     }
-    Cow::Owned(c)
+    Cow::Owned(steps)
 }
 
-/// Reads the backtraces of `cell`'s failed steps out of `container` into
-/// their records; what cannot be read becomes a message, never an error of
-/// the cell.
+/// Reads the backtraces of the failed ones of `steps` (a cell's or a
+/// build's) out of `container` into their records; what cannot be read
+/// becomes a message, never an error of the cell.
 pub async fn collect(
     cx: &CellEnv<'_>,
-    cell: &Cell,
+    steps: &[Step],
     container: &str,
     cell_dir: &Path,
     records: &mut [StepRecord],
     messages: &mut Vec<String>,
 ) -> Result<(), CellError> {
-    for (i, step) in cell.steps.iter().enumerate() {
+    for (i, step) in steps.iter().enumerate() {
         let Some(spec) = &step.backtrace else {
             continue;
         };
@@ -54,14 +66,8 @@ pub async fn collect(
         let slug = step_slug(i, &step.name);
         if record.status == RunStatus::Timeout && spec.on_timeout {
             // Taken before the kill and kept on the host (`super::hang`).
-            let rel = crate::store::layout::backtrace_of(&slug);
-            let path = cell_dir.join(&rel);
-            let text = blocking("reading a hang's backtrace", move || {
-                std::fs::read_to_string(&path)
-            })
-            .await?;
-            if let Ok(text) = text {
-                record.backtrace = Some(crate::debugger::attach::parse(&text, spec.frames, &rel));
+            if let Some(bt) = super::hang::read(cell_dir, i, step).await? {
+                record.backtrace = Some(bt);
             }
             continue;
         }

@@ -15,6 +15,43 @@ use crate::debugger::attach::{self, Tree};
 use crate::engine::Engine;
 use crate::plan::Step;
 
+/// `SYS_PTRACE` for a container (a cell's or a build's) with a step that
+/// asks for a hang's frames (`backtrace: {on: timeout}`): gdb attaches from
+/// an exec, no parent of the hung process, which a host's
+/// `kernel.yama.ptrace_scope` of 1 or 2 (Ubuntu's default is 1) refuses
+/// without the capability; with it, the engine's default seccomp profile
+/// allows ptrace on any kernel too.
+pub(crate) fn ptrace_caps(steps: &[Step]) -> Vec<String> {
+    let hangs = steps
+        .iter()
+        .any(|s| s.backtrace.as_ref().is_some_and(|b| b.on_timeout));
+    if hangs {
+        vec!["SYS_PTRACE".to_string()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The frames of step `index`'s hang, as [`capture`] kept them in
+/// `cell_dir` (a cell's or a build's directory); `None` when the step does
+/// not ask for them or nothing was kept.
+pub(crate) async fn read(
+    cell_dir: &Path,
+    index: usize,
+    step: &Step,
+) -> Result<Option<crate::store::record::Backtrace>, CellError> {
+    let Some(spec) = step.backtrace.as_ref().filter(|b| b.on_timeout) else {
+        return Ok(None);
+    };
+    let rel = crate::store::layout::backtrace_of(&step_slug(index, &step.name));
+    let path = cell_dir.join(&rel);
+    let text = blocking("reading a hang's backtrace", move || {
+        std::fs::read_to_string(&path)
+    })
+    .await?;
+    Ok(text.ok().map(|t| attach::parse(&t, spec.frames, &rel)))
+}
+
 /// Where a timed-out step's hang goes: its place in the cell and the
 /// cell's directory.
 #[derive(Clone, Copy)]

@@ -260,3 +260,123 @@ fn hung_steps_and_tests_come_back_with_their_frames_for_real() {
     assert!(text.contains("stopped at hang: pid "), "{text}");
     assert!(text.contains("#2 main at "), "{text}");
 }
+
+/// A build step that hangs: its frames in the build's record and in each
+/// cell that starts from it, gdb's output linked into the cells, and one
+/// signature for the hang in both cells. The same build crashing, with
+/// `on: error`: the crash's frames, as a cell's step gets them.
+const HUNG_BUILD: &str = r#"name: hung-build
+matrix:
+  cell: [a, b]
+environment:
+  base: "debian:bookworm"
+  packages: [gcc, libc6-dev, gdb]
+retries: 0
+build:
+  steps:
+    - name: compile
+      timeout: 5s
+      backtrace: {on: timeout, timeout: 20s}
+      run: |
+        mkdir -p /work/src /work/bin && cd /work/src
+        cat > spin.c <<'C'
+        volatile int done = 0;
+        int spin(int n) { while (!done) n++; return n; }
+        int work(int n) { return spin(n) * 2; }
+        int main(void) { return work(1); }
+        C
+        gcc -g -O0 -o /work/bin/spin spin.c
+        /work/bin/spin
+steps:
+  - name: use
+    run: /work/bin/spin
+"#;
+
+#[test]
+fn a_hung_build_step_comes_back_with_its_frames_in_every_cell() {
+    let Some(_engine) =
+        engine_or_skip("a_hung_build_step_comes_back_with_its_frames_in_every_cell")
+    else {
+        return;
+    };
+    bases::ensure("bookworm");
+    let dir = tempfile::tempdir().unwrap();
+    let m = write(dir.path(), "hung-build.yaml", HUNG_BUILD);
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("store"))
+        .run();
+    assert_ne!(o.code(), 0, "{}", o.stdout());
+    let run = o.run_store();
+    let builds: Vec<_> = std::fs::read_dir(run.join("builds"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    let build: Value =
+        serde_json::from_str(&std::fs::read_to_string(builds[0].join("build.json")).unwrap())
+            .unwrap();
+    assert_spin_frames(&build, "compile");
+    let log = std::fs::read_to_string(builds[0].join("logs/01-compile.log")).unwrap();
+    assert!(log.contains("attaching gdb to its processes"), "{log}");
+    for c in ["a", "b"] {
+        let cell = cell_json(&run, c);
+        assert_spin_frames(&cell, "build: compile");
+        let artifact = step_of(&cell, "build: compile")["backtrace"]["artifact"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(artifact, "backtraces/build-01-compile.txt");
+        let raw = std::fs::read_to_string(run.join("cells").join(c).join(&artifact)).unwrap();
+        assert!(raw.contains("spin.c:2"), "{raw}");
+    }
+    let sigs: Value = serde_json::from_str(
+        &Rocmatrix::new()
+            .arg("explain")
+            .arg(&run)
+            .arg("--json")
+            .run()
+            .stdout(),
+    )
+    .unwrap();
+    let hang = sigs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["text"]
+                .as_str()
+                .unwrap()
+                .contains("hung in spin ← work ← main")
+        })
+        .unwrap_or_else(|| panic!("no hang signature: {sigs:#}"));
+    assert_eq!(hang["cells"], serde_json::json!(["a", "b"]), "{hang}");
+
+    // The build crashes instead: its failing command runs again under gdb.
+    let crash = HUNG_BUILD
+        .replace(
+            "backtrace: {on: timeout, timeout: 20s}",
+            "backtrace: {on: error}",
+        )
+        .replace(
+            "while (!done) n++; return n;",
+            "return *(volatile int *)0 + n;",
+        );
+    let m = write(dir.path(), "crashed-build.yaml", &crash);
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("crashed"))
+        .run();
+    assert_ne!(o.code(), 0, "{}", o.stdout());
+    let run = o.run_store();
+    for c in ["a", "b"] {
+        let cell = cell_json(&run, c);
+        let s = step_of(&cell, "build: compile");
+        assert_eq!(s["status"], "failed", "{s}");
+        let stop = &s["backtrace"]["stops"][0];
+        assert!(stop["at"].as_str().unwrap().contains("SIGSEGV"), "{s}");
+        assert_eq!(frame_functions(stop)[..3], ["spin", "work", "main"], "{s}");
+        let artifact = s["backtrace"]["artifact"].as_str().unwrap();
+        assert!(run.join("cells").join(c).join(artifact).is_file(), "{s}");
+    }
+}
