@@ -3,17 +3,14 @@
 //! [`Point`] per run of its cell — its own row where it did not simply
 //! pass, else passed when the cell's passing set has its hash.
 //!
-//! A report follows the failing tests of its run through the matrix's last
-//! runs on every report, so the rows are gathered with as little copying
-//! as a row allows: keyed by (matrix, cell, test) moved out of the row,
-//! held in run order, and — for a report's window — without the signature
-//! and message the report does not show.
+//! The rows are gathered with as little copying as a row allows: keyed by
+//! (matrix, cell, test) moved out of the row, held in run order. A report's
+//! window reads failsets instead of rows, in [`super::window`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use super::backend::{Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
-use super::failset;
 use super::verdict::{self, Obs, Point};
 use super::{Scope, TestHistory};
 
@@ -23,13 +20,12 @@ pub type CellRuns = BTreeMap<(String, String), Vec<(usize, StoredCell)>>;
 /// A followed test's rows, by run index, in run order.
 type ByRun = Vec<(usize, Seen)>;
 
-/// What a followed test's row says: small, as a report's window holds one
-/// per failing test and run.
+/// What a followed test's row says.
 #[derive(Debug)]
 struct Seen {
     hash: u64,
     obs: Obs,
-    /// Signature and message; none in a report's window.
+    /// Signature and message, when the row has either.
     detail: Option<Box<(String, String)>>,
 }
 
@@ -97,10 +93,7 @@ struct Gathered {
     rows: HashMap<Key, ByRun>,
 }
 
-/// Reads the rows `scope` selects and keys them. In a report's window only
-/// the wanted tests are kept (in every cell: a flaky test's other cells
-/// are where the axis values that single out its flaky ones are found),
-/// read by hash from each cell's `failset`, without signature and message.
+/// Reads the rows `scope` selects and keys them.
 fn gather(
     backend: &mut dyn Backend,
     runs: &[RunRow],
@@ -108,21 +101,16 @@ fn gather(
 ) -> Result<Gathered, DbError> {
     let (matrices, order) = index_runs(runs);
     let mut rows: HashMap<Key, ByRun> = HashMap::new();
-    match scope {
-        Scope::Recent { hashes, .. } => gather_window(backend, runs, &order, hashes, &mut rows)?,
-        Scope::Everything | Scope::Test(_) => {
-            let which = match scope {
-                Scope::Test(t) => Rows::Named(t),
-                _ => Rows::All,
-            };
-            for mut t in backend.tests(which)? {
-                let Some(&(i, m)) = order.get(t.run.as_str()) else {
-                    continue;
-                };
-                let key = (m, std::mem::take(&mut t.cell), std::mem::take(&mut t.test));
-                rows.entry(key).or_default().push((i, Seen::of(t)));
-            }
-        }
+    let which = match scope {
+        Scope::Test(t) => Rows::Named(t),
+        _ => Rows::All,
+    };
+    for mut t in backend.tests(which)? {
+        let Some(&(i, m)) = order.get(t.run.as_str()) else {
+            continue;
+        };
+        let key = (m, std::mem::take(&mut t.cell), std::mem::take(&mut t.test));
+        rows.entry(key).or_default().push((i, Seen::of(t)));
     }
     for v in rows.values_mut() {
         // Rows of one run and cell are one per test: keep the run order.
@@ -147,46 +135,6 @@ fn index_runs(runs: &[RunRow]) -> (Vec<String>, HashMap<&str, (usize, usize)>) {
     (matrices, order)
 }
 
-/// The window's rows of the tests `hashes` names, from each cell's
-/// failset: keyed by (matrix, cell, hash) while read, named once per key.
-fn gather_window(
-    backend: &mut dyn Backend,
-    runs: &[RunRow],
-    order: &HashMap<&str, (usize, usize)>,
-    hashes: &HashMap<u64, String>,
-    rows: &mut HashMap<Key, ByRun>,
-) -> Result<(), DbError> {
-    let ids: Vec<String> = runs.iter().map(|r| r.run.clone()).collect();
-    let sets = backend.failsets(&ids)?;
-    let mut by_hash: HashMap<(usize, &str, u64), ByRun> = HashMap::new();
-    for (run, cell, bytes) in &sets {
-        let Some(&(i, m)) = order.get(run.as_str()) else {
-            continue;
-        };
-        for (hash, code) in failset::decode(bytes) {
-            if !hashes.contains_key(&hash) {
-                continue;
-            }
-            let row = Seen {
-                hash,
-                obs: Obs::of(failset::word_of(code)),
-                detail: None,
-            };
-            by_hash
-                .entry((m, cell, hash))
-                .or_insert_with(|| Vec::with_capacity(runs.len()))
-                .push((i, row));
-        }
-    }
-    for ((m, cell, hash), by_run) in by_hash {
-        // Two tests of one name (in two suites) are one, as by name.
-        rows.entry((m, cell.to_string(), hashes[&hash].clone()))
-            .or_default()
-            .extend(by_run);
-    }
-    Ok(())
-}
-
 /// Every test `scope` selects, followed through every run of its cell and
 /// judged, in (matrix, cell, test) order; then, for a test asked for by
 /// name or found flaky, every other cell of its matrix that ran it.
@@ -196,6 +144,9 @@ pub fn follow(
     cells: &CellRuns,
     scope: Scope<'_>,
 ) -> Result<Vec<TestHistory>, DbError> {
+    if let Scope::Recent { matrix, hashes, .. } = scope {
+        return super::window::follow_window(backend, runs, matrix, cells, hashes);
+    }
     let Gathered { matrices, rows } = gather(backend, runs, scope)?;
     let mut keys: Vec<&Key> = rows.keys().collect();
     keys.sort_by(|a, b| (&matrices[a.0], &a.1, &a.2).cmp(&(&matrices[b.0], &b.1, &b.2)));
@@ -216,14 +167,15 @@ pub fn follow(
             continue;
         };
         let by_run = &rows[*k];
-        let points = follow_one(
-            backend,
-            &mut sets,
-            ran,
-            by_run,
-            hash_of[&(k.0, test.as_str())],
-        )?;
-        out.extend(history_of(m, cell, test, ran, by_run, points));
+        let row = |i: usize| {
+            by_run
+                .binary_search_by_key(&i, |(k, _)| *k)
+                .ok()
+                .map(|at| by_run[at].1.obs)
+        };
+        let points = follow_one(backend, &mut sets, ran, row, hash_of[&(k.0, test.as_str())])?;
+        let last = by_run.last().and_then(|(_, t)| t.detail.as_deref());
+        out.extend(history_of(m, cell, test, ran, last, points));
     }
     // Then, for a test asked for by name or found flaky, every other cell
     // of its matrix that ran it: where it never failed counts too
@@ -254,31 +206,28 @@ pub fn follow(
             if rows.contains_key(&(m, cell.clone(), test.to_string())) {
                 continue;
             }
-            let points = follow_one(backend, &mut sets, ran, &[], hash)?;
-            widened.extend(history_of(matrix, cell, test, ran, &[], points));
+            let points = follow_one(backend, &mut sets, ran, |_| None, hash)?;
+            widened.extend(history_of(matrix, cell, test, ran, None, points));
         }
     }
     out.extend(widened);
     Ok(out)
 }
 
-/// A test's outcome in each run of its cell: its row where it did not
-/// simply pass, else passed when the cell's passing set has its hash.
-fn follow_one(
+/// A test's outcome in each run of its cell: its row's (`row` of the run's
+/// index) where it did not simply pass, else passed when the cell's passing
+/// set has its hash.
+pub(super) fn follow_one(
     backend: &mut dyn Backend,
     sets: &mut HashMap<String, Vec<u64>>,
     ran: &[(usize, StoredCell)],
-    by_run: &[(usize, Seen)],
+    row: impl Fn(usize) -> Option<Obs>,
     hash: u64,
 ) -> Result<Vec<Point>, DbError> {
     let mut points = Vec::with_capacity(ran.len());
     for (i, c) in ran {
-        let row = by_run
-            .binary_search_by_key(i, |(k, _)| *k)
-            .ok()
-            .map(|at| &by_run[at].1);
-        let obs = match row {
-            Some(t) => t.obs,
+        let obs = match row(*i) {
+            Some(obs) => obs,
             None => {
                 if !sets.contains_key(&c.passed) {
                     let set = backend.passset(&c.passed)?;
@@ -300,19 +249,19 @@ fn follow_one(
     Ok(points)
 }
 
-/// The followed test, judged; `None` when its cell never ran it.
-fn history_of(
+/// The followed test, judged, with its latest row's signature and message
+/// (`last`); `None` when its cell never ran it.
+pub(super) fn history_of(
     matrix: &str,
     cell: &str,
     test: &str,
     ran: &[(usize, StoredCell)],
-    by_run: &[(usize, Seen)],
+    last: Option<&(String, String)>,
     points: Vec<Point>,
 ) -> Option<TestHistory> {
     if points.iter().all(|p| p.obs == Obs::Absent) {
         return None;
     }
-    let last = by_run.last().and_then(|(_, t)| t.detail.as_deref());
     Some(TestHistory {
         verdict: verdict::judge(&points),
         axes: ran

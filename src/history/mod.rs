@@ -10,7 +10,8 @@
 //! - [`schema`], [`backend`], [`sqlite`], [`postgres`]: the tables and the
 //!   two databases;
 //! - [`verdict`]: flaky, regression, known, fixed — the rules;
-//! - [`past`]: the history seen from one run, as its report shows it;
+//! - [`past`]: the history seen from one run, as its report shows it,
+//!   its window followed from failsets by `window`;
 //! - this module: opening, recording, and following tests across runs.
 //!
 //! A history that cannot be opened or written never costs a run its
@@ -27,6 +28,7 @@ pub mod record;
 pub mod schema;
 mod sqlite;
 pub mod verdict;
+mod window;
 
 use std::collections::BTreeMap;
 
@@ -168,7 +170,7 @@ pub enum Scope<'a> {
         /// The run the window ends with (the run being reported).
         until: &'a str,
         last: usize,
-        hashes: &'a std::collections::HashMap<u64, String>,
+        hashes: &'a std::collections::HashMap<u64, &'a str>,
     },
 }
 
@@ -182,13 +184,29 @@ fn error(location: &Location, message: &str) -> HistoryError {
 /// Where each flaky test is flaky: per (matrix, test), the axis values that
 /// single out its flaky cells among the cells that ran it.
 pub fn flaky_places(all: &[TestHistory]) -> BTreeMap<(String, String), Vec<String>> {
+    flaky_places_of(all)
+        .into_iter()
+        .map(|((m, t), p)| ((m.to_string(), t.to_string()), p))
+        .collect()
+}
+
+/// [`flaky_places`], keyed by the tests' own names: only the tests flaky
+/// somewhere are gathered (a report's tests are mostly not).
+pub fn flaky_places_of(all: &[TestHistory]) -> BTreeMap<(&str, &str), Vec<String>> {
     /// A test's cells: where it is flaky, where it is not.
     type Split<'a> = (Vec<&'a TestHistory>, Vec<&'a TestHistory>);
-    let mut by_test: BTreeMap<(String, String), Split> = BTreeMap::new();
+    let mut by_test: BTreeMap<(&str, &str), Split> = all
+        .iter()
+        .filter(|t| t.verdict.is_flaky())
+        .map(|t| ((t.matrix.as_str(), t.test.as_str()), Split::default()))
+        .collect();
+    if by_test.is_empty() {
+        return BTreeMap::new();
+    }
     for t in all {
-        let e = by_test
-            .entry((t.matrix.clone(), t.test.clone()))
-            .or_default();
+        let Some(e) = by_test.get_mut(&(t.matrix.as_str(), t.test.as_str())) else {
+            continue;
+        };
         if t.verdict.is_flaky() {
             e.0.push(t);
         } else {
@@ -197,7 +215,6 @@ pub fn flaky_places(all: &[TestHistory]) -> BTreeMap<(String, String), Vec<Strin
     }
     by_test
         .into_iter()
-        .filter(|(_, (flaky, _))| !flaky.is_empty())
         .map(|(k, (flaky, steady))| {
             let f: Vec<_> = flaky.iter().map(|t| &*t.axes).collect();
             let s: Vec<_> = steady.iter().map(|t| &*t.axes).collect();

@@ -13,10 +13,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
-use super::backend::{RunRow, StoredCell};
+use super::backend::StoredCell;
 use super::record::{self, RunRecord, TestRow};
 use super::verdict::{HistoryVerdict, Obs};
-use super::{flaky_places, History, HistoryError, Location, Scope, TestHistory};
+use super::{flaky_places_of, History, HistoryError, Location, Scope, TestHistory};
 use crate::results::model::Results;
 
 /// How many of a matrix's runs a report looks back over.
@@ -167,10 +167,10 @@ fn failing(run: &RunRecord) -> impl Iterator<Item = &TestRow> {
 
 fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, HistoryError> {
     let location = history.location().to_string();
-    let wanted: HashSet<(String, String)> = failing(run)
-        .map(|t| (t.cell.clone(), t.test.clone()))
+    let wanted: HashSet<(&str, &str)> = failing(run)
+        .map(|t| (t.cell.as_str(), t.test.as_str()))
         .collect();
-    let hashes: HashMap<u64, String> = failing(run).map(|t| (t.hash, t.test.clone())).collect();
+    let hashes: HashMap<u64, &str> = failing(run).map(|t| (t.hash, t.test.as_str())).collect();
     let followed = history.follow_in(Scope::Recent {
         matrix: &run.name,
         until: &run.run,
@@ -196,21 +196,23 @@ fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, His
         crate::run::progress::count(total, "run"),
         run.name
     );
+    // Each run as the words name it, `RUN (DATE)`, made once.
+    let named: Vec<String> = runs.iter().map(super::run_and_date).collect();
     let cells = followed
         .cells
         .iter()
         .filter(|((m, _), _)| *m == run.name)
-        .map(|((_, cell), ran)| (cell.clone(), cell_strip(runs, ran)))
+        .map(|((_, cell), ran)| (cell.clone(), cell_strip(&named, ran)))
         .collect();
-    let places = flaky_places(&followed.tests);
-    let mut tests = HashMap::new();
+    let places = flaky_places_of(&followed.tests);
+    let mut tests = HashMap::with_capacity(wanted.len());
     for t in followed.tests.iter().filter(|t| t.matrix == run.name) {
-        let key = (t.cell.clone(), t.test.clone());
-        if !wanted.contains(&key) {
+        if !wanted.contains(&(t.cell.as_str(), t.test.as_str())) {
             continue;
         }
-        let here = places.get(&(t.matrix.clone(), t.test.clone()));
-        tests.insert(key, test_past(t, &followed, latest, here));
+        let here = places.get(&(t.matrix.as_str(), t.test.as_str()));
+        let past = test_past(t, &followed, latest, here, &named);
+        tests.insert((t.cell.clone(), t.test.clone()), past);
     }
     text.push_str(&terminal_lines(&tests));
     Ok(Past {
@@ -227,16 +229,18 @@ fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, His
     })
 }
 
-/// A failing test's kind, words, changes and strip.
+/// A failing test's kind, words, changes and strip; `named` is each run
+/// as the words name it.
 fn test_past(
     t: &TestHistory,
     followed: &super::Followed,
     latest: usize,
     places: Option<&Vec<String>>,
+    named: &[String],
 ) -> TestPast {
     let runs = &followed.runs;
     let cut = followed.earlier > 0;
-    let at = |i: usize| runs.get(i).map(super::run_and_date).unwrap_or_default();
+    let at = |i: usize| named.get(i).cloned().unwrap_or_default();
     let (kind, mut words) = match &t.verdict {
         HistoryVerdict::Regression { since } | HistoryVerdict::KnownSince { since }
             if *since == latest =>
@@ -297,8 +301,9 @@ fn test_past(
     }
 }
 
-/// A cell's outcome in each run of the window it ran in.
-fn cell_strip(runs: &[RunRow], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
+/// A cell's outcome in each run of the window it ran in; `named` is each
+/// run as the words name it.
+fn cell_strip(named: &[String], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
     ran.iter()
         .map(|(i, c)| {
             let (mark, css) = match c.outcome.as_str() {
@@ -308,7 +313,7 @@ fn cell_strip(runs: &[RunRow], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
                 "failed" => ('✗', "fail"),
                 _ => ('!', "error"),
             };
-            let when = runs.get(*i).map(super::run_and_date).unwrap_or_default();
+            let when = named.get(*i).map_or("", String::as_str);
             Mark {
                 mark,
                 css,
@@ -326,9 +331,12 @@ fn terminal_lines(tests: &HashMap<(String, String), TestPast>) -> String {
     let mut tally: BTreeMap<Kind, usize> = BTreeMap::new();
     let mut sorted: Vec<(&(String, String), &TestPast)> = tests.iter().collect();
     sorted.sort_by(|a, b| (a.1.kind, a.0).cmp(&(b.1.kind, b.0)));
-    let mut lines = Vec::new();
-    for ((cell, test), t) in &sorted {
+    for (_, t) in &sorted {
         *tally.entry(t.kind).or_default() += 1;
+    }
+    // Only the lines shown are written.
+    let mut lines = Vec::new();
+    for ((cell, test), t) in sorted.iter().take(20) {
         let mut line = format!("  {test} in {cell}: {}", t.words);
         if !t.changed.is_empty() {
             line.push_str(&format!(
@@ -347,14 +355,14 @@ fn terminal_lines(tests: &HashMap<(String, String), TestPast>) -> String {
         crate::run::progress::count(tests.len(), "failing test"),
         parts.join(", ")
     );
-    for l in lines.iter().take(20) {
+    for l in &lines {
         text.push_str(l);
         text.push('\n');
     }
-    if lines.len() > 20 {
+    if sorted.len() > 20 {
         text.push_str(&format!(
             "  …and {} more (`rocmatrix history flaky`, `history show TEST`)\n",
-            lines.len() - 20
+            sorted.len() - 20
         ));
     }
     text
