@@ -110,6 +110,26 @@ fn backtrace_on_takes_a_word_or_a_list_and_refuses_others_with_their_line() {
     assert!(e.contains("m.yaml:32:"), "{e}");
 }
 
+/// The signature of `run` (as `explain --json` gives them) whose text
+/// holds `text`.
+fn signature_with(run: &Path, text: &str) -> Value {
+    let sigs: Value = serde_json::from_str(
+        &Rocmatrix::new()
+            .arg("explain")
+            .arg(run)
+            .arg("--json")
+            .run()
+            .stdout(),
+    )
+    .unwrap();
+    sigs.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["text"].as_str().unwrap().contains(text))
+        .unwrap_or_else(|| panic!("no signature with {text}: {sigs:#}"))
+        .clone()
+}
+
 /// The step hung in `spin ← work ← main`, with files and lines.
 fn assert_spin_frames(cell: &Value, name: &str) {
     let s = step_of(cell, name);
@@ -221,23 +241,7 @@ fn hung_steps_and_tests_come_back_with_their_frames_for_real() {
     assert!(note.contains("ran out of time"), "{note}");
 
     // One signature per hang across its cells, named by where it hung.
-    let sigs: Value = serde_json::from_str(
-        &Rocmatrix::new()
-            .arg("explain")
-            .arg(&run)
-            .arg("--json")
-            .run()
-            .stdout(),
-    )
-    .unwrap();
-    let sig = |text: &str| {
-        sigs.as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["text"].as_str().unwrap().contains(text))
-            .unwrap_or_else(|| panic!("no signature with {text}: {sigs:#}"))
-            .clone()
-    };
+    let sig = |text: &str| signature_with(&run, text);
     let spin = sig("hung in spin ← work ← main");
     assert_eq!(
         spin["cells"],
@@ -330,26 +334,7 @@ fn a_hung_build_step_comes_back_with_its_frames_in_every_cell() {
         let raw = std::fs::read_to_string(run.join("cells").join(c).join(&artifact)).unwrap();
         assert!(raw.contains("spin.c:2"), "{raw}");
     }
-    let sigs: Value = serde_json::from_str(
-        &Rocmatrix::new()
-            .arg("explain")
-            .arg(&run)
-            .arg("--json")
-            .run()
-            .stdout(),
-    )
-    .unwrap();
-    let hang = sigs
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| {
-            s["text"]
-                .as_str()
-                .unwrap()
-                .contains("hung in spin ← work ← main")
-        })
-        .unwrap_or_else(|| panic!("no hang signature: {sigs:#}"));
+    let hang = signature_with(&run, "hung in spin ← work ← main");
     assert_eq!(hang["cells"], serde_json::json!(["a", "b"]), "{hang}");
 
     // The build crashes instead: its failing command runs again under gdb.
