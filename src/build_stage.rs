@@ -15,6 +15,7 @@ use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, LABEL_KIND};
 use crate::image::registry::Registries;
 use crate::plan::Build;
+use crate::step::clock;
 use crate::step::hang::HangAt;
 use crate::step::judge::judge_exec;
 use crate::step::log::{not_run_step, StepLog};
@@ -348,18 +349,18 @@ async fn run_steps(
         let mut log = blocking("creating a step log", move || StepLog::create(&create))
             .await?
             .map_err(|e| CellError::io(&path, e))?;
-        let cmd = step_command(&slug, &step.run);
-        let env = vec![format!("ROCMATRIX_STEP={}", step.name)];
+        let cmd = clock::clocked(&slug, &step.name, step_command(&slug, &step.run));
         let outcome = cx
             .engine
             .exec(
                 container,
                 cmd,
-                env,
+                Vec::new(),
                 &mut |b: &[u8]| log.write(b),
                 Some(step.timeout),
             )
             .await?;
+        let outcome = clock::settle(cx.engine, container, &slug, step, outcome, &mut log).await;
         let (status, exit_code, reason) = judge_exec(
             cx.engine,
             container,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use super::step_reruns;
 use crate::plan::Cell;
 use crate::spec::GpuUse;
+use crate::step::clock;
 use crate::step::judge::{judge_exec, Progress};
 use crate::step::junit::collect_junit;
 use crate::step::log::{skip_step, OpenStep, StepLog};
@@ -195,17 +196,19 @@ pub(super) async fn exec_script(
     log: &mut StepLog,
     ooms_seen: &mut u64,
 ) -> Result<(RunStatus, Option<i64>, Option<String>), CellError> {
-    let step = at.step;
+    let (step, slug) = (at.step, step_slug(at.index, &at.step.name));
+    let cmd = clock::clocked(&slug, &step.name, step_command(&slug, &step.run));
     let outcome = cx
         .engine
         .exec(
             at.container,
-            step_command(&step_slug(at.index, &step.name), &step.run),
-            vec![format!("ROCMATRIX_STEP={}", step.name)],
+            cmd,
+            Vec::new(),
             &mut |b: &[u8]| log.write(b),
             Some(step.timeout),
         )
         .await?;
+    let outcome = clock::settle(cx.engine, at.container, &slug, step, outcome, log).await;
     let hang = crate::step::hang::HangAt {
         index: at.index,
         cell_dir: at.cell_dir,

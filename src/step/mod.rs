@@ -1,7 +1,8 @@
 //! One step's primitives, shared by the cell lifecycle (`src/run/cell.rs`,
 //! `src/run/steps.rs`), build stages (`src/build_stage.rs`) and reruns: what
 //! a step runs in ([`CellEnv`]) and how it fails ([`CellError`]), its log
-//! ([`log`]), how its end is judged ([`judge`]), its JUnit files copied out
+//! ([`log`]), how its end is judged ([`judge`]) and an exec'd step's own clock
+//! ([`clock`]), its JUnit files copied out
 //! ([`junit`]), the commands and marker lines of the runner's bash protocol,
 //! built and parsed in one place ([`protocol`]), the runner that runs a
 //! cell's leading steps as its main process ([`main_process`]) and a step's
@@ -11,6 +12,7 @@
 //! test checks it). Events go to whatever [`EventSink`] the run gives.
 
 pub mod backtrace;
+pub mod clock;
 pub mod hang;
 pub mod judge;
 pub mod junit;
