@@ -35,6 +35,8 @@ pub enum Target {
     Axis(String),
     /// `--source NAME`, first-parent unless `all_commits`.
     Source { name: String, all_commits: bool },
+    /// The packages that moved between two locks (a triage's search).
+    Packages(Box<super::packages::PackageSpace>),
 }
 
 /// A new bisection, or one to resume (made once per bisection: its size
@@ -171,6 +173,10 @@ fn prepare(
                         all_commits: *all_commits,
                     };
                     space::git(&spec, &cell, ends, cache)?
+                }
+                Target::Packages(p) => {
+                    space::one_cell(&plan, &request.only, "--only")?;
+                    space::packages((**p).clone())
                 }
             };
             request.matrix_file = std::path::absolute(&matrix)

@@ -4,7 +4,8 @@
 //! through the ordinary runner, and judged by its signature, not its exit
 //! code.
 //!
-//! * [`space`]: the ordered points, from an axis or a git range;
+//! * [`space`]: the ordered points, from an axis or a git range, or
+//!   [`packages`]: groups of the packages that moved between two locks;
 //! * [`search`]: the bisection itself, pure: skips, k-ary probes;
 //! * [`judge`]: a probe's verdict (good, bad, skip) from its cell and its
 //!   signatures;
@@ -18,6 +19,7 @@
 pub mod drive;
 pub mod judge;
 pub mod outcomes;
+pub mod packages;
 pub mod probe;
 pub mod report;
 pub mod search;

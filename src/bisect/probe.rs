@@ -66,12 +66,30 @@ pub fn plan_of(setup: &Setup<'_>, point: usize) -> Result<Plan, BisectError> {
             let spec = space::pinned(setup.spec, &setup.space.name, &p.value);
             (Plan::build(&spec, setup.max_cells)?, setup.only.to_vec())
         }
+        // The cell is the same at every point: its environment's packages
+        // differ, pinned by the point's lock (`options_of`).
+        Kind::Packages => (
+            Plan::build(setup.spec, setup.max_cells)?,
+            setup.only.to_vec(),
+        ),
     };
     let what = format!("point {}", p.label(setup.space.kind));
     let cell = space::one_cell(&plan, &only, &what)?;
     let mut plan = plan;
     plan.cells = vec![cell];
     Ok(plan)
+}
+
+/// The run options of point `point`: a package search's point rebuilds
+/// the environment from its own lock.
+fn options_of(setup: &Setup<'_>, point: usize) -> RunOptions {
+    let mut options = setup.options.clone();
+    if let Some(p) = &setup.space.packages {
+        let file = setup.spec.file.display().to_string();
+        let lock = p.lock_for(point, &file, &setup.spec.source_hash);
+        options.locked = Some(Arc::new(lock));
+    }
+    options
 }
 
 /// Runs point `point` once — or, with `reuse`, takes the outcome an
@@ -86,7 +104,11 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
         .parent()
         .and_then(std::path::Path::parent)
         .map(std::path::Path::to_path_buf);
-    let key = super::outcomes::key(&plan, &cell);
+    let options = options_of(setup, point);
+    let key = super::outcomes::key(&plan, &cell).map(|k| match &setup.space.packages {
+        Some(p) => crate::digest::sha256_hex(format!("{k}\0{}", p.pins_digest(point)).as_bytes()),
+        None => k,
+    });
     if let (true, Some(root), Some(key)) = (reuse, &root, &key) {
         if let Some(ran) = kept_outcome(root, key, &started).await? {
             return Ok(ran);
@@ -101,7 +123,7 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
             plan: Box::new(plan),
         },
         out: setup.dir.clone(),
-        options: setup.options.clone(),
+        options,
         listeners: vec![listener],
         gpus: setup.gpus.clone(),
         judge: None,

@@ -23,6 +23,7 @@ fn point(b: &Bisection, i: usize) -> String {
 fn what(b: &Bisection) -> String {
     match b.space.kind {
         Kind::Axis => format!("axis {}", b.space.name),
+        Kind::Packages => "the packages that moved, in groups joining one at a time".to_string(),
         Kind::Git => format!(
             "source {} ({}{})",
             b.space.name,
@@ -411,6 +412,7 @@ mod tests {
                     })
                     .collect(),
                 left_out: vec![],
+                packages: None,
             },
             target: Some(Target::Learned(vec![Shown::plain("sum: FAILED")])),
             probes: vec![

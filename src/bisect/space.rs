@@ -26,6 +26,9 @@ pub enum Kind {
     Axis,
     /// The commits of a git source.
     Git,
+    /// Groups of the packages that moved between two locks
+    /// ([`super::packages`]).
+    Packages,
 }
 
 /// One point of the space.
@@ -42,7 +45,7 @@ impl Point {
     /// How the point is shown: the value, or the commit's short id.
     pub fn label(&self, kind: Kind) -> String {
         match kind {
-            Kind::Axis => self.value.clone(),
+            Kind::Axis | Kind::Packages => self.value.clone(),
             Kind::Git => crate::digest::short(&self.value).to_string(),
         }
     }
@@ -64,6 +67,9 @@ pub struct Space {
     /// Values of the axis between the ends that select no cell, left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<String>,
+    /// The moved packages and what the probes pin (packages only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages: Option<Box<super::packages::PackageSpace>>,
 }
 
 /// The one cell of `plan` selected by `only`, or why there is not one.
@@ -190,6 +196,7 @@ pub fn axis(
         first_parent: false,
         points,
         left_out,
+        packages: None,
     })
 }
 
@@ -317,7 +324,28 @@ pub fn git(
             })
             .collect(),
         left_out: Vec::new(),
+        packages: None,
     })
+}
+
+/// The points of a search over the packages that moved ([`super::packages`]).
+pub fn packages(space: super::packages::PackageSpace) -> Space {
+    Space {
+        kind: Kind::Packages,
+        name: "packages".into(),
+        url: None,
+        first_parent: false,
+        points: space
+            .point_values()
+            .into_iter()
+            .map(|value| Point {
+                value,
+                subject: None,
+            })
+            .collect(),
+        left_out: Vec::new(),
+        packages: Some(Box::new(space)),
+    }
 }
 
 /// `spec` with source `name` pinned to `commit` (every cell's).

@@ -239,6 +239,7 @@ mod tests {
                     })
                     .to_vec(),
                 left_out: vec![],
+                packages: None,
             },
             target: Some(Target::Given("invalid HSA metadata".into())),
             probes: vec![],

@@ -44,7 +44,7 @@ pub struct LockedBuild {
     pub registry: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct LockedEnvironment {
     pub family: String,
     pub base: BaseImage,

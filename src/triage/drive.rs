@@ -477,7 +477,7 @@ impl Driver<'_> {
             s.message = why.clone();
             return true;
         }
-        if plan.over == Over::Packages {
+        if plan.over == Over::Packages && plan.package_space.is_none() {
             s.state = State::Listed;
             s.message = "only packages moved; the old versions are not probed (the range is \
                          this list)"
@@ -532,8 +532,9 @@ impl Driver<'_> {
     fn begin_new(&self, plan: &Plan, request: Request) -> Begin {
         Begin::New {
             matrix: self.matrix.clone(),
-            what: match plan.over {
-                Over::Axis => What::Axis(plan.name.clone()),
+            what: match (plan.over, &plan.package_space) {
+                (Over::Axis, _) => What::Axis(plan.name.clone()),
+                (Over::Packages, Some(p)) => What::Packages(p.clone()),
                 _ => What::Source {
                     name: plan.name.clone(),
                     all_commits: false,
@@ -545,13 +546,19 @@ impl Driver<'_> {
 
     /// The line that says a search starts (or resumes).
     fn say_started(&self, task: &Task, plan: &Plan, resuming: bool) {
+        let (what, range) = match plan.over {
+            Over::Packages => (
+                "packages".to_string(),
+                "the baseline's versions..the run's".to_string(),
+            ),
+            _ => (
+                format!("{} {}", over_word(plan.over), plan.name),
+                format!("{}..{}", short(&plan.good), short(&plan.bad)),
+            ),
+        };
         (self.say)(&format!(
-            "  {} {} for {}: {}..{} ({} points){}",
-            over_word(plan.over),
-            plan.name,
+            "  {what} for {}: {range} ({} points){}",
             task.signature.id,
-            short(&plan.good),
-            short(&plan.bad),
             plan.points,
             if resuming {
                 ", resuming an earlier bisection"
@@ -718,6 +725,7 @@ fn earlier(
             let b = BisectStore::open(&path, out).ok()?.load().ok()?;
             let kind = match over {
                 Over::Axis => crate::bisect::space::Kind::Axis,
+                Over::Packages => crate::bisect::space::Kind::Packages,
                 _ => crate::bisect::space::Kind::Git,
             };
             let q = &b.request;

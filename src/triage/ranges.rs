@@ -131,6 +131,17 @@ impl MovedSource {
     }
 }
 
+/// Whether a package is one that matters: it matches one of the report's
+/// `packages:` globs, or of the default ones when none are given.
+pub fn matters(important: &[String]) -> impl Fn(&str) -> bool + '_ {
+    let globs: Vec<&str> = if important.is_empty() {
+        crate::results::facts::DEFAULT_PACKAGES.to_vec()
+    } else {
+        important.iter().map(String::as_str).collect()
+    };
+    move |n: &str| globs.iter().any(|g| crate::plan::glob::matches(g, n))
+}
+
 /// The packages of `cell`'s environment that differ, each as `name from →
 /// to` (`+name v`, `−name v`), the ones matching `important` globs first.
 pub fn packages(base: &Lock, run: &Lock, cell: &str, important: &[String]) -> Vec<String> {
@@ -143,12 +154,7 @@ pub fn packages(base: &Lock, run: &Lock, cell: &str, important: &[String]) -> Ve
     let (Some(before), Some(now)) = (env(base), env(run)) else {
         return Vec::new();
     };
-    let globs: Vec<&str> = if important.is_empty() {
-        crate::results::facts::DEFAULT_PACKAGES.to_vec()
-    } else {
-        important.iter().map(String::as_str).collect()
-    };
-    let matters = |n: &str| globs.iter().any(|g| crate::plan::glob::matches(g, n));
+    let matters = matters(important);
     let mut out: Vec<(bool, String)> = Vec::new();
     for (name, v) in &now {
         match before.get(name) {

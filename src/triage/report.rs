@@ -21,6 +21,7 @@ fn short(v: &str) -> String {
 fn point(s: &Search, a: &At) -> String {
     match (s.over, &a.subject) {
         (Over::Axis, _) => format!("{}={}", s.name, a.value),
+        (Over::Packages, _) => a.value.clone(),
         (_, Some(sub)) => format!("{} \"{sub}\"", short(&a.value)),
         (_, None) => short(&a.value),
     }
@@ -45,9 +46,15 @@ fn found(change: Change, s: &Search) -> String {
     };
     let range = match s.over {
         Over::Axis => format!("{}={}..{}", s.name, old, new),
+        Over::Packages => format!(
+            "{} groups of moved packages, the baseline's versions to the run's",
+            s.points.saturating_sub(1)
+        ),
         _ => format!("{} {}..{}", s.name, short(old), short(new)),
     };
     let verb = match (change, s.regress, s.over) {
+        (Change::Gone, _, Over::Packages) => "fixed with",
+        (Change::New, Regress::Error, Over::Packages) => "started with",
         (Change::Gone, _, _) => "fixed at",
         (Change::New, Regress::Error, _) => "started at",
         (Change::New, Regress::Success, _) => "gone from",
@@ -114,7 +121,8 @@ pub fn line(item: &Item, could_not: Option<&str>) -> String {
     for s in &item.searches {
         let what = match s.over {
             Over::Axis => format!("axis {}", s.name),
-            _ => format!("source {}", s.name),
+            Over::Packages => "packages".to_string(),
+            Over::Source => format!("source {}", s.name),
         };
         why.push(match s.state {
             State::NotHere => format!("not in {what}: {}", s.message),

@@ -71,6 +71,8 @@ pub struct Plan {
     pub points: usize,
     /// The moved packages (`Over::Packages`).
     pub packages: Vec<String>,
+    /// Their groups, searched from the baseline's versions to the run's.
+    pub package_space: Option<Box<crate::bisect::packages::PackageSpace>>,
     /// Why this search cannot be made (recorded, not run).
     pub could_not: Option<String>,
 }
@@ -188,8 +190,8 @@ pub fn task(change: Change, sig: &Signature, run: &RunSide, base: &RunSide, cach
     }
     if moved.is_empty() {
         t.plans.extend(packages_plan(
-            run,
-            base,
+            change,
+            (run, base),
             (run_lock, base_lock),
             &cell,
             &only,
@@ -233,26 +235,36 @@ fn pinned_axis_plan(sig: &Signature, run: &RunSide, cell: &str) -> Option<Plan> 
     Some(p)
 }
 
-/// The list of the packages that moved between the two locks (`run`'s
-/// first), when some did: they are listed, not probed.
+/// The packages that moved between the two locks (`run`'s first), when
+/// some did: listed, and searched in groups from the baseline's versions
+/// to the run's (the signature new: its start; gone: its fix).
 fn packages_plan(
-    run: &RunSide,
-    base: &RunSide,
+    change: Change,
+    (run, base): (&RunSide, &RunSide),
     (run_lock, base_lock): (&Lock, &Lock),
     cell: &str,
     only: &[(String, String)],
 ) -> Option<Plan> {
-    let packages = ranges::packages(base_lock, run_lock, cell, &run.manifest.report.packages);
+    let important = &run.manifest.report.packages;
+    let packages = ranges::packages(base_lock, run_lock, cell, important);
+    let matters = ranges::matters(important);
+    let space = crate::bisect::packages::space(base_lock, run_lock, cell, |n| matters(n));
     (!packages.is_empty()).then(|| Plan {
         over: Over::Packages,
         name: "packages".into(),
         good: base.dir.display().to_string(),
         bad: run.dir.display().to_string(),
-        regress: Regress::Error,
+        regress: match change {
+            Change::New => Regress::Error,
+            Change::Gone => Regress::Success,
+        },
         only: only.to_vec(),
         pins: Vec::new(),
-        points: packages.len(),
+        points: space
+            .as_ref()
+            .map_or(packages.len(), |s| s.groups.len() + 1),
         packages,
+        package_space: space.map(Box::new),
         could_not: None,
     })
 }
@@ -295,6 +307,7 @@ fn source_plan(
         pins,
         points: 0,
         packages: Vec::new(),
+        package_space: None,
         could_not: None,
     };
     match ranges::commits(cache, m) {
@@ -393,6 +406,7 @@ fn axis_plan(sig: &Signature, results: &Results, cell: &str) -> Option<Plan> {
             pins: Vec::new(),
             points: at.abs_diff(good_at) + 1,
             packages: Vec::new(),
+            package_space: None,
             could_not: None,
         });
     }

@@ -40,6 +40,7 @@ mod slurm_tests;
 mod source_tests;
 mod spec_tests;
 mod suite_tests;
+mod triage_packages_tests;
 mod triage_tests;
 mod try_tests;
 mod verdict_tests;
