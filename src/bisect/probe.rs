@@ -214,13 +214,15 @@ fn observe(
     Observation {
         status: record.map(|r| r.status),
         reason: record.and_then(|r| r.reason.clone()).or_else(|| {
-            report
-                .outcome
-                .not_run
-                .iter()
-                .find(|(id, _)| *id == cell.id)
-                .map(|(_, why)| why.clone())
-                .or_else(|| report.outcome.image_errors.first().cloned())
+            // A one-cell run: an image error is its environment's, and it
+            // says why (a pinned version no longer served, for one).
+            let image = report.outcome.image_errors.first();
+            let not_run = report.outcome.not_run.iter().find(|(id, _)| *id == cell.id);
+            match (not_run, image) {
+                (Some((_, why)), Some(e)) => Some(format!("{why}: {e}")),
+                (Some((_, why)), None) => Some(why.clone()),
+                (None, e) => e.cloned(),
+            }
         }),
         signatures: Vec::new(),
         build_failed: built.is_some_and(|b| b.status != RunStatus::Passed),

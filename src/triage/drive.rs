@@ -704,6 +704,13 @@ fn answer(s: &mut Search, b: &Bisection) {
             s.candidates = a.candidates.iter().filter_map(|&i| at(i)).collect();
         }
         AnswerOutcome::WrongEnds => s.state = State::NotHere,
+        // The baseline's versions cannot be installed any more: the range
+        // is the list of moved packages.
+        AnswerOutcome::Infrastructure
+            if s.over == Over::Packages && a.message.contains("no longer obtainable") =>
+        {
+            s.state = State::Listed;
+        }
         AnswerOutcome::Infrastructure => s.state = State::CouldNot,
     }
 }

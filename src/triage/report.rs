@@ -107,8 +107,13 @@ pub fn line(item: &Item, could_not: Option<&str>) -> String {
     if let Some(s) = of(State::Listed).next() {
         let shown: Vec<&str> = s.packages.iter().take(6).map(String::as_str).collect();
         let more = s.packages.len().saturating_sub(shown.len());
+        let why = if s.message.contains("no longer obtainable") {
+            "the baseline's versions are no longer served"
+        } else {
+            "the old versions were not probed"
+        };
         return format!(
-            "only packages moved: {}{} (the old versions were not probed: the range is this list)",
+            "only packages moved: {}{} ({why}: the range is this list)",
             shown.join(", "),
             if more > 0 {
                 format!(" and {more} more")

@@ -161,5 +161,37 @@ fn only_packages_moved_and_triage_names_the_group_that_broke_the_step_for_real()
         again.context()
     );
     assert_eq!(search["probes_now"], 0, "{}", again.context());
-    let _: Value = search;
+
+    // A baseline whose btree the archive no longer serves: the range is
+    // the list, and says why.
+    let gone = dir.path().join("gone/runs").join(base.file_name().unwrap());
+    std::fs::create_dir_all(gone.parent().unwrap()).unwrap();
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&base)
+        .arg(&gone)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    let mut old_lock = read_json(&gone.join("lock.json"));
+    old_lock["environments"][&env]["packages"][PACKAGES[1]] = "0.0.1-0rmx1".into();
+    std::fs::write(gone.join("lock.json"), old_lock.to_string()).unwrap();
+    let o = Rocmatrix::new()
+        .args(["triage", run.to_str().unwrap(), "--baseline"])
+        .arg(&gone)
+        .progress_plain()
+        .out(dir.path().join("now"))
+        .run();
+    let doc = read_json(&run.join("triage.json"));
+    let item: &Value = &doc["items"][0];
+    let line = item["line"].as_str().unwrap();
+    assert!(
+        line.starts_with("only packages moved: golang-github-")
+            && line.contains("0.0.1-0rmx1")
+            && line.ends_with(
+                "(the baseline's versions are no longer served: the range is this list)"
+            ),
+        "{line}\n{}",
+        o.context()
+    );
 }
