@@ -14,7 +14,7 @@
 //!   row for all nights);
 //! - each test that did not simply pass: outcome, time, reruns, signature.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -146,10 +146,16 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
         record.tests.extend(test_rows(c, &signature_of));
     }
     // One row per test and cell: a name reported twice keeps its worst.
-    let mut seen = BTreeSet::new();
-    record
-        .tests
-        .retain(|t| seen.insert((t.cell.clone(), t.test.clone())));
+    let keep: Vec<bool> = {
+        let mut seen = HashSet::with_capacity(record.tests.len());
+        record
+            .tests
+            .iter()
+            .map(|t| seen.insert((t.cell.as_str(), t.test.as_str())))
+            .collect()
+    };
+    let mut kept = keep.into_iter();
+    record.tests.retain(|_| kept.next().unwrap_or(true));
     record.environments = environments;
     Ok(record)
 }

@@ -104,15 +104,7 @@ pub fn judge(points: &[Point]) -> HistoryVerdict {
     if ran.iter().any(|p| p.obs == Obs::Rerun) {
         return flaky("passed on a rerun within a run");
     }
-    let mut by_inputs: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
-    for p in &ran {
-        let e = by_inputs.entry(&*p.inputs).or_default();
-        match p.obs {
-            Obs::Pass => e.0 = true,
-            _ => e.1 = true,
-        }
-    }
-    if by_inputs.values().any(|(pass, fail)| *pass && *fail) {
+    if failures < ran.len() && same_inputs_both_ways(&ran) {
         return flaky("passed and failed with the same inputs");
     }
     // Stretches of failures, in order.
@@ -142,6 +134,20 @@ pub fn judge(points: &[Point]) -> HistoryVerdict {
             since: ran[start].run,
         }
     }
+}
+
+/// Whether one set of inputs both passed and failed in `ran` (asked only
+/// of a test that did both: one that never passed cannot have).
+fn same_inputs_both_ways(ran: &[&Point]) -> bool {
+    let mut by_inputs: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
+    for p in ran {
+        let e = by_inputs.entry(&*p.inputs).or_default();
+        match p.obs {
+            Obs::Pass => e.0 = true,
+            _ => e.1 = true,
+        }
+    }
+    by_inputs.values().any(|(pass, fail)| *pass && *fail)
 }
 
 /// The axis values that single out the cells in `flaky` among all cells

@@ -56,8 +56,10 @@ pub struct CellView {
     pub files: String,
     /// Its JUnit files, relative to its directory.
     pub junit: Vec<String>,
-    /// Its outcome in its last recorded runs, oldest first (with a history).
-    pub history: Vec<crate::history::past::Mark>,
+    /// Its outcome in its last recorded runs, oldest first, as the card's
+    /// marks (`src/report/history_html.rs`); an empty string without a
+    /// history.
+    pub history: minijinja::Value,
 }
 
 #[derive(Serialize)]
@@ -73,12 +75,12 @@ pub struct TestView {
     pub time: String,
     /// Against the history (with one): `new`, `failing since …`, `flaky …`.
     pub history: String,
-    /// Its kind in one word (`new`, `flaky`, `known` …), for the badge.
-    pub history_kind: &'static str,
     /// For a regression: what changed underneath when it began.
     pub changed: String,
-    /// Its outcome in its cell's last recorded runs, oldest first: `✓✓✗`.
-    pub strip: String,
+    /// Its badge (the words) and its strip of the cell's last recorded
+    /// runs, oldest first (`✓✓✗`), as HTML (`src/report/history_html.rs`);
+    /// shown only where `history` is not empty.
+    pub history_html: minijinja::Value,
 }
 
 #[derive(Serialize)]
@@ -208,7 +210,7 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         page: format!("cells/{}", super::cell_pages::file_name(&c.id)),
         files: String::new(),
         junit: c.junit.clone(),
-        history: Vec::new(),
+        history: minijinja::Value::from_safe_string(String::new()),
     }
 }
 
@@ -248,9 +250,8 @@ fn test_view(t: &TestResult, caps: Caps) -> TestView {
             .unwrap_or_default(),
         time: t.time.map(secs).unwrap_or_default(),
         history: String::new(),
-        history_kind: "",
         changed: String::new(),
-        strip: String::new(),
+        history_html: minijinja::Value::UNDEFINED,
     }
 }
 

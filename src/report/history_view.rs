@@ -24,6 +24,9 @@ pub struct HistoryView {
     /// New failures against the baseline that the history knows as flaky:
     /// `--fail-on regression` does not count them.
     pub flaky_regressions: Vec<String>,
+    /// `rows` as index.html's table rows (`src/report/history_html.rs`),
+    /// made for index.html only.
+    pub html: minijinja::Value,
 }
 
 #[derive(Debug, Serialize)]
@@ -70,6 +73,7 @@ pub fn section(past: &Past, reg: Option<&Regressions>, cap: usize) -> Option<His
         rows,
         more: tests.len().saturating_sub(cap),
         flaky_regressions: flaky_regressions(past, reg),
+        html: minijinja::Value::UNDEFINED,
     })
 }
 
@@ -97,13 +101,19 @@ pub fn apply(view: &mut View, past: Option<&Past>, reg: Option<&Regressions>, ca
 /// Each cell's strip, and each failing test's words and strip.
 pub fn apply_cells(cells: &mut [CellView], past: &Past) {
     for c in cells {
-        c.history = past.cells.get(&c.id).cloned().unwrap_or_default();
+        if let Some(marks) = past.cells.get(&c.id) {
+            c.history = super::history_html::cell_strip(marks);
+        }
+        if past.tests.is_empty() {
+            continue;
+        }
+        let mut key = (c.id.clone(), String::new());
         for t in &mut c.tests {
-            if let Some(p) = past.tests.get(&(c.id.clone(), t.name.clone())) {
+            key.1.clone_from(&t.name);
+            if let Some(p) = past.tests.get(&key) {
                 t.history = p.words.clone();
-                t.history_kind = p.kind.word();
                 t.changed = p.changed.join(", ");
-                t.strip = p.strip.clone();
+                t.history_html = super::history_html::test_badge(p);
             }
         }
     }

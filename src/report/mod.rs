@@ -16,6 +16,7 @@ pub mod changes_view;
 pub mod coverage_view;
 pub mod envs;
 pub mod grid;
+pub mod history_html;
 pub mod history_view;
 pub mod junit;
 pub mod junit_files;
@@ -596,7 +597,8 @@ pub fn render_summary_triaged(
     };
     loop {
         let mut v = view::build(results, reg, caps);
-        history_view::apply(&mut v, past, reg, caps.per_class);
+        // summary.md shows the section only, not the cells' strips.
+        v.history = past.and_then(|p| history_view::section(p, reg, caps.per_class));
         triage_view::apply(&mut v, triage);
         let text = render("summary.md", &v)?;
         if text.len() <= SUMMARY_LIMIT {
@@ -648,6 +650,9 @@ fn html(
 ) -> Result<String, ReportError> {
     let mut v = view::build(results, reg, HTML_CAPS);
     history_view::apply(&mut v, past, reg, HTML_CAPS.per_class);
+    if let Some(h) = &mut v.history {
+        h.html = history_html::rows(&h.rows);
+    }
     triage_view::apply(&mut v, triage);
     if links {
         cell_view::link_cell_files(&mut v.cells, "../");
