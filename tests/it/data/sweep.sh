@@ -11,7 +11,9 @@
 #
 # Used by scripts/test after `cargo test` and by the test harness at start
 # (tests/it/harness/label.rs). Says what it removed on stderr; exit 0 unless
-# something labelled is left.
+# something labelled is left — with --dead, what a dead run left in use (a
+# base it bootstrapped that a live run's images are built on) is said and
+# left for a later sweep, not an error.
 set -uo pipefail
 keys=(rocmatrix.test-run rocmatrix.test-fixture)
 
@@ -98,7 +100,7 @@ if [ "${1:-}" = --dead ]; then
         [ "$v" = "$keep" ] && continue
         if dead "$v"; then
             echo "sweep: test run $v is gone; removing what it left" >&2
-            remove "$v" || status=1
+            remove "$v" || true
         fi
     done < <(values)
 else
