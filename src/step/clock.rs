@@ -2,11 +2,14 @@
 //! marker (`protocol`): a step run by exec (a build's steps, a cell's steps
 //! after a test suite) writes its exit code and how long it ran to
 //! `/rocmatrix/clock/<slug>` when it ends. The controller's timer ends the
-//! exec when the *output* has not closed in time, and that is not always
-//! the step: a background process that kept stdout open (`daemon &`), or an
-//! engine that held the end back, would make a step that ended in time a
-//! timeout. So at the timer, before gdb and the kill, the file is read: a
-//! step that ended within its timeout is judged by its exit code.
+//! exec when its *end* has not reached rocmatrix in time, and that is not
+//! always the step: an engine that held the end back (a busy or stopped
+//! containerd shim) would make a step that ended in time a timeout. (Docker
+//! ends an exec's stream about 2 s after its process exits even when a
+//! child it left still holds stdout; an engine that waits for every holder
+//! would make `daemon &` such a case too.) So at the timer, before gdb and
+//! the kill, the file is read: a step that ended within its timeout is
+//! judged by its exit code.
 
 use std::time::Duration;
 
