@@ -70,7 +70,7 @@ pub(crate) async fn settle(
         Some((rc, ms)) => {
             let took = ms.map_or("within its timeout".into(), |ms| format!("in {ms} ms"));
             log.note(&format!(
-                "\nrocmatrix: the step's output stayed open past its timeout of {} s, \
+                "\nrocmatrix: the step's end had not come back by its timeout of {} s, \
                  but the step ended {took} by its own clock, exit {rc}\n",
                 step.timeout.as_secs()
             ));
