@@ -140,14 +140,6 @@ impl PackageSpace {
             builds: BTreeMap::new(),
         }
     }
-
-    /// What makes point `k`'s probe differ from another of the same cell:
-    /// the versions it pins.
-    pub fn pins_digest(&self, k: usize) -> String {
-        let lock = self.lock_for(k, "", "");
-        let text = serde_json::to_string(&lock.environments).unwrap_or_default();
-        crate::digest::sha256_hex(text.as_bytes())
-    }
 }
 
 #[cfg(test)]
@@ -219,6 +211,9 @@ mod tests {
             .image
             .registry
             .is_none());
-        assert_ne!(s.pins_digest(0), s.pins_digest(1));
+        assert_ne!(
+            s.lock_for(0, "m", "h").environments,
+            s.lock_for(1, "m", "h").environments
+        );
     }
 }

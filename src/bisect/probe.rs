@@ -105,8 +105,12 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
         .and_then(std::path::Path::parent)
         .map(std::path::Path::to_path_buf);
     let options = options_of(setup, point);
-    let key = super::outcomes::key(&plan, &cell).map(|k| match &setup.space.packages {
-        Some(p) => crate::digest::sha256_hex(format!("{k}\0{}", p.pins_digest(point)).as_bytes()),
+    // A probe rebuilt from a lock is that cell on those package versions.
+    let key = super::outcomes::key(&plan, &cell).map(|k| match &options.locked {
+        Some(lock) => {
+            let pins = serde_json::to_string(&lock.environments).unwrap_or_default();
+            crate::digest::sha256_hex(format!("{k}\0{pins}").as_bytes())
+        }
         None => k,
     });
     if let (true, Some(root), Some(key)) = (reuse, &root, &key) {
