@@ -76,27 +76,21 @@ pub fn space(
     };
     let ((_, before), (hash, now)) = (env(good)?, env(bad)?);
     let mut by_move: BTreeMap<(Option<String>, Option<String>), Vec<Moved>> = BTreeMap::new();
-    let names = before.packages.keys().chain(now.packages.keys());
-    let mut seen = std::collections::BTreeSet::new();
-    for name in names.filter(|n| seen.insert(n.as_str())) {
-        let (g, b) = (before.packages.get(name), now.packages.get(name));
-        if g == b {
-            continue;
-        }
+    for (name, g, b) in crate::image::packages::changes(&before.packages, &now.packages) {
         by_move
-            .entry((g.cloned(), b.cloned()))
+            .entry((g.clone(), b.clone()))
             .or_default()
             .push(Moved {
-                name: name.clone(),
-                good: g.cloned(),
-                bad: b.cloned(),
+                name,
+                good: g,
+                bad: b,
             });
     }
     // A group matters when one of its packages does.
     let mut groups: Vec<(bool, Group)> = by_move
         .into_values()
-        .map(|mut packages| {
-            packages.sort_by(|a, b| a.name.cmp(&b.name));
+        .map(|packages| {
+            // In name order, as changes() gives them.
             let later = !packages.iter().any(|m| matters(&m.name));
             (later, Group { packages })
         })

@@ -155,19 +155,22 @@ pub fn packages(base: &Lock, run: &Lock, cell: &str, important: &[String]) -> Ve
         return Vec::new();
     };
     let matters = matters(important);
-    let mut out: Vec<(bool, String)> = Vec::new();
-    for (name, v) in &now {
-        match before.get(name) {
-            Some(w) if w != v => out.push((matters(name), format!("{name} {w} → {v}"))),
-            None => out.push((matters(name), format!("+{name} {v}"))),
-            _ => {}
-        }
-    }
-    for (name, w) in &before {
-        if !now.contains_key(name) {
-            out.push((matters(name), format!("−{name} {w}")));
-        }
-    }
+    // Moved and added packages in name order, then removed ones.
+    let changes = crate::image::packages::changes(&before, &now);
+    let (kept, removed): (Vec<_>, Vec<_>) = changes.into_iter().partition(|(_, _, v)| v.is_some());
+    let mut out: Vec<(bool, String)> = kept
+        .into_iter()
+        .chain(removed)
+        .filter_map(|(name, w, v)| {
+            let text = match (w, v) {
+                (Some(w), Some(v)) => format!("{name} {w} → {v}"),
+                (None, Some(v)) => format!("+{name} {v}"),
+                (Some(w), None) => format!("−{name} {w}"),
+                (None, None) => return None,
+            };
+            Some((matters(&name), text))
+        })
+        .collect();
     out.sort_by_key(|(m, _)| !*m);
     out.into_iter().map(|(_, s)| s).collect()
 }
@@ -175,6 +178,38 @@ pub fn packages(base: &Lock, run: &Lock, cell: &str, important: &[String]) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn moved_and_added_packages_come_before_removed_ones_the_important_first() {
+        let lock = |packages: &[(&str, &str)]| -> Lock {
+            serde_json::from_value(serde_json::json!({
+                "lock_version": 1, "rocmatrix_version": "0", "matrix_file": "m", "matrix_hash": "h",
+                "environments": {"e": {"family": "debian",
+                    "base": {"reference": "debian:sid", "id": "b", "origin": {"how": "pulled"}},
+                    "image": {"tag": "t", "id": "i", "reused": false},
+                    "packages": packages.iter().map(|(n, v)| (n.to_string(), v.to_string()))
+                        .collect::<std::collections::BTreeMap<_, _>>()}},
+                "cells": {"c": {"environment": "e"}},
+            }))
+            .unwrap()
+        };
+        let base = lock(&[
+            ("a", "1"),
+            ("b", "1"),
+            ("libamdhip64-6", "6.4.1"),
+            ("zz", "1"),
+        ]);
+        let run = lock(&[
+            ("a", "2"),
+            ("c", "1"),
+            ("libamdhip64-6", "6.4.3"),
+            ("zz", "1"),
+        ]);
+        assert_eq!(
+            packages(&base, &run, "c", &["libamdhip64*".to_string()]),
+            ["libamdhip64-6 6.4.1 → 6.4.3", "a 1 → 2", "+c 1", "−b 1"]
+        );
+    }
 
     #[test]
     fn a_moved_source_reads_as_one_move_with_its_commit_count() {
