@@ -23,6 +23,10 @@ pub use base::{ensure_base, BaseImage, BaseOrigin};
 pub use build::{ensure_env_image, EnvImage};
 pub use family::Family;
 
+/// What [`ImageError::Pins`] says of the versions a lock pins that the
+/// archive no longer serves (a triage tells that error from others by it).
+pub const PINS_GONE: &str = "no longer obtainable";
+
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error(transparent)]
@@ -31,7 +35,7 @@ pub enum ImageError {
     NoBase { reference: String, why: String },
     #[error("environment {env}: {message}")]
     Recipe { env: String, message: String },
-    #[error("{} pinned versions are no longer obtainable (environment {env}):\n  {}", missing.len(), missing.join("\n  "))]
+    #[error("{} pinned versions are {PINS_GONE} (environment {env}):\n  {}", missing.len(), missing.join("\n  "))]
     Pins { env: String, missing: Vec<String> },
     #[error("environment {env}: the registry's {tag} has digest {found}, but the lock says {expected}; the tag was overwritten since the lock was written")]
     DigestMismatch {
@@ -54,5 +58,20 @@ impl ImageError {
             path: path.to_path_buf(),
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn missing_pins_say_they_are_no_longer_obtainable() {
+        let e = super::ImageError::Pins {
+            env: "e1".into(),
+            missing: vec!["a=1".into(), "b=2".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "2 pinned versions are no longer obtainable (environment e1):\n  a=1\n  b=2"
+        );
     }
 }

@@ -707,7 +707,7 @@ fn answer(s: &mut Search, b: &Bisection) {
         // The baseline's versions cannot be installed any more: the range
         // is the list of moved packages.
         AnswerOutcome::Infrastructure
-            if s.over == Over::Packages && a.message.contains("no longer obtainable") =>
+            if s.over == Over::Packages && a.message.contains(crate::image::PINS_GONE) =>
         {
             s.state = State::Listed;
         }

@@ -107,7 +107,8 @@ pub fn line(item: &Item, could_not: Option<&str>) -> String {
     if let Some(s) = of(State::Listed).next() {
         let shown: Vec<&str> = s.packages.iter().take(6).map(String::as_str).collect();
         let more = s.packages.len().saturating_sub(shown.len());
-        let why = if s.message.contains("no longer obtainable") {
+        // Listed after probes: the baseline's end could not be installed.
+        let why = if s.probes > 0 {
             "the baseline's versions are no longer served"
         } else {
             "the old versions were not probed"
