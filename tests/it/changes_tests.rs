@@ -7,7 +7,7 @@
 //! terminal and `diff` put the change next to it, and the other environment
 //! shows none.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::harness::*;
 
@@ -31,16 +31,6 @@ steps:
       fi
       printf '<testsuite name="zones" tests="1"><testcase classname="zones" name="offsets"/></testsuite>\n' > /work/out/r.xml
 "#;
-
-fn run_into(dir: &Path, m: &Path, name: &str, extra: &[&str]) -> (Ran, PathBuf) {
-    let o = Rocmatrix::run_matrix(m)
-        .progress_plain()
-        .out(dir.join(name))
-        .args(extra)
-        .run();
-    let run = o.run_store();
-    (o, run)
-}
 
 fn json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()

@@ -6,8 +6,6 @@
 //! groups by rebuilding the environment from locks that hold some at the
 //! old versions, and names the one that brought the failure.
 
-use std::path::Path;
-
 use serde_json::Value;
 
 use crate::harness::*;
@@ -35,16 +33,6 @@ steps:
       echo "btree $v"
       case $v in *bpo*) echo "btree $v breaks the ordered index"; exit 1;; esac
 "#;
-
-fn run_into(dir: &Path, m: &Path, name: &str, extra: &[&str]) -> (Ran, std::path::PathBuf) {
-    let o = Rocmatrix::run_matrix(m)
-        .progress_plain()
-        .out(dir.join(name))
-        .args(extra)
-        .run();
-    let run = o.run_store();
-    (o, run)
-}
 
 #[test]
 fn only_packages_moved_and_triage_names_the_group_that_broke_the_step_for_real() {

@@ -237,3 +237,15 @@ fn fresh_state_dir() -> PathBuf {
         .join(format!("rocmatrix-test-state-{}", std::process::id()))
         .join(n.to_string())
 }
+
+/// `rocmatrix run MATRIX EXTRA… --out DIR/NAME` with plain progress: how
+/// it ended and its run store.
+pub fn run_into(dir: &Path, matrix: &Path, name: &str, extra: &[&str]) -> (Ran, PathBuf) {
+    let o = Rocmatrix::run_matrix(matrix)
+        .progress_plain()
+        .out(dir.join(name))
+        .args(extra)
+        .run();
+    let run = o.run_store();
+    (o, run)
+}

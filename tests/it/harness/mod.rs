@@ -30,7 +30,7 @@ pub mod registry;
 pub mod slurm;
 mod store;
 
-pub use cmd::{Ran, Rocmatrix};
+pub use cmd::{run_into, Ran, Rocmatrix};
 pub use docker::{containers_of, RemoveOnDrop};
 pub use gate::{engine_exclusive_or_skip, engine_or_skip, have, have_file, unavailable, EngineUse};
 pub use store::*;
