@@ -59,7 +59,19 @@ pub struct LlvmSource {
     /// environment's hash (its image does not change with them).
     #[serde(skip)]
     pub patches: Vec<patch_file::LlvmPatch>,
+    /// Built from a git tree instead of the distribution's source: in the
+    /// environment's hash (its image fetches no source) as `"git": true`.
+    #[serde(rename = "git", skip_serializing_if = "std::ops::Not::not")]
+    pub from_tree: bool,
+    /// That tree (URL, ref, commit): the toolchain build's source
+    /// ([`toolchain`]), in its key and hash.
+    #[serde(skip)]
+    pub tree: Option<Box<SourceRef>>,
 }
+
+/// Resolves an LLVM tree's URL and ref to a commit on the host
+/// (`src/source/` has one); its error is said at `environment.llvm.git`.
+pub type ResolveTree<'a> = &'a dyn Fn(&str, &str) -> Result<String, String>;
 
 /// A cell's rendered image recipe. Cells with equal environments share an image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -221,6 +233,16 @@ pub struct Plan {
 impl Plan {
     /// Expands and renders `spec`; fails on the first template error.
     pub fn build(spec: &Spec, max_cells: usize) -> Result<Plan, SpecError> {
+        Plan::build_with(spec, max_cells, None)
+    }
+
+    /// [`Plan::build`], each LLVM git tree resolved to its commit by
+    /// `resolve` (without one, it is resolved when its toolchain builds).
+    pub fn build_with(
+        spec: &Spec,
+        max_cells: usize,
+        resolve: Option<ResolveTree>,
+    ) -> Result<Plan, SpecError> {
         let combos = spec::expand(spec, max_cells)?;
         let ids = cell_id::cell_ids(spec, &combos);
         let mut r = Renderer::new(&spec.file);
@@ -238,7 +260,7 @@ impl Plan {
         for (combo, id) in combos.into_iter().zip(ids) {
             let ctx = render::context(&combo.values, &spec.vars, &id);
             let environment = match &spec.environment {
-                Some(e) => Some(render_environment(spec, &r, e, &ctx, &id)?),
+                Some(e) => Some(render_environment(spec, &r, e, (&ctx, &id), resolve)?),
                 None => None,
             };
             let env_json = serde_json::to_string(&environment).unwrap_or_default();
@@ -482,6 +504,8 @@ fn render_llvm(
                 tools,
                 targets,
                 patches: llvm_patches(spec, r, &l.patches, ctx, id)?,
+                from_tree: false,
+                tree: None,
             })
         }
         other => {
@@ -596,8 +620,8 @@ fn render_environment(
     spec: &Spec,
     r: &Renderer,
     e: &spec::EnvironmentTemplate,
-    ctx: &minijinja::Value,
-    id: &str,
+    (ctx, id): (&minijinja::Value, &str),
+    resolve: Option<ResolveTree>,
 ) -> Result<Environment, SpecError> {
     let opt = |t: &Option<spec::Template>| -> Result<Option<String>, SpecError> {
         Ok(match t {
@@ -605,7 +629,21 @@ fn render_environment(
             None => None,
         })
     };
-    let llvm = render_llvm(spec, r, &e.llvm, ctx, id)?;
+    let mut llvm = render_llvm(spec, r, &e.llvm, ctx, id)?;
+    match (&mut llvm, &e.llvm.git) {
+        (Llvm::Source(src), _) => {
+            src.tree = toolchain::render_tree(spec, r, &e.llvm, (ctx, id), resolve)?;
+            src.from_tree = src.tree.is_some();
+        }
+        // A templated `debug:` leaves the tree to the cells it renders `source` in.
+        (_, Some(git)) if !e.llvm.debug.source.contains(['{', '%']) => {
+            return Err(spec.error_at(
+                git.pos,
+                format!("environment.llvm.git needs `debug: source`: a tree is built from source (cell {id})"),
+            ))
+        }
+        _ => {}
+    }
     let mut packages = Vec::with_capacity(e.packages.len());
     for p in &e.packages {
         // A package template may render to several names, or to none.

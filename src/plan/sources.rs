@@ -19,6 +19,10 @@ pub struct SourceRef {
     pub reference: String,
     /// Absolute paths of the patches, in the order they apply.
     pub patches: Vec<String>,
+    /// The commit `reference` was resolved to when the plan was made (an
+    /// LLVM tree's); none: it is resolved at checkout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 pub fn render(
@@ -33,12 +37,7 @@ pub fn render(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let url = r.render(&src.url, ctx, cell)?.trim().to_string();
-    let url = if url.contains("://") || url.contains('@') || Path::new(&url).is_absolute() {
-        url
-    } else {
-        absolute(&base.join(&url)).display().to_string()
-    };
+    let url = url_from(&base, r.render(&src.url, ctx, cell)?.trim());
     let mut patches = Vec::new();
     for t in &src.patches {
         let pattern = r.render(t, ctx, cell)?.trim().to_string();
@@ -90,7 +89,18 @@ pub fn render(
         url,
         reference: r.render(&src.reference, ctx, cell)?.trim().to_string(),
         patches,
+        commit: None,
     })
+}
+
+/// A URL git understands as it is, or a path relative to `base` made
+/// absolute.
+pub fn url_from(base: &Path, url: &str) -> String {
+    if url.contains("://") || url.contains('@') || Path::new(url).is_absolute() {
+        url.to_string()
+    } else {
+        absolute(&base.join(url)).display().to_string()
+    }
 }
 
 fn absolute(p: &Path) -> PathBuf {

@@ -14,8 +14,11 @@
 use std::time::Duration;
 
 use super::build::{Build, BuildKind};
-use super::{CacheMount, Cell, Llvm, LlvmSource, Step};
-use crate::spec::GpuUse;
+use super::{CacheMount, Cell, Llvm, LlvmSource, Renderer, ResolveTree, SourceRef, Step};
+use crate::spec::{GpuUse, LlvmTemplate, Spec, SpecError};
+
+/// The name of an LLVM git tree among its toolchain build's sources.
+pub const TREE: &str = "llvm-tree";
 
 /// Where the tools are installed in the snapshot; first on its `PATH`.
 pub const PREFIX: &str = "/opt/rocmatrix/llvm-debug";
@@ -75,14 +78,69 @@ pub fn assign(cells: &mut [Cell], builds: &mut Vec<Build>) {
 
 /// `llvm-debug-<environment>`, and `-<patches>` when the source is patched:
 /// one toolchain per environment and set of patches.
+/// A git tree adds its commit's first 12 digits (`-<commit>`; the hash of
+/// its URL and ref where it is resolved only when it builds).
 fn key_of(environment_hash: &str, src: &LlvmSource) -> String {
-    let env = crate::digest::short(environment_hash);
-    if src.patches.is_empty() {
-        return format!("llvm-debug-{env}");
+    let mut key = format!("llvm-debug-{}", crate::digest::short(environment_hash));
+    if let Some(t) = &src.tree {
+        let named = format!("{}\n{}", t.url, t.reference);
+        let c = (t.commit.clone()).unwrap_or_else(|| crate::digest::sha256_hex(named.as_bytes()));
+        key.push_str(&format!("-{}", crate::digest::short(&c)));
     }
-    let all: Vec<&str> = src.patches.iter().map(|p| p.sha256.as_str()).collect();
-    let patches = crate::digest::sha256_hex(all.join("\n").as_bytes());
-    format!("llvm-debug-{env}-{}", crate::digest::short(&patches))
+    if !src.patches.is_empty() {
+        let all: Vec<&str> = src.patches.iter().map(|p| p.sha256.as_str()).collect();
+        let patches = crate::digest::sha256_hex(all.join("\n").as_bytes());
+        key.push_str(&format!("-{}", crate::digest::short(&patches)));
+    }
+    key
+}
+
+/// `environment.llvm.git` and `ref` of one cell: the tree as the
+/// toolchain build's source, resolved to its commit by `resolve` if given.
+pub(super) fn render_tree(
+    spec: &Spec,
+    r: &Renderer,
+    l: &LlvmTemplate,
+    (ctx, id): (&minijinja::Value, &str),
+    resolve: Option<ResolveTree>,
+) -> Result<Option<Box<SourceRef>>, SpecError> {
+    let Some(git) = &l.git else {
+        return match &l.reference {
+            Some(t) => Err(spec.error_at(
+                t.pos,
+                "environment.llvm.ref needs `git:`, the tree it names",
+            )),
+            None => Ok(None),
+        };
+    };
+    let url = r.render(git, ctx, id)?.trim().to_string();
+    if url.is_empty() {
+        return Ok(None);
+    }
+    let base = spec.file.parent().unwrap_or(std::path::Path::new(""));
+    let url = super::sources::url_from(base, &url);
+    let reference = match &l.reference {
+        Some(t) => r.render(t, ctx, id)?.trim().to_string(),
+        None => String::new(),
+    };
+    let reference = if reference.is_empty() {
+        "HEAD".to_string()
+    } else {
+        reference
+    };
+    let commit = match resolve {
+        Some(f) => Some(f(&url, &reference).map_err(|e| {
+            spec.error_at(git.pos, format!("environment.llvm.git: {e} (cell {id})"))
+        })?),
+        None => None,
+    };
+    Ok(Some(Box::new(SourceRef {
+        name: TREE.to_string(),
+        url,
+        reference,
+        patches: Vec::new(),
+        commit,
+    })))
 }
 
 fn toolchain(key: &str, environment_hash: &str, src: &LlvmSource) -> Build {
@@ -99,16 +157,17 @@ fn toolchain(key: &str, environment_hash: &str, src: &LlvmSource) -> Build {
             .collect();
         steps.insert(0, patch_step(&parts));
     }
-    let hash = crate::digest::sha256_hex(
-        serde_json::json!({
-            "toolchain": "llvm-debug",
-            "environment": environment_hash,
-            "llvm": src,
-            "steps": steps,
-        })
-        .to_string()
-        .as_bytes(),
-    );
+    let mut payload = serde_json::json!({
+        "toolchain": "llvm-debug",
+        "environment": environment_hash,
+        "llvm": src,
+        "steps": steps,
+    });
+    if let Some(t) = &src.tree {
+        // Its URL, ref and commit: a new commit is a new toolchain.
+        payload["tree"] = serde_json::json!(t);
+    }
+    let hash = crate::digest::sha256_hex(payload.to_string().as_bytes());
     Build {
         key: key.to_string(),
         kind: BuildKind::LlvmDebug,
@@ -116,7 +175,7 @@ fn toolchain(key: &str, environment_hash: &str, src: &LlvmSource) -> Build {
         values: Vec::new(),
         environment_hash: environment_hash.to_string(),
         steps,
-        sources: Vec::new(),
+        sources: src.tree.iter().map(|t| (**t).clone()).collect(),
         caches: vec![CacheMount {
             path: CCACHE_DIR.to_string(),
             key: CCACHE_KEY.to_string(),
@@ -162,12 +221,20 @@ fn step(name: &str, run: String) -> Step {
     }
 }
 
+/// The configure's flag that builds clang (a tool asked for it).
+const CLANG: &str = "-DLLVM_ENABLE_PROJECTS=clang";
+
+/// Whether a toolchain build configures clang: its tree then brings `clang/`.
+pub fn needs_clang(build: &Build) -> bool {
+    build.steps.iter().any(|s| s.run.contains(CLANG))
+}
+
 fn configure(src: &LlvmSource) -> String {
     let clang = src.tools.iter().any(|t| t.starts_with("clang"));
     let projects = if clang {
-        " \\\n  -DLLVM_ENABLE_PROJECTS=clang"
+        format!(" \\\n  {CLANG}")
     } else {
-        ""
+        String::new()
     };
     format!(
         r#"s=/usr/src/llvm-source

@@ -180,6 +180,10 @@ pub struct GpuTemplate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LlvmTemplate {
     pub debug: Template,
+    /// A git tree (URL or path relative to the matrix file) to build
+    /// instead of the distribution's source, at `reference`.
+    pub git: Option<Template>,
+    pub reference: Option<Template>,
     /// The LLVM major version to build; none: the installed LLVM's.
     pub version: Option<Template>,
     /// Tools to build (`llvm-mc`, `llc`, `clang`…).
@@ -194,6 +198,8 @@ pub struct LlvmTemplate {
 impl LlvmTemplate {
     pub fn templates(&self) -> impl Iterator<Item = &Template> {
         std::iter::once(&self.debug)
+            .chain(&self.git)
+            .chain(&self.reference)
             .chain(&self.version)
             .chain(&self.tools)
             .chain(&self.targets)

@@ -141,11 +141,18 @@ pub enum RawLlvm {
     Source(RawLlvmSource),
 }
 
-/// `environment.llvm: {debug: source, version, tools, targets, patches}`.
+/// `environment.llvm: {debug: source, git, ref, version, tools, targets,
+/// patches}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawLlvmSource {
     pub debug: String,
+    /// A contributor's LLVM tree (URL or local path) instead of the
+    /// distribution's source package.
+    pub git: Option<String>,
+    /// The tree's branch, tag or commit (default `HEAD`).
+    #[serde(rename = "ref")]
+    pub reference: Option<String>,
     pub version: Option<String>,
     #[serde(default)]
     pub tools: Vec<String>,

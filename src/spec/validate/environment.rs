@@ -60,6 +60,8 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
     match l {
         None => crate::spec::LlvmTemplate {
             debug: cx.template("environment.llvm", "release"),
+            git: None,
+            reference: None,
             version: None,
             tools: Vec::new(),
             targets: Vec::new(),
@@ -67,6 +69,8 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
         },
         Some(RawLlvm::Flavour(s)) => crate::spec::LlvmTemplate {
             debug: cx.template("environment.llvm", s),
+            git: None,
+            reference: None,
             version: None,
             tools: Vec::new(),
             targets: Vec::new(),
@@ -74,6 +78,14 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
         },
         Some(RawLlvm::Source(m)) => crate::spec::LlvmTemplate {
             debug: cx.template("environment.llvm.debug", &m.debug),
+            git: m
+                .git
+                .as_ref()
+                .map(|g| cx.template("environment.llvm.git", g)),
+            reference: m
+                .reference
+                .as_ref()
+                .map(|r| cx.template("environment.llvm.ref", r)),
             version: m
                 .version
                 .as_ref()

@@ -68,6 +68,9 @@ pub struct LlvmSource {
     pub version: Option<String>,
     pub tools: Vec<String>,
     pub targets: Vec<String>,
+    /// From a git tree (the toolchain build's source), not the distribution's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub git: bool,
 }
 
 /// A rendered step (`plan::Step`); times in whole seconds.
@@ -161,6 +164,8 @@ pub struct SourceRef {
     pub url: String,
     pub reference: String,
     pub patches: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// A cache directory (`plan::CacheMount`).
@@ -265,6 +270,7 @@ impl From<&plan::Environment> for Environment {
                     version: s.version.clone(),
                     tools: s.tools.clone(),
                     targets: s.targets.clone(),
+                    git: s.from_tree,
                 }),
             },
             setup: e.setup.clone(),
@@ -293,6 +299,9 @@ impl From<Environment> for plan::Environment {
                     tools: s.tools,
                     targets: s.targets,
                     patches: Vec::new(),
+                    // The tree lives on in the toolchain build's sources.
+                    from_tree: s.git,
+                    tree: None,
                 }),
             },
             setup: e.setup,
@@ -429,6 +438,7 @@ impl From<&plan::SourceRef> for SourceRef {
             url: s.url.clone(),
             reference: s.reference.clone(),
             patches: s.patches.clone(),
+            commit: s.commit.clone(),
         }
     }
 }
@@ -440,6 +450,7 @@ impl From<SourceRef> for plan::SourceRef {
             url: s.url,
             reference: s.reference,
             patches: s.patches,
+            commit: s.commit,
         }
     }
 }
