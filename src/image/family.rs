@@ -175,6 +175,7 @@ impl Family {
             t,
             minijinja::context! {
                 version => src.version.clone().unwrap_or_default(),
+                git => src.from_tree,
                 tools => &src.tools,
                 targets => &src.targets,
             },
