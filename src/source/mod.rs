@@ -3,6 +3,7 @@
 //! in memory with git2, and the resulting tree as a tar stream for the cell's
 //! container (`/src/<name>`, an upload, so remote engines work too).
 
+pub mod llvm_tree;
 mod mirror;
 pub mod range;
 mod tree_tar;
@@ -75,17 +76,7 @@ impl Sources {
         {
             return Ok(p.clone());
         }
-        let mirror = {
-            let mut fetched = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
-            fetched
-                .entry(src.url.clone())
-                .or_insert_with(|| mirror::update(&self.cache, &src.url).map_err(|e| e.to_string()))
-                .clone()
-                .map_err(|message| SourceError::Git {
-                    name: src.name.clone(),
-                    message,
-                })?
-        };
+        let mirror = self.mirror(src)?;
         let prepared = Arc::new(checkout(&mirror, src)?);
         self.prepared
             .lock()
@@ -95,25 +86,49 @@ impl Sources {
     }
 }
 
+/// The commit `src` names in `repo`: its pinned commit, else its ref (a
+/// branch of the mirror's remote too).
+fn resolve<'r>(
+    repo: &'r git2::Repository,
+    src: &SourceRef,
+) -> Result<git2::Commit<'r>, SourceError> {
+    let not_found = |what: String, e: git2::Error| SourceError::Git {
+        name: src.name.clone(),
+        message: format!("{what} not found in {}: {}", src.url, e.message()),
+    };
+    if let Some(c) = &src.commit {
+        return git2::Oid::from_str(c)
+            .and_then(|oid| repo.find_commit(oid))
+            .map_err(|e| not_found(format!("commit {c} (`{}`)", src.reference), e));
+    }
+    repo.revparse_single(&src.reference)
+        .or_else(|_| repo.revparse_single(&format!("origin/{}", src.reference)))
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|e| not_found(format!("ref `{}`", src.reference), e))
+}
+
+impl Sources {
+    /// The bare mirror of `src`'s URL, fetched once per run.
+    fn mirror(&self, src: &SourceRef) -> Result<PathBuf, SourceError> {
+        let mut fetched = self.fetched.lock().unwrap_or_else(|p| p.into_inner());
+        fetched
+            .entry(src.url.clone())
+            .or_insert_with(|| mirror::update(&self.cache, &src.url).map_err(|e| e.to_string()))
+            .clone()
+            .map_err(|message| SourceError::Git {
+                name: src.name.clone(),
+                message,
+            })
+    }
+}
+
 fn checkout(mirror: &Path, src: &SourceRef) -> Result<Prepared, SourceError> {
     let git = |e: git2::Error| SourceError::Git {
         name: src.name.clone(),
         message: e.message().to_string(),
     };
     let repo = git2::Repository::open_bare(mirror).map_err(git)?;
-    let object = repo
-        .revparse_single(&src.reference)
-        .or_else(|_| repo.revparse_single(&format!("origin/{}", src.reference)))
-        .map_err(|e| SourceError::Git {
-            name: src.name.clone(),
-            message: format!(
-                "ref `{}` not found in {}: {}",
-                src.reference,
-                src.url,
-                e.message()
-            ),
-        })?;
-    let commit = object.peel_to_commit().map_err(git)?;
+    let commit = resolve(&repo, src)?;
     let mut tree = commit.tree().map_err(git)?;
     let mut patches = Vec::with_capacity(src.patches.len());
     for path in &src.patches {

@@ -1,5 +1,7 @@
 //! A git tree as a tar archive under `<prefix>/`, straight from the object
 //! database: regular files, executables and symlinks; submodules are skipped.
+//! Written to any sink (a whole tree in memory, or an LLVM tree's chosen
+//! paths streamed), one blob in memory at a time.
 
 /// Why a tree could not be packed: the entry (when one is to blame) and
 /// what went wrong.
@@ -19,12 +21,29 @@ impl From<std::io::Error> for PackError {
     }
 }
 
+/// Whether a path of the tree goes into the archive.
+pub type Keep<'a> = &'a dyn Fn(&str) -> bool;
+
 pub fn tree_tar(
     repo: &git2::Repository,
     tree: &git2::Tree,
     prefix: &str,
 ) -> Result<Vec<u8>, PackError> {
-    let mut b = tar::Builder::new(Vec::new());
+    write_tree(repo, tree, prefix, (&|_| true, &[]), Vec::new())
+}
+
+/// The entries of `tree` whose path (`dir/name`, without the prefix) `keep`
+/// says yes to, written to `out` (a directory said no to is skipped
+/// whole), then the `extra` files (paths under the prefix, contents); the
+/// tar's end is written and `out` returned.
+pub fn write_tree<W: std::io::Write>(
+    repo: &git2::Repository,
+    tree: &git2::Tree,
+    prefix: &str,
+    (keep, extra): (Keep, &[(String, Vec<u8>)]),
+    out: W,
+) -> Result<W, PackError> {
+    let mut b = tar::Builder::new(out);
     let mut failure: Option<PackError> = None;
     // Every directory of the prefix, so the archive unpacks anywhere.
     let mut so_far = String::new();
@@ -43,6 +62,9 @@ pub fn tree_tar(
             Ok(n) => n,
             Err(_) => return git2::TreeWalkResult::Skip,
         };
+        if !keep(&format!("{root}{name}")) {
+            return git2::TreeWalkResult::Skip;
+        }
         let path = format!("{prefix}/{root}{name}");
         let result = match entry.kind() {
             Some(git2::ObjectType::Tree) => {
@@ -95,6 +117,13 @@ pub fn tree_tar(
     })?;
     if let Some(f) = failure {
         return Err(f);
+    }
+    for (path, bytes) in extra {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(bytes.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, format!("{prefix}/{path}"), bytes.as_slice())?;
     }
     Ok(b.into_inner()?)
 }
