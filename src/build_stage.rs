@@ -14,7 +14,8 @@ use std::time::Instant;
 use crate::engine::labels::owner_labels;
 use crate::engine::{ContainerSpec, LABEL_KIND};
 use crate::image::registry::Registries;
-use crate::plan::Build;
+use crate::plan::build::BuildKind;
+use crate::plan::{Build, SourceRef};
 use crate::step::clock;
 use crate::step::hang::HangAt;
 use crate::step::judge::judge_exec;
@@ -124,8 +125,15 @@ pub async fn run_build(
         build: build.key.clone(),
         cells: cells.len(),
     });
-    let prepared = prepare_sources(cx, &build.sources).await?;
-    let locked: Vec<LockedSource> = prepared.iter().map(|p| p.locked.clone()).collect();
+    // A toolchain build's source is an LLVM tree, resolved here and
+    // streamed into its container (never checked out whole in memory).
+    let (prepared, locked) = if build.kind == BuildKind::LlvmDebug {
+        (Vec::new(), resolve_trees(cx, &build.sources).await?)
+    } else {
+        let prepared = prepare_sources(cx, &build.sources).await?;
+        let locked: Vec<LockedSource> = prepared.iter().map(|p| p.locked.clone()).collect();
+        (prepared, locked)
+    };
     let snapshot = snapshot_tag(build, env_image.1, &locked);
     let mut record = BuildRecord {
         key: build.key.clone(),
@@ -209,6 +217,12 @@ async fn build_in_container(
         for p in prepared {
             cx.engine.upload(&container, "/", p.tar.clone()).await?;
         }
+        if build.kind == BuildKind::LlvmDebug {
+            let clang = crate::plan::toolchain::needs_clang(build);
+            for (src, locked) in build.sources.iter().zip(&record.sources) {
+                upload_tree(cx, &container, src, locked, clang).await?;
+            }
+        }
         let (steps, verdict) = run_steps(cx, build, &container, dir).await?;
         record.steps = steps;
         if let Some((status, reason)) = verdict {
@@ -235,6 +249,53 @@ async fn build_in_container(
         tracing::warn!("{e}");
     }
     ran
+}
+
+/// The commits of a toolchain build's LLVM trees (each its pinned one, or
+/// its ref resolved now).
+async fn resolve_trees(
+    cx: &CellEnv<'_>,
+    trees: &[SourceRef],
+) -> Result<Vec<LockedSource>, CellError> {
+    let mut locked = Vec::with_capacity(trees.len());
+    for src in trees {
+        let (sources, src) = (cx.sources.clone(), src.clone());
+        locked.push(
+            blocking("resolving the LLVM tree", move || {
+                sources.resolve_tree(&src)
+            })
+            .await??,
+        );
+    }
+    Ok(locked)
+}
+
+/// The wanted paths of an LLVM tree at its locked commit, read from git by
+/// a blocking thread and streamed into the container as they are read.
+async fn upload_tree(
+    cx: &CellEnv<'_>,
+    container: &str,
+    src: &SourceRef,
+    locked: &LockedSource,
+    clang: bool,
+) -> Result<(), CellError> {
+    use crate::source::llvm_tree::{Chunk, ChunkWriter};
+    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(4);
+    let (sources, src, locked, failed) =
+        (cx.sources.clone(), src.clone(), locked.clone(), tx.clone());
+    let write = blocking("streaming the LLVM tree", move || {
+        let written = sources.write_tree(&src, &locked, clang, ChunkWriter::new(tx));
+        if let Err(e) = &written {
+            // The upload ends with the error instead of a short archive.
+            let _ = failed.blocking_send(Err(std::io::Error::other(e.to_string())));
+        }
+        written
+    });
+    let chunks =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+    let (written, uploaded) = tokio::join!(write, cx.engine.upload_stream(container, "/", chunks));
+    written??;
+    Ok(uploaded?)
 }
 
 /// Puts the snapshot into the registry (unless it is there already); its

@@ -410,6 +410,24 @@ impl Engine {
             .doing(|| format!("copying files into {dir} of container {}", short(container)))
     }
 
+    /// [`Engine::upload`] of a tar archive read as it streams in (an error
+    /// in the stream fails the upload).
+    pub async fn upload_stream(
+        &self,
+        container: &str,
+        dir: &str,
+        tar: impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
+    ) -> Result<(), EngineError> {
+        let opts = UploadToContainerOptions {
+            path: dir.to_string(),
+            ..Default::default()
+        };
+        self.docker()
+            .upload_to_container(container, Some(opts), bollard::body_try_stream(tar))
+            .await
+            .doing(|| format!("copying files into {dir} of container {}", short(container)))
+    }
+
     /// Copies `path` out of the container as a tar archive into `dest`,
     /// refusing archives larger than `max_bytes`. Returns the archive's size.
     pub async fn download(
