@@ -219,7 +219,18 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
         )),
         (None, Some(file)) => {
             let spec = Spec::load(file)?;
-            let mut plan = Plan::build(&spec, args.max_cells)?
+            // LLVM trees at their commits now, or the lock's (--locked).
+            let lock = match &args.locked {
+                Some(p) => Some(crate::store::lock::Lock::load(p)?),
+                None => None,
+            };
+            let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
+            let resolve = |url: &str, r: &str| {
+                sources
+                    .tree_commit(url, r, lock.as_ref())
+                    .map_err(|e| e.detail())
+            };
+            let mut plan = Plan::build_with(&spec, args.max_cells, Some(&resolve))?
                 .select(&args.only)
                 .map_err(|e| Error::Usage(e.to_string()))?;
             if let Some(s) = args.shard {

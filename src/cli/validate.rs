@@ -22,7 +22,11 @@ pub struct ValidateArgs {
 pub fn run(args: ValidateArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let mut failed = 0;
     for file in &args.files {
-        let result = Spec::load(file).and_then(|spec| Plan::build(&spec, args.max_cells));
+        let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
+        let resolve =
+            |url: &str, r: &str| sources.tree_commit(url, r, None).map_err(|e| e.detail());
+        let result = Spec::load(file)
+            .and_then(|spec| Plan::build_with(&spec, args.max_cells, Some(&resolve)));
         match result {
             Ok(plan) => super::write_out(
                 out,
