@@ -94,9 +94,12 @@ fn source_names(manifest: &RunManifest) -> BTreeSet<&str> {
 }
 
 /// Whether `p` is for the debug LLVM: named `llvm`, where the matrix has
-/// no source of that name.
+/// no source of that name, or named after an LLVM git tree (whose
+/// toolchain build streams the tree and applies patches as its first step).
 fn is_llvm(manifest: &RunManifest, p: &Patch) -> bool {
-    p.source == "llvm" && !source_names(manifest).contains("llvm")
+    let names = source_names(manifest);
+    (p.source == "llvm" && !names.contains("llvm"))
+        || (p.source == crate::plan::toolchain::TREE && names.contains(p.source.as_str()))
 }
 
 /// `patches` as the first step of every toolchain build of `builds`,
