@@ -26,6 +26,7 @@ mod harness;
 mod harness_tests;
 mod history_tests;
 mod hostile_tests;
+mod llvm_tree_tests;
 mod package_cache_tests;
 mod podman_tests;
 mod prune_tests;
