@@ -129,7 +129,7 @@ fn child(mode: &str, dir: &Path, out: &Path) {
             let src = rocmatrix::results::Source::junit_dirs(&cell_dirs(dir)).expect("source");
             std::fs::create_dir_all(out).expect("out");
             let mut w =
-                rocmatrix::report::junit::JunitWriter::create(&out.join("junit.xml"), "bench")
+                rocmatrix::merged_junit::JunitWriter::create(&out.join("junit.xml"), "bench")
                     .expect("junit");
             let r = rocmatrix::analysis::collect(&src, Default::default(), &mut w);
             let bytes = w.finish().expect("finish");

@@ -23,6 +23,7 @@ pub mod gpu;
 pub mod history;
 pub mod image;
 pub mod junit;
+pub mod merged_junit;
 pub mod outcome;
 pub mod plan;
 pub mod prepare;

@@ -1,6 +1,6 @@
 //! The one JUnit writer: every `<testsuites>`, `<testsuite>` and
 //! `<testcase>` rocmatrix writes (the adapters' files, `suite::junit_out`,
-//! and the merged report, `report::junit`) is appended to a `String` here,
+//! and the merged report, `merged_junit`) is appended to a `String` here,
 //! element by element, so a writer never holds more than the element it
 //! writes.
 //!

@@ -11,8 +11,8 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::cell_pages::{file_stem, remove_stale};
-use super::junit::JunitWriter;
 use super::ReportError;
+use crate::merged_junit::JunitWriter;
 use crate::results::collect::Sink;
 use crate::results::junit::Case;
 use crate::results::source::CellSource;

@@ -1,7 +1,7 @@
 //! Report writers: everything under a run's `report/`.
 //!
 //! - `junit.xml`: merged JUnit through `crate::junit::write`, streamed while collecting
-//!   ([`junit`]); or `junit/<cell>.xml` per cell ([`junit_files`]);
+//!   (`crate::merged_junit`); or `junit/<cell>.xml` per cell ([`junit_files`]);
 //! - `results.json`: the documented, versioned model (`reports/results.schema.json`);
 //! - `summary.md`: for a GitHub job summary or PR comment, at most 1 MiB;
 //! - `index.html`: one self-contained page for release managers, with a
@@ -18,7 +18,6 @@ pub mod envs;
 pub mod grid;
 pub mod history_html;
 pub mod history_view;
-pub mod junit;
 pub mod junit_files;
 pub mod regressions_view;
 pub mod triage_view;
@@ -329,7 +328,7 @@ fn summarise(
     out: &Path,
 ) -> ReportSummary {
     let mut warnings = Vec::new();
-    if junit_written.largest > junit::GITLAB_LIMIT {
+    if junit_written.largest > crate::merged_junit::GITLAB_LIMIT {
         let (file, hint) = match source.report.junit {
             crate::spec::JunitFiles::Merged => {
                 ("junit.xml", "; `--junit per-cell` writes a file per cell")

@@ -46,6 +46,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("run", 5),
     ("results", 6),
     ("analysis", 6),
+    ("merged_junit", 6),
     ("reproduce", 6),
     ("report", 7),
     ("cluster", 7),
