@@ -70,6 +70,8 @@ pub trait Backend {
     /// Writes `r` in one transaction; false when the run was recorded
     /// already (nothing is written then).
     fn record(&mut self, r: &RunRecord) -> Result<bool, DbError>;
+    /// Whether the run `run` is recorded.
+    fn has_run(&mut self, run: &str) -> Result<bool, DbError>;
     /// Every run, by start time.
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError>;
     /// The runs of one matrix, by start time.

@@ -95,6 +95,14 @@ impl History {
         self.backend.record(r).map_err(|m| error(&location, &m.0))
     }
 
+    /// Whether the run `run` is recorded.
+    pub fn has_run(&mut self, run: &str) -> Result<bool, HistoryError> {
+        let location = self.location.clone();
+        self.backend
+            .has_run(run)
+            .map_err(|m| error(&location, &m.0))
+    }
+
     /// Every recorded run, by start time.
     pub fn runs(&mut self) -> Result<Vec<RunRow>, HistoryError> {
         let location = self.location.clone();

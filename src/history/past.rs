@@ -137,7 +137,7 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
         ..Past::default()
     };
     let dirs: Vec<&std::path::Path> = rec.runs.iter().map(PathBuf::as_path).collect();
-    let run = match record::of_run(&dirs, results) {
+    let mut run = match record::to_read(&dirs, results) {
         Ok(r) => r,
         Err(e) => return not(format!("history: not recorded: {e}\n")),
     };
@@ -145,7 +145,17 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
         Ok(h) => h,
         Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
     };
-    let added = match history.record(&run) {
+    // A run recorded already (a report made again) is only read back: its
+    // passing sets, the record's costliest part, are made only to record.
+    let added = match history.has_run(&run.run) {
+        Ok(true) => Ok(false),
+        Ok(false) => {
+            record::add_passsets(&mut run, results);
+            history.record(&run)
+        }
+        Err(e) => Err(e),
+    };
+    let added = match added {
         Ok(added) => added,
         Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
     };

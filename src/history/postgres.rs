@@ -203,6 +203,14 @@ impl Backend for Postgres {
         Ok(rows.iter().map(run_row).collect())
     }
 
+    fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
+        let row = self
+            .client
+            .query_one("SELECT EXISTS (SELECT 1 FROM runs WHERE run = $1)", &[&run])
+            .map_err(DbError::of)?;
+        Ok(row.get(0))
+    }
+
     fn runs_of(&mut self, name: &str) -> Result<Vec<RunRow>, DbError> {
         let rows = self
             .client

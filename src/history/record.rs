@@ -87,6 +87,15 @@ type CellInputs = BTreeMap<String, (String, Vec<crate::store::lock::LockedSource
 /// The record of `results`, read from the run stores `runs` (one, or the
 /// shards of one plan).
 pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordError> {
+    let mut record = to_read(runs, results)?;
+    add_passsets(&mut record, results);
+    Ok(record)
+}
+
+/// [`of_run`] without the passing sets: what reading a run back against the
+/// history needs, when the run is recorded already (the sets are the
+/// record's largest part: a digest over every passing test).
+pub fn to_read(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordError> {
     let (ids, started_ms, cell_inputs) = read_stores(runs)?;
     let environments = environments(results);
     let env_of: BTreeMap<&str, &str> = environments
@@ -125,17 +134,12 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
             )
             .as_bytes(),
         );
-        let passed = passset_digest(&c.passed_hashes);
-        record
-            .passsets
-            .entry(passed.clone())
-            .or_insert_with(|| c.passed_hashes.clone());
         record.cells.push(CellRow {
             cell: c.id.clone(),
             axes: c.values.clone(),
             outcome: cell_outcome(c).to_string(),
             inputs,
-            passed,
+            passed: String::new(),
             signatures: results
                 .signatures
                 .iter()
@@ -158,6 +162,19 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
     record.tests.retain(|_| kept.next().unwrap_or(true));
     record.environments = environments;
     Ok(record)
+}
+
+/// Fills in each cell's passing set of `record` (made by [`to_read`] from
+/// `results`), stored once per distinct set.
+pub fn add_passsets(record: &mut RunRecord, results: &Results) {
+    for (row, c) in record.cells.iter_mut().zip(&results.cells) {
+        let passed = passset_digest(&c.passed_hashes);
+        record
+            .passsets
+            .entry(passed.clone())
+            .or_insert_with(|| c.passed_hashes.clone());
+        row.passed = passed;
+    }
 }
 
 /// The run ids (sorted), the earliest start and each cell's inputs, from

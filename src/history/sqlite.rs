@@ -232,6 +232,16 @@ impl Backend for Sqlite {
         rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
+    fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE run = ?1)",
+                params![run],
+                |r| r.get(0),
+            )
+            .map_err(DbError::of)
+    }
+
     fn runs_of(&mut self, name: &str) -> Result<Vec<RunRow>, DbError> {
         let mut q = self
             .conn
