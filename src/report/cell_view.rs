@@ -73,13 +73,11 @@ pub struct TestView {
     /// How a classify rule changed the test's status, in words.
     pub classified: String,
     pub time: String,
-    /// Against the history (with one): `new`, `failing since …`, `flaky …`.
-    pub history: String,
     /// For a regression: what changed underneath when it began.
     pub changed: String,
     /// Its badge (the words) and its strip of the cell's last recorded
     /// runs, oldest first (`✓✓✗`), as HTML (`src/report/history_html.rs`);
-    /// shown only where `history` is not empty.
+    /// none without a history or for a test not failing now.
     pub history_html: minijinja::Value,
 }
 
@@ -249,9 +247,8 @@ fn test_view(t: &TestResult, caps: Caps) -> TestView {
             .map(|c| format!("{} (rule: {}; was {})", c.reason, c.rule, c.was.as_str()))
             .unwrap_or_default(),
         time: t.time.map(secs).unwrap_or_default(),
-        history: String::new(),
         changed: String::new(),
-        history_html: minijinja::Value::UNDEFINED,
+        history_html: minijinja::Value::from(()),
     }
 }
 

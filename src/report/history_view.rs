@@ -4,6 +4,9 @@
 //! last runs as a strip on its card, and a table of the failing tests in
 //! `summary.md`. A report made without a history shows none of it.
 
+use std::collections::HashMap;
+
+use minijinja::Value;
 use serde::Serialize;
 
 use super::cell_view::CellView;
@@ -89,31 +92,63 @@ pub fn flaky_regressions(past: &Past, reg: Option<&Regressions>) -> Vec<String> 
         .collect()
 }
 
-/// Puts the history on the view's cell cards and their tests.
-pub fn apply(view: &mut View, past: Option<&Past>, reg: Option<&Regressions>, cap: usize) {
-    let Some(past) = past else {
-        return;
-    };
-    view.history = section(past, reg, cap);
-    apply_cells(&mut view.cells, past);
+/// What the pages show of the history, as HTML made once and shared by
+/// index.html and the cell pages: each cell's strip, and each failing
+/// test's badge (its words and strip) and what changed when it began.
+pub struct Shown<'a> {
+    pub past: &'a Past,
+    /// Cell id → its strip.
+    cells: HashMap<&'a str, Value>,
+    /// Cell id → test name → its badge, and its changes in words.
+    tests: HashMap<&'a str, HashMap<&'a str, (Value, String)>>,
 }
 
-/// Each cell's strip, and each failing test's words and strip.
-pub fn apply_cells(cells: &mut [CellView], past: &Past) {
+impl<'a> Shown<'a> {
+    pub fn of(past: &'a Past) -> Shown<'a> {
+        let mut tests: HashMap<&str, HashMap<&str, (Value, String)>> = HashMap::new();
+        for ((cell, test), p) in &past.tests {
+            let shown = (super::history_html::test_badge(p), p.changed.join(", "));
+            tests
+                .entry(cell.as_str())
+                .or_default()
+                .insert(test.as_str(), shown);
+        }
+        Shown {
+            past,
+            cells: past
+                .cells
+                .iter()
+                .map(|(id, marks)| (id.as_str(), super::history_html::cell_strip(marks)))
+                .collect(),
+            tests,
+        }
+    }
+}
+
+/// Puts the history on the view's cell cards and their tests.
+pub fn apply(view: &mut View, shown: Option<&Shown>, reg: Option<&Regressions>, cap: usize) {
+    let Some(shown) = shown else {
+        return;
+    };
+    view.history = section(shown.past, reg, cap);
+    apply_cells(&mut view.cells, shown);
+}
+
+/// Each cell's strip, and each failing test's badge and changes.
+pub fn apply_cells(cells: &mut [CellView], shown: &Shown) {
     for c in cells {
-        if let Some(marks) = past.cells.get(&c.id) {
-            c.history = super::history_html::cell_strip(marks);
+        if let Some(strip) = shown.cells.get(c.id.as_str()) {
+            c.history = strip.clone();
         }
-        if past.tests.is_empty() {
+        let Some(tests) = shown.tests.get(c.id.as_str()) else {
             continue;
-        }
-        let mut key = (c.id.clone(), String::new());
-        for t in &mut c.tests {
-            key.1.clone_from(&t.name);
-            if let Some(p) = past.tests.get(&key) {
-                t.history = p.words.clone();
-                t.changed = p.changed.join(", ");
-                t.history_html = super::history_html::test_badge(p);
+        };
+        // Only tests failing now have a badge: the passing ones a page
+        // lists (most of them) are not looked up.
+        for t in c.tests.iter_mut().filter(|t| t.status != "passed") {
+            if let Some((badge, changed)) = tests.get(t.name.as_str()) {
+                t.history_html = badge.clone();
+                t.changed.clone_from(changed);
             }
         }
     }

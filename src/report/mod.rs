@@ -39,6 +39,7 @@ use crate::results::source::CellSource;
 use crate::results::{
     collect, CellResult, CellVerdict, Counts, Results, ResultsError, Source, TestStatus,
 };
+use history_view::Shown;
 
 /// `summary.md` is cut to fit this (GitHub's job-summary limit).
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
@@ -384,12 +385,13 @@ pub fn write_outputs(
         let json =
             scope.spawn(|| write_json(results, reg, &crate::store::layout::results_file(out)));
         let past = history.map(|h| crate::history::past::record_and_read(h, results));
+        let shown = past.as_ref().map(history_view::Shown::of);
         let joined = |r: Result<Result<(), ReportError>, _>| {
             r.unwrap_or_else(|p| std::panic::resume_unwind(p))
         };
         let pages = std::thread::scope(|inner| {
-            let cells = inner.spawn(|| write_cell_pages(results, reg, past.as_ref(), out));
-            let pages = write_pages(results, reg, past.as_ref(), out);
+            let cells = inner.spawn(|| write_cell_pages(results, reg, shown.as_ref(), out));
+            let pages = write_pages(results, reg, shown.as_ref(), out);
             joined(cells.join())?;
             pages
         });
@@ -402,17 +404,18 @@ pub fn write_outputs(
 fn write_pages(
     results: &Results,
     reg: Option<&Regressions>,
-    past: Option<&Past>,
+    shown: Option<&Shown>,
     out: &Path,
 ) -> Result<(), ReportError> {
     let triage = triage_view::of(out);
+    let past = shown.map(|s| s.past);
     write_atomic(
         &out.join("summary.md"),
         render_summary_triaged(results, reg, past, triage.as_ref())?.as_bytes(),
     )?;
     write_atomic(
         &out.join("index.html"),
-        html(results, reg, past, triage.as_ref(), run_report(out))?.as_bytes(),
+        html(results, reg, shown, triage.as_ref(), run_report(out))?.as_bytes(),
     )
 }
 
@@ -428,7 +431,7 @@ fn run_report(out: &Path) -> bool {
 fn write_cell_pages(
     results: &Results,
     reg: Option<&Regressions>,
-    past: Option<&Past>,
+    shown: Option<&Shown>,
     out: &Path,
 ) -> Result<(), ReportError> {
     let page_caps = view::Caps {
@@ -437,8 +440,8 @@ fn write_cell_pages(
         ..HTML_CAPS
     };
     let mut cells = cell_view::cell_views(results, reg, page_caps);
-    if let Some(past) = past {
-        history_view::apply_cells(&mut cells, past);
+    if let Some(shown) = shown {
+        history_view::apply_cells(&mut cells, shown);
     }
     if run_report(out) {
         cell_view::link_cell_files(&mut cells, "../../");
@@ -643,12 +646,12 @@ pub fn render_html(results: &Results, reg: Option<&Regressions>) -> Result<Strin
 fn html(
     results: &Results,
     reg: Option<&Regressions>,
-    past: Option<&Past>,
+    shown: Option<&Shown>,
     triage: Option<&crate::triage::store::Triage>,
     links: bool,
 ) -> Result<String, ReportError> {
     let mut v = view::build(results, reg, HTML_CAPS);
-    history_view::apply(&mut v, past, reg, HTML_CAPS.per_class);
+    history_view::apply(&mut v, shown, reg, HTML_CAPS.per_class);
     if let Some(h) = &mut v.history {
         h.html = history_html::rows(&h.rows);
     }
