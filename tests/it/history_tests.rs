@@ -185,6 +185,12 @@ fn history_tells_flaky_from_broken_in_sqlite_and_postgresql() {
     };
     let o = judged(false);
     o.assert_code(0);
+    // Run 2 was recorded by its run: the report reads it back only.
+    assert!(
+        o.stdout().contains("history: had already recorded run "),
+        "{}",
+        o.context()
+    );
     assert!(
         o.stdout().contains(
             "history: 1 flaky test not counted as regressions (flaky in the history): Suite.Flaky in gfx1151"
