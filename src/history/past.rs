@@ -40,8 +40,11 @@ pub struct Past {
     pub runs: Vec<PastRun>,
     /// Cell id → its outcome in each of `runs`.
     pub cells: HashMap<String, Vec<Mark>>,
-    /// (cell id, `classname.name`) → a test failing in the reported run.
-    pub tests: HashMap<(String, String), TestPast>,
+    /// Each test failing in the reported run, as ((cell id,
+    /// `classname.name`), what the history says), most telling first: by
+    /// [`Kind`], then cell and test. Sorted once here for the terminal,
+    /// summary.md and index.html alike.
+    pub tests: Vec<((String, String), TestPast)>,
 }
 
 /// A run in the window.
@@ -106,6 +109,14 @@ pub struct TestPast {
 }
 
 impl Past {
+    /// What the history says of `test` failing in `cell`.
+    pub fn test(&self, cell: &str, test: &str) -> Option<&TestPast> {
+        self.tests
+            .iter()
+            .find(|((c, t), _)| c == cell && t == test)
+            .map(|(_, p)| p)
+    }
+
     /// The failing tests the history knows as flaky, as (cell, test).
     pub fn flaky(&self) -> HashSet<(String, String)> {
         self.tests
@@ -215,15 +226,17 @@ fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, His
         .map(|((_, cell), ran)| (cell.clone(), cell_strip(&named, ran)))
         .collect();
     let places = flaky_places_of(&followed.tests);
-    let mut tests = HashMap::with_capacity(wanted.len());
+    let mut tests = Vec::with_capacity(wanted.len());
     for t in followed.tests.iter().filter(|t| t.matrix == run.name) {
         if !wanted.contains(&(t.cell.as_str(), t.test.as_str())) {
             continue;
         }
         let here = places.get(&(t.matrix.as_str(), t.test.as_str()));
         let past = test_past(t, &followed, latest, here, &named);
-        tests.insert((t.cell.clone(), t.test.clone()), past);
+        tests.push(((t.cell.clone(), t.test.clone()), past));
     }
+    // (cell, test) pairs are unique: the window follows each once.
+    tests.sort_unstable_by(|a, b| (a.1.kind, &a.0).cmp(&(b.1.kind, &b.0)));
     text.push_str(&terminal_lines(&tests));
     Ok(Past {
         text,
@@ -334,19 +347,17 @@ fn cell_strip(named: &[String], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
 }
 
 /// `; 3 failing tests: 1 new, 2 flaky` and a line per test (at most 20).
-fn terminal_lines(tests: &HashMap<(String, String), TestPast>) -> String {
+fn terminal_lines(tests: &[((String, String), TestPast)]) -> String {
     if tests.is_empty() {
         return "\n".to_string();
     }
     let mut tally: BTreeMap<Kind, usize> = BTreeMap::new();
-    let mut sorted: Vec<(&(String, String), &TestPast)> = tests.iter().collect();
-    sorted.sort_by(|a, b| (a.1.kind, a.0).cmp(&(b.1.kind, b.0)));
-    for (_, t) in &sorted {
+    for (_, t) in tests {
         *tally.entry(t.kind).or_default() += 1;
     }
     // Only the lines shown are written.
     let mut lines = Vec::new();
-    for ((cell, test), t) in sorted.iter().take(20) {
+    for ((cell, test), t) in tests.iter().take(20) {
         let mut line = format!("  {test} in {cell}: {}", t.words);
         if !t.changed.is_empty() {
             line.push_str(&format!(
@@ -369,10 +380,10 @@ fn terminal_lines(tests: &HashMap<(String, String), TestPast>) -> String {
         text.push_str(l);
         text.push('\n');
     }
-    if sorted.len() > 20 {
+    if tests.len() > 20 {
         text.push_str(&format!(
             "  …and {} more (`rocmatrix history flaky`, `history show TEST`)\n",
-            sorted.len() - 20
+            tests.len() - 20
         ));
     }
     text
@@ -457,7 +468,7 @@ mod tests {
             last = Some(r);
         }
         let past = read(&mut h, last.as_ref().unwrap(), true).unwrap();
-        let t = &past.tests[&("a.gfx1151".to_string(), "Q.D".to_string())];
+        let t = past.test("a.gfx1151", "Q.D").unwrap();
         assert_eq!(t.kind, Kind::Flaky);
         assert_eq!(t.words, "flaky (2 of 4 runs), only where gfx=gfx1151");
         assert_eq!(t.strip, "✗✓✓✗");
@@ -508,12 +519,12 @@ mod tests {
             )
             .unwrap();
         assert_eq!((version.as_str(), sets), ("2", 4));
-        let t = &moved.tests[&("a.gfx1151".to_string(), "Q.D".to_string())];
+        let t = moved.test("a.gfx1151", "Q.D").unwrap();
         assert_eq!(t.strip, "✗✗✓✗");
         assert_eq!(moved.text, now.text);
         assert_eq!(
-            format!("{:?}", moved.tests.get(&("a.gfx1151".into(), "Q.D".into()))),
-            format!("{:?}", now.tests.get(&("a.gfx1151".into(), "Q.D".into())))
+            format!("{:?}", moved.test("a.gfx1151", "Q.D")),
+            format!("{:?}", now.test("a.gfx1151", "Q.D"))
         );
     }
 
@@ -528,7 +539,7 @@ mod tests {
             last = Some(r);
         }
         let past = read(&mut h, last.as_ref().unwrap(), true).unwrap();
-        let t = &past.tests[&("a.gfx1030".to_string(), "Q.D".to_string())];
+        let t = past.test("a.gfx1030", "Q.D").unwrap();
         assert_eq!(t.kind, Kind::Known);
         assert!(
             t.words

@@ -49,10 +49,10 @@ pub fn section(past: &Past, reg: Option<&Regressions>, cap: usize) -> Option<His
     if past.runs.is_empty() {
         return None;
     }
-    let mut tests: Vec<_> = past.tests.iter().collect();
-    tests.sort_by(|a, b| (a.1.kind, a.0).cmp(&(b.1.kind, b.0)));
+    // In the order the history gives them: most telling first.
+    let tests = &past.tests;
     let mut tally: Vec<(&'static str, usize)> = Vec::new();
-    for (_, t) in &tests {
+    for (_, t) in tests {
         match tally.last_mut() {
             Some((w, n)) if *w == t.kind.word() => *n += 1,
             _ => tally.push((t.kind.word(), 1)),
