@@ -156,3 +156,89 @@ fn the_kept_run_reports_and_explains_one_signature_with_its_frames() {
     );
     assert!(text.contains("msgpack::DocNode::fromString at "), "{text}");
 }
+
+/// The story's fourth step, kept in tests/fixtures/debug-llvm/try/: the
+/// N/Y fix of matrix/patches/ tried on a run of the flagship matrix with
+/// `rocmatrix try RUN --patch llvm=FILE --all` (NOTES.md has the command and
+/// its times). The debug LLVM's N/Y cell is fixed; Debian's release build
+/// fails as before, with the same signature; the control kernels and LLVM
+/// 22 are unchanged.
+#[test]
+fn the_n_y_fix_tried_on_the_debug_llvm_fixes_its_cell_and_nothing_else() {
+    let tried = fixture().join("try");
+    let t = read_json(&tried.join("try.json"));
+    let change = |cell: &str| {
+        t["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cell"] == cell)
+            .unwrap_or_else(|| panic!("no {cell} in try.json: {t:#}"))["change"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(change("21.debug.yn"), "fixed");
+    assert_eq!(change("21.release.yn"), "still-failing");
+    for cell in ["21.debug.plain", "21.release.plain", "22.release.yn"] {
+        assert_eq!(change(cell), "unchanged", "{cell}");
+    }
+    // The patch tried is the one kept in matrix/patches/ (its content, given
+    // git's headers, is in the plan's patch step).
+    let name = "llvm-21-hsa-metadata-true-false-only.patch";
+    assert_eq!(t["patches"][0]["source"], "llvm", "{t:#}");
+    assert!(
+        t["patches"][0]["file"].as_str().unwrap().ends_with(name),
+        "{t:#}"
+    );
+    let kept = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("matrix/patches")
+            .join(name),
+    )
+    .unwrap();
+    let fix = kept
+        .lines()
+        .find(|l| l.starts_with("+  if (Tag == \"!bool\""))
+        .expect("the fix's line");
+    let plan = std::fs::read_to_string(tried.join("plan.json")).unwrap();
+    let in_json = serde_json::to_string(fix).unwrap();
+    assert!(
+        plan.contains(in_json.trim_matches('"')),
+        "the plan's patch step lacks {fix}"
+    );
+
+    // The patched LLVM is a toolchain build of its own: the patch is its
+    // first step, then the configure, compile and install of the kept run.
+    let builds = std::fs::read_dir(tried.join("builds")).unwrap();
+    let build = builds
+        .filter_map(Result::ok)
+        .map(|e| read_json(&e.path().join("build.json")))
+        .find(|b| b["kind"] == "llvm-debug")
+        .expect("the try's llvm-debug build");
+    let steps: Vec<&str> = build["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["patch", "configure", "compile", "install"]);
+    assert_eq!(build["reused"], false, "{build:#}");
+
+    // The fixed cell assembled the kernel whose arguments are N and Y.
+    let log =
+        std::fs::read_to_string(tried.join("cells/21.debug.yn/logs/01-assemble.log")).unwrap();
+    assert!(log.contains("assembled: arguments N and Y"), "{log}");
+    // Debian's LLVM 21 still rejects it, with the signature it had.
+    let results = read_json(&tried.join("report/results.json"));
+    let sigs = results["signatures"].as_array().unwrap();
+    assert_eq!(sigs.len(), 1, "{sigs:#?}");
+    assert!(
+        sigs[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("invalid HSA metadata"),
+        "{sigs:#?}"
+    );
+    assert_eq!(sigs[0]["cells"], serde_json::json!(["21.release.yn"]));
+}
