@@ -295,6 +295,19 @@ pub(crate) fn replanned_options(
     }
 }
 
+/// The plan of `spec`, each LLVM tree of its environments resolved to a
+/// commit now (the one `lock` names for its URL and ref, under a lock), so
+/// that a bad URL, ref or tree is the matrix's error at its line.
+pub(crate) fn plan_of(
+    spec: &crate::spec::Spec,
+    max_cells: usize,
+    lock: Option<&crate::store::lock::Lock>,
+) -> Result<crate::plan::Plan, crate::spec::SpecError> {
+    let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
+    let resolve = |url: &str, r: &str| sources.tree_commit(url, r, lock).map_err(|e| e.detail());
+    crate::plan::Plan::build_with(spec, max_cells, Some(&resolve))
+}
+
 /// Writes to stdout, treating a closed pipe (`| head`) as success.
 pub(crate) fn write_out(out: &mut dyn Write, text: &str) -> Result<(), Error> {
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {

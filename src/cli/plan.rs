@@ -120,9 +120,7 @@ fn k8s_settings(spec: &Spec) -> K8sSettings {
 
 pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let spec = Spec::load(&args.file)?;
-    let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
-    let resolve = |url: &str, r: &str| sources.tree_commit(url, r, None).map_err(|e| e.detail());
-    let mut plan = Plan::build_with(&spec, args.max_cells, Some(&resolve))?
+    let mut plan = super::plan_of(&spec, args.max_cells, None)?
         .select(&args.only)
         .map_err(|e| Error::Usage(e.to_string()))?;
     if let Some(s) = args.shard {

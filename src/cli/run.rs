@@ -9,7 +9,7 @@ use clap::Args;
 use crate::error::{Error, ExitCode, RunExit};
 use crate::image::network::NetworkChoice;
 use crate::outcome::CellVerdict;
-use crate::plan::{Plan, Shard};
+use crate::plan::Shard;
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunReport, RunRequest, RunSource};
 use crate::run::{RunOptions, RunStore};
@@ -224,13 +224,7 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
                 Some(p) => Some(crate::store::lock::Lock::load(p)?),
                 None => None,
             };
-            let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
-            let resolve = |url: &str, r: &str| {
-                sources
-                    .tree_commit(url, r, lock.as_ref())
-                    .map_err(|e| e.detail())
-            };
-            let mut plan = Plan::build_with(&spec, args.max_cells, Some(&resolve))?
+            let mut plan = super::plan_of(&spec, args.max_cells, lock.as_ref())?
                 .select(&args.only)
                 .map_err(|e| Error::Usage(e.to_string()))?;
             if let Some(s) = args.shard {

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{Error, ExitCode};
-use crate::plan::Plan;
 use crate::spec::{Spec, DEFAULT_MAX_CELLS};
 
 #[derive(Debug, Args)]
@@ -22,11 +21,7 @@ pub struct ValidateArgs {
 pub fn run(args: ValidateArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let mut failed = 0;
     for file in &args.files {
-        let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
-        let resolve =
-            |url: &str, r: &str| sources.tree_commit(url, r, None).map_err(|e| e.detail());
-        let result = Spec::load(file)
-            .and_then(|spec| Plan::build_with(&spec, args.max_cells, Some(&resolve)));
+        let result = Spec::load(file).and_then(|spec| super::plan_of(&spec, args.max_cells, None));
         match result {
             Ok(plan) => super::write_out(
                 out,
