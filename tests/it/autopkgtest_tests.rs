@@ -290,8 +290,11 @@ fn autopkgtest_bad_input_gets_a_verdict_per_test_and_the_others_still_run() {
     bases::ensure("sid");
     let dir = tempfile::tempdir().unwrap();
     let repo = tree_repo(dir.path());
+    // The per-test timeout is generous: the chatty test's 4 MiB, through
+    // autopkgtest, ran past 20 s on a loaded 2-core CI machine; never-ends
+    // still runs past 90 s.
     let steps = "  - name: syntax\n    continue_on_error: true\n    autopkgtest:\n      path: /src/trees/bad-syntax\n  \
-                 - name: bad\n    timeout: 10m\n    autopkgtest:\n      path: /src/trees/bad\n      timeout_per_test: 20s\n";
+                 - name: bad\n    timeout: 10m\n    autopkgtest:\n      path: /src/trees/bad\n      timeout_per_test: 90s\n";
     let m = write(dir.path(), "a.yaml", &matrix(&repo, steps));
     let o = Rocmatrix::run_matrix(&m)
         .progress_plain()
