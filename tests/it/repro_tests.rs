@@ -483,12 +483,27 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
     };
     bases::ensure("bookworm");
     let dir = tempfile::tempdir().unwrap();
+    // This test's images carry a label of their own beside the test run's,
+    // and the prune is given only that: other tests' environment images may
+    // be parents of snapshots a prune keeps (an LLVM tree's toolchain), and
+    // the engine refuses to remove those.
+    let ours_label = format!("rocmatrix.test-case=debug-prune-{}", std::process::id());
+    let labels = format!("{},{ours_label}", label::label());
+    let run_labelled = |m: &Path, name: &str| {
+        let o = Rocmatrix::run_matrix(m)
+            .env("ROCMATRIX_LABEL", &labels)
+            .progress_plain()
+            .out(dir.path().join(name))
+            .run();
+        let run = o.run_store();
+        (o, run)
+    };
     let m = write(
         dir.path(),
         "debug.yaml",
         "name: dbg\nmatrix:\n  gfx: [gfx900, gfx1030]\nenvironment:\n  base: debian:bookworm\n  llvm: debug\nsteps:\n  - name: gdb\n    run: gdb --version | head -n 1\n",
     );
-    let (o, run) = run_matrix(dir.path(), &m, &[]);
+    let (o, run) = run_labelled(&m, "out-debug");
     o.assert_success();
     let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
     let builds: Vec<&str> = journal
@@ -512,16 +527,31 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
             .unwrap()
             .contains("GNU gdb"));
     }
-    // Prune removes environment images and keeps the snapshot. Only this
-    // test run's: what else is on the engine is somebody else's.
-    let env = ["rocmatrix.kind=env", &label::label()];
+    // An environment image of this test's own (its `env:` makes it one no
+    // other test shares), for the prune to remove.
+    let plain = write(
+        dir.path(),
+        "plain.yaml",
+        &format!(
+            "name: plain\nmatrix:\n  gfx: [gfx900]\nenvironment:\n  base: debian:bookworm\n  packages: [file]\n  env: {{ROCMATRIX_TEST: debug-prune-{}}}\nsteps:\n  - name: file\n    run: file --version\n",
+            std::process::id()
+        ),
+    );
+    run_labelled(&plain, "out-plain").0.assert_success();
+    let env = ["rocmatrix.kind=env", ours_label.as_str()];
     let ours = docker::images_labelled(&env);
+    assert_eq!(
+        ours.len(),
+        1,
+        "the plain matrix's environment image: {ours:?}"
+    );
+    // Prune removes environment images and keeps the snapshot.
     let elsewhere = tempfile::tempdir().unwrap();
-    Rocmatrix::new()
-        .args(["images", "--prune", "--label", &label::label()])
+    let pruned = Rocmatrix::new()
+        .args(["images", "--prune", "--label", &ours_label])
         .out(elsewhere.path())
-        .run()
-        .assert_success();
+        .run();
+    pruned.assert_success();
     let listed = Rocmatrix::new()
         .arg("images")
         .run()
@@ -531,7 +561,8 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
     assert_eq!(
         docker::images_labelled(&env),
         Vec::<String>::new(),
-        "{listed}"
+        "{}\n{listed}",
+        pruned.text()
     );
     // Compared by name: other tests' images pushed to a registry carry
     // names that contain ours (`127.0.0.1:…/rocmatrix/env:…`).
@@ -543,7 +574,7 @@ fn a_debug_llvm_snapshot_is_built_once_shared_and_kept_by_prune() {
         assert!(!names.contains(&image.as_str()), "{image} kept: {listed}");
     }
     // A later run reuses it.
-    let (o, _) = run_matrix(dir.path(), &m, &[]);
+    let (o, _) = run_labelled(&m, "out-again");
     assert!(
         o.stderr().contains(&format!("reusing {tag}")),
         "{}",
