@@ -109,7 +109,10 @@ pub struct TestPast {
 }
 
 impl Past {
-    /// What the history says of `test` failing in `cell`.
+    /// What the history says of `test` failing in `cell`: a linear search,
+    /// for tests (the pages look tests up through
+    /// `report::history_view::Shown`, made once).
+    #[cfg(test)]
     pub fn test(&self, cell: &str, test: &str) -> Option<&TestPast> {
         self.tests
             .iter()
