@@ -161,14 +161,13 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
     };
     // A run recorded already (a report made again) is only read back: its
     // passing sets, the record's costliest part, are made only to record.
-    let added = match history.has_run(&run.run) {
-        Ok(true) => Ok(false),
-        Ok(false) => {
-            record::add_passsets(&mut run, results);
-            history.record(&run)
+    let added = history.has_run(&run.run).and_then(|recorded| {
+        if recorded {
+            return Ok(false);
         }
-        Err(e) => Err(e),
-    };
+        record::add_passsets(&mut run, results);
+        history.record(&run)
+    });
     let added = match added {
         Ok(added) => added,
         Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
