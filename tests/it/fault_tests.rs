@@ -78,13 +78,18 @@ impl Setup {
         let o = self.engine.docker(&["ps", "-a", "--format", "{{.ID}}"]);
         String::from_utf8_lossy(&o.stdout)
             .split_whitespace()
-            .map(|id| {
+            .filter_map(|id| {
                 let o = self
                     .engine
                     .docker(&["inspect", "--format", "{{json .Config.Labels}}", id]);
+                // Gone between `ps` and `inspect`: the engine removes an
+                // interrupted build's intermediate container on its own.
+                if !o.status.success() {
+                    return None;
+                }
                 let labels: Option<serde_json::Map<String, Value>> =
                     serde_json::from_slice(&o.stdout).unwrap_or_default();
-                (id.to_string(), labels.unwrap_or_default())
+                Some((id.to_string(), labels.unwrap_or_default()))
             })
             .collect()
     }
