@@ -14,8 +14,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use super::backend::StoredCell;
-use super::record::{self, RunRecord, TestRow};
-use super::verdict::{HistoryVerdict, Obs};
+#[cfg(test)]
+use super::record::RunRecord;
+use super::record::{self, FailingTest};
+use super::verdict::HistoryVerdict;
 use super::{flaky_places_of, History, HistoryError, Location, Scope, TestHistory};
 use crate::results::model::Results;
 
@@ -67,7 +69,7 @@ pub struct Mark {
 }
 
 /// How a failing test reads against the history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     /// It failed for the first time in this run.
     New,
@@ -151,8 +153,8 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
         ..Past::default()
     };
     let dirs: Vec<&std::path::Path> = rec.runs.iter().map(PathBuf::as_path).collect();
-    let mut run = match record::to_read(&dirs, results) {
-        Ok(r) => r,
+    let id = match record::run_id(&dirs) {
+        Ok(id) => id,
         Err(e) => return not(format!("history: not recorded: {e}\n")),
     };
     let mut history = match History::open(&rec.location) {
@@ -160,19 +162,29 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
         Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
     };
     // A run recorded already (a report made again) is only read back: its
-    // passing sets, the record's costliest part, are made only to record.
-    let added = history.has_run(&run.run).and_then(|recorded| {
-        if recorded {
-            return Ok(false);
-        }
-        record::add_passsets(&mut run, results);
-        history.record(&run)
-    });
-    let added = match added {
-        Ok(added) => added,
+    // record, the costliest part, is made only to be written.
+    let stored = match history.has_run(&id) {
+        Ok(recorded) => recorded,
         Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
     };
-    match read(&mut history, &run, added) {
+    let added = if stored {
+        false
+    } else {
+        let run = match record::of_run(&dirs, results) {
+            Ok(r) => r,
+            Err(e) => return not(format!("history: not recorded: {e}\n")),
+        };
+        match history.record(&run) {
+            Ok(added) => added,
+            Err(e) => return not(format!("history: not recorded ({e}); {later}\n")),
+        }
+    };
+    let reported = Reported {
+        run: id,
+        name: &results.name,
+        failing: record::failing_of(results),
+    };
+    match read(&mut history, &reported, added) {
         Ok(past) => past,
         Err(e) => not(format!(
             "history: recorded in {}, but not read back: {e}\n",
@@ -181,21 +193,53 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
     }
 }
 
-/// The tests of `run` that failed (expected failures aside).
-fn failing(run: &RunRecord) -> impl Iterator<Item = &TestRow> {
-    run.tests
-        .iter()
-        .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
+/// The reported run as reading it back needs it.
+struct Reported<'a> {
+    run: String,
+    /// Its matrix's name.
+    name: &'a str,
+    failing: Vec<FailingTest<'a>>,
 }
 
-fn read(history: &mut History, run: &RunRecord, added: bool) -> Result<Past, HistoryError> {
+impl Reported<'_> {
+    /// What reading `run` back needs of its record, for the unit tests
+    /// (a report reads it from its results: [`record::failing_of`]).
+    #[cfg(test)]
+    fn of_record(run: &RunRecord) -> Reported<'_> {
+        Reported {
+            run: run.run.clone(),
+            name: &run.name,
+            failing: run
+                .tests
+                .iter()
+                .filter(|t| {
+                    super::verdict::Obs::of(&t.outcome) == super::verdict::Obs::Fail
+                        && t.outcome != "xfail"
+                })
+                .map(|t| FailingTest {
+                    cell: &t.cell,
+                    test: t.test.clone(),
+                    hash: t.hash,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn read(history: &mut History, run: &Reported, added: bool) -> Result<Past, HistoryError> {
     let location = history.location().to_string();
-    let wanted: HashSet<(&str, &str)> = failing(run)
-        .map(|t| (t.cell.as_str(), t.test.as_str()))
+    let wanted: HashSet<(&str, &str)> = run
+        .failing
+        .iter()
+        .map(|t| (t.cell, t.test.as_str()))
         .collect();
-    let hashes: HashMap<u64, &str> = failing(run).map(|t| (t.hash, t.test.as_str())).collect();
+    let hashes: HashMap<u64, &str> = run
+        .failing
+        .iter()
+        .map(|t| (t.hash, t.test.as_str()))
+        .collect();
     let followed = history.follow_in(Scope::Recent {
-        matrix: &run.name,
+        matrix: run.name,
         until: &run.run,
         last: WINDOW,
         hashes: &hashes,
@@ -469,7 +513,7 @@ mod tests {
             h.record(&r).unwrap();
             last = Some(r);
         }
-        let past = read(&mut h, last.as_ref().unwrap(), true).unwrap();
+        let past = read(&mut h, &Reported::of_record(last.as_ref().unwrap()), true).unwrap();
         let t = past.test("a.gfx1151", "Q.D").unwrap();
         assert_eq!(t.kind, Kind::Flaky);
         assert_eq!(t.words, "flaky (2 of 4 runs), only where gfx=gfx1151");
@@ -502,7 +546,12 @@ mod tests {
             }
         }
         let last = last.unwrap();
-        let now = read(&mut History::open(&loc).unwrap(), &last, false).unwrap();
+        let now = read(
+            &mut History::open(&loc).unwrap(),
+            &Reported::of_record(&last),
+            false,
+        )
+        .unwrap();
         // What version 1 had: the rows, no failsets.
         let db = rusqlite::Connection::open(&path).unwrap();
         db.execute_batch(
@@ -510,7 +559,12 @@ mod tests {
         )
         .unwrap();
         drop(db);
-        let moved = read(&mut History::open(&loc).unwrap(), &last, false).unwrap();
+        let moved = read(
+            &mut History::open(&loc).unwrap(),
+            &Reported::of_record(&last),
+            false,
+        )
+        .unwrap();
         let db = rusqlite::Connection::open(&path).unwrap();
         let (version, sets): (String, i64) = db
             .query_row(
@@ -540,7 +594,7 @@ mod tests {
             h.record(&r).unwrap();
             last = Some(r);
         }
-        let past = read(&mut h, last.as_ref().unwrap(), true).unwrap();
+        let past = read(&mut h, &Reported::of_record(last.as_ref().unwrap()), true).unwrap();
         let t = past.test("a.gfx1030", "Q.D").unwrap();
         assert_eq!(t.kind, Kind::Known);
         assert!(

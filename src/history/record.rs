@@ -19,8 +19,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use super::verdict::Obs;
 use crate::results::findings::Signature;
-use crate::results::model::{display_name, test_hash, CellResult, Results, TestStatus};
+use crate::results::model::{display_name, test_hash, CellResult, Results, TestResult, TestStatus};
 use crate::store::RunStore;
 
 /// One run, ready to be written.
@@ -87,15 +88,6 @@ type CellInputs = BTreeMap<String, (String, Vec<crate::store::lock::LockedSource
 /// The record of `results`, read from the run stores `runs` (one, or the
 /// shards of one plan).
 pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordError> {
-    let mut record = to_read(runs, results)?;
-    add_passsets(&mut record, results);
-    Ok(record)
-}
-
-/// [`of_run`] without the passing sets: what reading a run back against the
-/// history needs, when the run is recorded already (the sets are the
-/// record's largest part: a digest over every passing test).
-pub fn to_read(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordError> {
     let (ids, started_ms, cell_inputs) = read_stores(runs)?;
     let environments = environments(results);
     let env_of: BTreeMap<&str, &str> = environments
@@ -134,12 +126,18 @@ pub fn to_read(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErr
             )
             .as_bytes(),
         );
+        // Each distinct set of passing tests is stored once.
+        let passed = passset_digest(&c.passed_hashes);
+        record
+            .passsets
+            .entry(passed.clone())
+            .or_insert_with(|| c.passed_hashes.clone());
         record.cells.push(CellRow {
             cell: c.id.clone(),
             axes: c.values.clone(),
             outcome: cell_outcome(c).to_string(),
             inputs,
-            passed: String::new(),
+            passed,
             signatures: results
                 .signatures
                 .iter()
@@ -149,7 +147,7 @@ pub fn to_read(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErr
         });
         record.tests.extend(test_rows(c, &signature_of));
     }
-    // One row per test and cell: a name reported twice keeps its worst.
+    // One row per test and cell: a name reported twice keeps its first.
     let keep: Vec<bool> = {
         let mut seen = HashSet::with_capacity(record.tests.len());
         record
@@ -164,17 +162,76 @@ pub fn to_read(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErr
     Ok(record)
 }
 
-/// Fills in each cell's passing set of `record` (made by [`to_read`] from
-/// `results`), stored once per distinct set.
-pub fn add_passsets(record: &mut RunRecord, results: &Results) {
-    for (row, c) in record.cells.iter_mut().zip(&results.cells) {
-        let passed = passset_digest(&c.passed_hashes);
-        record
-            .passsets
-            .entry(passed.clone())
-            .or_insert_with(|| c.passed_hashes.clone());
-        row.passed = passed;
+/// The id the run stores `runs` are recorded under: their run ids, sorted,
+/// joined by `+` (as [`of_run`] names the run), from their `run.json`s only.
+pub fn run_id(runs: &[&Path]) -> Result<String, RecordError> {
+    let mut ids = runs
+        .iter()
+        .map(|dir| Ok(run_info(dir)?.0))
+        .collect::<Result<Vec<String>, RecordError>>()?;
+    ids.sort();
+    Ok(ids.join("+"))
+}
+
+/// A test failing in a run, as the history follows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailingTest<'a> {
+    pub cell: &'a str,
+    /// `classname.name`.
+    pub test: String,
+    pub hash: u64,
+}
+
+/// The tests of `results` that the history counts as failing (expected
+/// failures aside), one per cell and name as [`of_run`] keeps its rows:
+/// what reading a run back needs, without making its record.
+pub fn failing_of(results: &Results) -> Vec<FailingTest<'_>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    for c in &results.cells {
+        for t in c.tests.iter().filter(|t| t.status != TestStatus::Passed) {
+            let test = display_name(&t.classname, &t.name);
+            let failing = Obs::of(outcome_of(t)) == Obs::Fail && outcome_of(t) != "xfail";
+            // Only a name's first row counts, failing or not.
+            if seen.insert((c.id.as_str(), test.clone())) && failing {
+                out.push(FailingTest {
+                    cell: &c.id,
+                    test,
+                    hash: test_hash(&t.suite, &t.classname, &t.name),
+                });
+            }
+        }
     }
+    out
+}
+
+/// A test's outcome as the history keeps it. A failure the matrix's
+/// `flaky:` list counts as flaky (no rerun passed) is a failure to the
+/// history: the list must not hide a test that breaks for good.
+fn outcome_of(t: &TestResult) -> &'static str {
+    if t.status == TestStatus::Flaky && t.reruns == 0 {
+        "failed"
+    } else {
+        t.status.as_str()
+    }
+}
+
+/// A run store's run id and start, in milliseconds, from its `run.json`.
+fn run_info(dir: &Path) -> Result<(String, i64), RecordError> {
+    let store = RunStore {
+        dir: dir.to_path_buf(),
+    };
+    let info = store
+        .run_info()
+        .map_err(|e| RecordError(format!("{}: {e}", dir.display())))?;
+    let ms = millis(&info.started).ok_or_else(|| {
+        RecordError(format!(
+            "{}: run.json's start `{}` is not an RFC 3339 time",
+            dir.display(),
+            info.started
+        ))
+    })?;
+    Ok((info.run_id, ms))
 }
 
 /// The run ids (sorted), the earliest start and each cell's inputs, from
@@ -184,21 +241,12 @@ fn read_stores(runs: &[&Path]) -> Result<(Vec<String>, i64, CellInputs), RecordE
     let mut ids = Vec::new();
     let mut cell_inputs = CellInputs::new();
     for dir in runs {
+        let (id, ms) = run_info(dir)?;
+        ids.push(id);
+        started = Some(started.map_or(ms, |s: i64| s.min(ms)));
         let store = RunStore {
             dir: dir.to_path_buf(),
         };
-        let info = store
-            .run_info()
-            .map_err(|e| RecordError(format!("{}: {e}", dir.display())))?;
-        ids.push(info.run_id.clone());
-        let ms = millis(&info.started).ok_or_else(|| {
-            RecordError(format!(
-                "{}: run.json's start `{}` is not an RFC 3339 time",
-                dir.display(),
-                info.started
-            ))
-        })?;
-        started = Some(started.map_or(ms, |s: i64| s.min(ms)));
         for cell in store.finished_cells() {
             if let Ok(rec) = store.cell_record(&cell) {
                 cell_inputs.insert(cell, (rec.hash, rec.sources));
@@ -246,14 +294,7 @@ fn test_rows(c: &CellResult, signature_of: &SignaturesByPlace<'_>) -> Vec<TestRo
                 .to_string(),
             hash: test_hash(&t.suite, &t.classname, &t.name),
             test,
-            // A failure the matrix's `flaky:` list counts as flaky (no
-            // rerun passed) is a failure to the history: the list must
-            // not hide a test that breaks for good.
-            outcome: if t.status == TestStatus::Flaky && t.reruns == 0 {
-                "failed".to_string()
-            } else {
-                t.status.as_str().to_string()
-            },
+            outcome: outcome_of(t).to_string(),
             time: t.time,
             reruns: t.reruns,
             message: first_line(&t.message),
@@ -354,5 +395,60 @@ mod tests {
         let set = vec![1u64, 7, u64::MAX];
         assert_eq!(hashes_from_bytes(&hashes_to_bytes(&set)), set);
         assert_ne!(passset_digest(&set), passset_digest(&[1, 7]));
+    }
+
+    /// A report reads a recorded run back through [`failing_of`], without
+    /// its record: both must name the same failing tests, a name reported
+    /// twice counting by its first row, a flaky-listed failure counting as
+    /// failing and an expected failure not.
+    #[test]
+    fn failing_of_names_what_the_record_counts_as_failing() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/gpu-runs/h100/run");
+        let text = std::fs::read_to_string(dir.join("report/results.json")).unwrap();
+        let mut results: Results = serde_json::from_str(&text).unwrap();
+        let cell = &mut results.cells[0];
+        let failed = cell
+            .tests
+            .iter()
+            .find(|t| t.status.is_failure())
+            .unwrap()
+            .clone();
+        let named = |name: &str, status: TestStatus, reruns: u32| TestResult {
+            name: name.to_string(),
+            status,
+            reruns,
+            ..failed.clone()
+        };
+        cell.tests.extend([
+            named("SkippedThenFailed", TestStatus::Skipped, 0),
+            named("SkippedThenFailed", TestStatus::Failed, 0),
+            named("FailedThenSkipped", TestStatus::Failed, 0),
+            named("FailedThenSkipped", TestStatus::Skipped, 0),
+            named("ListedFlaky", TestStatus::Flaky, 0),
+            named("PassedOnARerun", TestStatus::Flaky, 1),
+            named("Expected", TestStatus::Xfail, 0),
+        ]);
+        let record = of_run(&[&dir], &results).unwrap();
+        let from_record: Vec<(String, String, u64)> = record
+            .tests
+            .iter()
+            .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
+            .map(|t| (t.cell.clone(), t.test.clone(), t.hash))
+            .collect();
+        let read: Vec<(String, String, u64)> = failing_of(&results)
+            .into_iter()
+            .map(|t| (t.cell.to_string(), t.test, t.hash))
+            .collect();
+        assert_eq!(read, from_record);
+        let names: Vec<&str> = read.iter().map(|(_, t, _)| t.as_str()).collect();
+        let added = |n: &str| names.iter().any(|t| t.ends_with(&format!(".{n}")));
+        assert!(
+            added("FailedThenSkipped") && added("ListedFlaky"),
+            "{names:?}"
+        );
+        assert!(!added("SkippedThenFailed") && !added("PassedOnARerun"));
+        assert!(!added("Expected"), "{names:?}");
+        assert_eq!(run_id(&[&dir]).unwrap(), record.run);
     }
 }
