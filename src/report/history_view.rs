@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::cell_view::CellView;
 use super::view::View;
 use crate::analysis::regress::{Class, Regressions};
-use crate::history::past::Past;
+use crate::history::past::{Kind, Past};
 
 /// `summary.md`'s and index.html's section on the failing tests.
 #[derive(Debug, Serialize)]
@@ -106,8 +106,15 @@ pub struct Shown<'a> {
 impl<'a> Shown<'a> {
     pub fn of(past: &'a Past) -> Shown<'a> {
         let mut tests: HashMap<&str, HashMap<&str, (Value, String)>> = HashMap::new();
+        // Many failing tests read alike (`known since RUN`, one strip):
+        // each distinct badge is made once and shared.
+        let mut badges: HashMap<(Kind, &str, &str), Value> = HashMap::new();
         for ((cell, test), p) in &past.tests {
-            let shown = (super::history_html::test_badge(p), p.changed.join(", "));
+            let badge = badges
+                .entry((p.kind, p.words.as_str(), p.strip.as_str()))
+                .or_insert_with(|| super::history_html::test_badge(p))
+                .clone();
+            let shown = (badge, p.changed.join(", "));
             tests
                 .entry(cell.as_str())
                 .or_default()
