@@ -129,6 +129,7 @@ pub async fn prune(
         }
     };
     let swept = removed.len();
+    let mut pending: Vec<&Row> = Vec::new();
     for r in rows {
         if let Some(user) = &r.user {
             eprintln!("kept {} {}: {user}", r.kind, r.tag);
@@ -143,24 +144,58 @@ pub async fn prune(
             "cache" => what.caches,
             _ => false,
         };
-        if wanted && r.volume && idle_for(r, now, older_than) {
-            match engine.remove_volume(&r.id).await {
-                Ok(()) => removed.push(format!("removed cache {}", r.tag)),
-                Err(e) => eprintln!("kept cache {}: {e}", r.tag),
-            }
-        } else if wanted && idle_for(r, now, older_than) {
-            // By id: an image pushed to a registry also has the registry's
-            // name, and removing one name would only untag it.
-            match engine.remove_image(&r.id).await {
-                Ok(()) => removed.push(format!("removed {} {} ({})", r.kind, r.tag, mb(r.size))),
-                Err(e) => eprintln!("kept {} {}: {e}", r.kind, r.tag),
+        if wanted && idle_for(r, now, older_than) {
+            pending.push(r);
+        }
+    }
+    // The engine refuses to remove an image that another is built on
+    // (a base under its environments, an environment under its snapshots
+    // and debug LLVM toolchains): whatever it refused is tried again once
+    // something else went, until a pass removes nothing.
+    let mut refused: Vec<(&Row, EngineError)> = Vec::new();
+    loop {
+        let before = removed.len();
+        for r in pending.drain(..) {
+            match remove(engine, r).await {
+                Ok(line) => removed.push(line),
+                Err(e) => refused.push((r, e)),
             }
         }
+        if refused.is_empty() || removed.len() == before {
+            break;
+        }
+        pending = refused.drain(..).map(|(r, _)| r).collect();
+    }
+    for (r, e) in refused {
+        let why = match (
+            e.to_string().contains("dependent child images"),
+            what.snapshots,
+        ) {
+            (false, _) => "",
+            (true, true) => " (an image built on it is kept)",
+            (true, false) => {
+                " (an image built on it is kept: a snapshot or a debug LLVM, which \
+                 `--snapshots` removes too)"
+            }
+        };
+        eprintln!("kept {} {}: {e}{why}", r.kind, r.tag);
     }
     let kept = rows.len() - (removed.len() - swept);
     let mut text = removed.join("\n");
     text.push_str(&format!("\n{} removed, {kept} kept\n", removed.len()));
     text.trim_start().to_string()
+}
+
+/// Removes `r` (an image by id, or a cache volume), and says so.
+async fn remove(engine: &Engine, r: &Row) -> Result<String, EngineError> {
+    if r.volume {
+        engine.remove_volume(&r.id).await?;
+        return Ok(format!("removed cache {}", r.tag));
+    }
+    // By id: an image pushed to a registry also has the registry's name,
+    // and removing one name would only untag it.
+    engine.remove_image(&r.id).await?;
+    Ok(format!("removed {} {} ({})", r.kind, r.tag, mb(r.size)))
 }
 
 /// Whether `r` was last used (or, never used, created) at least `limit` ago.

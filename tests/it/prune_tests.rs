@@ -132,3 +132,82 @@ fn prune_keeps_other_run_roots_locked_images_and_a_running_runs_image() {
         pruned.context()
     );
 }
+
+/// An environment image with a snapshot built on it (the engine's parent
+/// and child): one `images --prune --snapshots` removes both. The engine
+/// refuses to remove the environment while the snapshot is there, and the
+/// environment sorts first, so it is tried again once the snapshot went.
+#[test]
+fn prune_removes_an_image_and_the_one_built_on_it_in_one_go() {
+    let test = "prune_removes_an_image_and_the_one_built_on_it_in_one_go";
+    let Some(_engine) = engine_exclusive_or_skip(test) else {
+        return;
+    };
+    let case = format!("rocmatrix.test-case=prune-layers-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    // The classic builder, as rocmatrix's own builds (BuildKit records no
+    // parent image).
+    let build = |tag: &str, containerfile: &str| {
+        write(dir.path(), "Containerfile", containerfile);
+        let o = std::process::Command::new("docker")
+            .env("DOCKER_BUILDKIT", "0")
+            .args(["build", "-q", "-f"])
+            .arg(dir.path().join("Containerfile"))
+            .args(["-t", tag])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    let id = std::process::id();
+    let (env, snapshot) = (
+        format!("rocmatrix/env:prune-layers-{id}"),
+        format!("rocmatrix/snapshot:prune-layers-{id}"),
+    );
+    build(
+        &env,
+        &format!(
+            "FROM scratch\nLABEL rocmatrix.kind=env {case} {}\nCOPY Containerfile /env\n",
+            label::label()
+        ),
+    );
+    build(
+        &snapshot,
+        &format!("FROM {env}\nLABEL rocmatrix.kind=snapshot\nCOPY Containerfile /snapshot\n"),
+    );
+    let parent = docker::docker(["image", "inspect", "--format", "{{.Parent}}", &snapshot]);
+    assert!(
+        !String::from_utf8_lossy(&parent.stdout).trim().is_empty(),
+        "the snapshot has a parent image"
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    // Without --snapshots the snapshot stays, and so does what it is
+    // built on, with the reason.
+    let kept = Rocmatrix::new()
+        .args(["images", "--prune", "--label", &case])
+        .out(elsewhere.path())
+        .run();
+    kept.assert_success();
+    assert!(
+        kept.stderr().contains(&format!("kept env {env}: "))
+            && kept.stderr().contains("an image built on it is kept")
+            && kept.stderr().contains("`--snapshots` removes too"),
+        "{}",
+        kept.context()
+    );
+    assert!(docker::image_exists(&env) && docker::image_exists(&snapshot));
+    let pruned = Rocmatrix::new()
+        .args(["images", "--prune", "--snapshots", "--label", &case])
+        .out(elsewhere.path())
+        .run();
+    pruned.assert_success();
+    for (kind, tag) in [("env", &env), ("snapshot", &snapshot)] {
+        assert!(
+            pruned.stdout().contains(&format!("removed {kind} {tag} (")),
+            "{}",
+            pruned.context()
+        );
+        assert!(!docker::image_exists(tag), "{tag}: {}", pruned.context());
+    }
+    assert!(!pruned.stderr().contains("kept"), "{}", pruned.context());
+}
