@@ -405,7 +405,8 @@ mod tests {
     fn failing_of_names_what_the_record_counts_as_failing() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/gpu-runs/h100/run");
-        let text = std::fs::read_to_string(dir.join("report/results.json")).unwrap();
+        let report = dir.join(crate::store::layout::REPORT);
+        let text = std::fs::read_to_string(crate::store::layout::results_file(&report)).unwrap();
         let mut results: Results = serde_json::from_str(&text).unwrap();
         let cell = &mut results.cells[0];
         let failed = cell
