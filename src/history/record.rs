@@ -186,14 +186,25 @@ pub struct FailingTest<'a> {
 /// failures aside), one per cell and name as [`of_run`] keeps its rows:
 /// what reading a run back needs, without making its record.
 pub fn failing_of(results: &Results) -> Vec<FailingTest<'_>> {
-    let mut seen = HashSet::new();
     let mut out = Vec::new();
     for c in &results.cells {
-        for t in c.tests.iter().filter(|t| t.status != TestStatus::Passed) {
-            let test = display_name(&t.classname, &t.name);
-            let failing = Obs::of(outcome_of(t)) == Obs::Fail && outcome_of(t) != "xfail";
-            // Only a name's first row counts, failing or not.
-            if seen.insert((c.id.as_str(), test.clone())) && failing {
+        let listed: Vec<&TestResult> = c
+            .tests
+            .iter()
+            .filter(|t| t.status != TestStatus::Passed)
+            .collect();
+        let names: Vec<String> = listed
+            .iter()
+            .map(|t| display_name(&t.classname, &t.name))
+            .collect();
+        // Only a name's first row counts, failing or not.
+        let first: Vec<bool> = {
+            let mut seen = HashSet::with_capacity(names.len());
+            names.iter().map(|n| seen.insert(n.as_str())).collect()
+        };
+        for ((t, test), first) in listed.into_iter().zip(names).zip(first) {
+            let outcome = outcome_of(t);
+            if first && Obs::of(outcome) == Obs::Fail && outcome != "xfail" {
                 out.push(FailingTest {
                     cell: &c.id,
                     test,
