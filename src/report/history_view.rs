@@ -21,6 +21,8 @@ pub struct HistoryView {
     pub runs: usize,
     /// `("new", 2)`, `("flaky", 1)`, … in that order.
     pub tally: Vec<(&'static str, usize)>,
+    /// The rows, for summary.md; index.html's view takes them to make
+    /// `html` and keeps none.
     pub rows: Vec<HistoryRow>,
     /// Failing tests not listed (the list is capped).
     pub more: usize,

@@ -653,7 +653,9 @@ fn html(
     let mut v = view::build(results, reg, HTML_CAPS);
     history_view::apply(&mut v, shown, reg, HTML_CAPS.per_class);
     if let Some(h) = &mut v.history {
-        h.html = history_html::rows(&h.rows);
+        // index.html prints the rows as made here, not field by field:
+        // they are not handed to the template a second time.
+        h.html = history_html::rows(&std::mem::take(&mut h.rows));
     }
     triage_view::apply(&mut v, triage);
     if links {
