@@ -89,56 +89,66 @@ impl HistoryVerdict {
     }
 }
 
-/// Judges `points` (in run order).
+/// Judges `points` (in run order). Called for every failing test of every
+/// report, so it walks the points without making lists of them.
 pub fn judge(points: &[Point]) -> HistoryVerdict {
-    let ran: Vec<&Point> = points.iter().filter(|p| p.obs != Obs::Absent).collect();
-    let failures = ran.iter().filter(|p| p.obs != Obs::Pass).count();
+    // The runs the test ran in (an absent point is a run without it).
+    let ran = || points.iter().filter(|p| p.obs != Obs::Absent);
+    let runs = ran().count();
+    let failures = ran().filter(|p| p.obs != Obs::Pass).count();
     let flaky = |why| HistoryVerdict::Flaky {
         failures,
-        runs: ran.len(),
+        runs,
         why,
     };
     if failures == 0 {
         return HistoryVerdict::Passing;
     }
-    if ran.iter().any(|p| p.obs == Obs::Rerun) {
+    if ran().any(|p| p.obs == Obs::Rerun) {
         return flaky("passed on a rerun within a run");
     }
-    if failures < ran.len() && same_inputs_both_ways(&ran) {
+    if failures < runs && same_inputs_both_ways(ran()) {
         return flaky("passed and failed with the same inputs");
     }
-    // Stretches of failures, in order.
-    let mut stretches: Vec<(usize, usize)> = Vec::new();
-    for (i, p) in ran.iter().enumerate() {
-        if p.obs == Obs::Pass {
-            continue;
+    // The stretches of failures, in order: how many, and the first's
+    // (start, end) among the runs it ran in.
+    let mut stretches = 0;
+    let (mut start, mut end) = (0, 0);
+    let mut failing = false;
+    for (i, p) in ran().enumerate() {
+        let fails = p.obs != Obs::Pass;
+        if fails && !failing {
+            stretches += 1;
+            if stretches == 1 {
+                start = i;
+            }
         }
-        match stretches.last_mut() {
-            Some((_, end)) if *end + 1 == i => *end = i,
-            _ => stretches.push((i, i)),
+        if fails && stretches == 1 {
+            end = i;
         }
+        failing = fails;
     }
-    if stretches.len() > 1 {
+    if stretches > 1 {
         return flaky("failed in separate stretches of runs");
     }
-    let (start, end) = stretches[0];
-    if end + 1 < ran.len() {
+    let run_at = |i: usize| ran().nth(i).map_or(0, |p| p.run);
+    if end + 1 < runs {
         return HistoryVerdict::Fixed {
-            since: ran[end + 1].run,
+            since: run_at(end + 1),
         };
     }
     if start == 0 {
-        HistoryVerdict::KnownSince { since: ran[0].run }
+        HistoryVerdict::KnownSince { since: run_at(0) }
     } else {
         HistoryVerdict::Regression {
-            since: ran[start].run,
+            since: run_at(start),
         }
     }
 }
 
 /// Whether one set of inputs both passed and failed in `ran` (asked only
 /// of a test that did both: one that never passed cannot have).
-fn same_inputs_both_ways(ran: &[&Point]) -> bool {
+fn same_inputs_both_ways<'a>(ran: impl Iterator<Item = &'a Point>) -> bool {
     let mut by_inputs: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
     for p in ran {
         let e = by_inputs.entry(&*p.inputs).or_default();
