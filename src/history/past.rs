@@ -212,10 +212,7 @@ impl Reported<'_> {
             failing: run
                 .tests
                 .iter()
-                .filter(|t| {
-                    super::verdict::Obs::of(&t.outcome) == super::verdict::Obs::Fail
-                        && t.outcome != "xfail"
-                })
+                .filter(|t| record::counts_as_failing(&t.outcome))
                 .map(|t| FailingTest {
                     cell: &t.cell,
                     test: t.test.clone(),

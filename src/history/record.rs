@@ -148,14 +148,12 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
         record.tests.extend(test_rows(c, &signature_of));
     }
     // One row per test and cell: a name reported twice keeps its first.
-    let keep: Vec<bool> = {
-        let mut seen = HashSet::with_capacity(record.tests.len());
+    let keep = firsts(
         record
             .tests
             .iter()
-            .map(|t| seen.insert((t.cell.as_str(), t.test.as_str())))
-            .collect()
-    };
+            .map(|t| (t.cell.as_str(), t.test.as_str())),
+    );
     let mut kept = keep.into_iter();
     record.tests.retain(|_| kept.next().unwrap_or(true));
     record.environments = environments;
@@ -198,13 +196,10 @@ pub fn failing_of(results: &Results) -> Vec<FailingTest<'_>> {
             .map(|t| display_name(&t.classname, &t.name))
             .collect();
         // Only a name's first row counts, failing or not.
-        let first: Vec<bool> = {
-            let mut seen = HashSet::with_capacity(names.len());
-            names.iter().map(|n| seen.insert(n.as_str())).collect()
-        };
+        let first = firsts(names.iter().map(|n| (c.id.as_str(), n.as_str())));
         for ((t, test), first) in listed.into_iter().zip(names).zip(first) {
             let outcome = outcome_of(t);
-            if first && Obs::of(outcome) == Obs::Fail && outcome != "xfail" {
+            if first && counts_as_failing(outcome) {
                 out.push(FailingTest {
                     cell: &c.id,
                     test,
@@ -214,6 +209,19 @@ pub fn failing_of(results: &Results) -> Vec<FailingTest<'_>> {
         }
     }
     out
+}
+
+/// Whether the history counts a test's outcome (as [`outcome_of`] words
+/// it) as failing: a failure or an error, not an expected failure.
+pub fn counts_as_failing(outcome: &str) -> bool {
+    Obs::of(outcome) == Obs::Fail && outcome != "xfail"
+}
+
+/// For each (cell, name) in order, whether it is its first: a test
+/// reported twice in a cell counts by its first row.
+fn firsts<'a>(keys: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<bool> {
+    let mut seen = HashSet::new();
+    keys.map(|k| seen.insert(k)).collect()
 }
 
 /// A test's outcome as the history keeps it. A failure the matrix's
@@ -445,7 +453,7 @@ mod tests {
         let from_record: Vec<(String, String, u64)> = record
             .tests
             .iter()
-            .filter(|t| Obs::of(&t.outcome) == Obs::Fail && t.outcome != "xfail")
+            .filter(|t| counts_as_failing(&t.outcome))
             .map(|t| (t.cell.clone(), t.test.clone(), t.hash))
             .collect();
         let read: Vec<(String, String, u64)> = failing_of(&results)
