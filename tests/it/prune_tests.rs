@@ -143,7 +143,8 @@ fn prune_removes_an_image_and_the_one_built_on_it_in_one_go() {
     let Some(_engine) = engine_exclusive_or_skip(test) else {
         return;
     };
-    let case = format!("rocmatrix.test-case=prune-layers-{}", std::process::id());
+    let id = std::process::id();
+    let case = format!("rocmatrix.test-case=prune-layers-{id}");
     let dir = tempfile::tempdir().unwrap();
     // The classic builder, as rocmatrix's own builds (BuildKit records no
     // parent image).
@@ -159,7 +160,6 @@ fn prune_removes_an_image_and_the_one_built_on_it_in_one_go() {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
-    let id = std::process::id();
     let (env, snapshot) = (
         format!("rocmatrix/env:prune-layers-{id}"),
         format!("rocmatrix/snapshot:prune-layers-{id}"),
