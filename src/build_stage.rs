@@ -588,5 +588,6 @@ pub fn failed_cell_record(
         sources: b.sources.clone(),
         devices: Vec::new(),
         build: Some(b.key.clone()),
+        host: Default::default(),
     })
 }

@@ -21,6 +21,7 @@ pub mod error;
 pub mod expect;
 pub mod gpu;
 pub mod history;
+pub mod host;
 pub mod image;
 pub mod junit;
 pub mod merged_junit;

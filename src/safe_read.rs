@@ -84,6 +84,15 @@ pub fn read_bounded_string(path: &Path, limit: u64, what: &str, raise: &str) -> 
     String::from_utf8(bytes).map_err(|e| refused(format!("not UTF-8: {e}")))
 }
 
+/// A one-value file of sysfs or procfs (a version, a name), trimmed: at
+/// most 4 KiB, and `None` when it is missing, unreadable, too large or
+/// empty — a fact that cannot be read is absent, never an error.
+pub fn fact(path: &Path) -> Option<String> {
+    let text = read_bounded_string(path, 4096, "fact files", "").ok()?;
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
 /// `root/rel`, if `rel` is a relative path that stays inside `root` — also
 /// after following every symlink on the way. The file must exist.
 pub fn within(root: &Path, rel: &Path) -> io::Result<PathBuf> {

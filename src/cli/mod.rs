@@ -249,6 +249,7 @@ impl GpuSource {
                 &installed,
             ),
             cdi: CdiGate::new(installed),
+            host: crate::host::read(&self.sysfs_root, &self.proc_root),
         }))
     }
 }

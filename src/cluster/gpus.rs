@@ -127,6 +127,7 @@ mod tests {
             model: "H100".into(),
             pci: String::new(),
             compute_cap: Some("9.0".into()),
+            firmware: Default::default(),
         };
         let inv = NvidiaInventory {
             gpus: vec![gpu(0), gpu(1), gpu(2)],

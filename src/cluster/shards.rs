@@ -102,6 +102,7 @@ pub fn mark_unfinished(
             sources: Vec::new(),
             devices: Vec::new(),
             build: cell.build.clone(),
+            host: Default::default(),
         };
         store.write_cell(&record)?;
         marked += 1;

@@ -36,6 +36,9 @@ pub struct GpuGrant {
     pub notes: Vec<String>,
     /// The CDI devices granted, fully qualified.
     pub cdi: Vec<String>,
+    /// Each leased GPU's identity, model and firmware (for the cell's
+    /// record: where it ran); empty for devices named by CDI alone.
+    pub gpus: Vec<crate::store::host::GpuFacts>,
     /// Called once when the grant is dropped.
     pub release: Option<Box<dyn FnOnce() + Send>>,
 }
@@ -62,6 +65,12 @@ impl Drop for GpuGrant {
 pub trait GpuGate: Send + Sync {
     /// GPUs for `request` of cell `cell`, or the reason there are none.
     fn grant(&self, cell: &str, request: &GpuRequest) -> Result<GpuGrant, Refusal>;
+
+    /// The facts of the host these GPUs are on (its name, kernel, GPU
+    /// drivers), for each cell's record; none when the gate does not know.
+    fn host(&self) -> crate::store::host::HostFacts {
+        crate::store::host::HostFacts::default()
+    }
 }
 
 /// Why a cell gets no GPU, in words; the cell or step is skipped with it.
@@ -170,6 +179,11 @@ impl GpuGate for KfdGate {
                         ]
                     })
                     .collect();
+                grant.gpus = lease
+                    .gpus
+                    .iter()
+                    .map(|g| crate::gpu::identity::kfd(&g.gpu, &self.sysfs_root))
+                    .collect();
                 grant.release = Some(Box::new(move || lease.release()));
                 Ok(grant)
             }
@@ -201,6 +215,7 @@ impl GpuGrant {
             after_start: e.after_start,
             notes: e.unsupported,
             cdi: e.names,
+            gpus: Vec::new(),
             per_gpu: Vec::new(),
             release: None,
         }
@@ -323,6 +338,11 @@ impl NvidiaGate {
             .iter()
             .map(|u| vec![format!("CUDA_VISIBLE_DEVICES={u}")])
             .collect();
+        grant.gpus = uuids
+            .iter()
+            .filter_map(|u| self.inventory.gpus.iter().find(|g| &g.uuid == u))
+            .map(crate::gpu::identity::nvidia)
+            .collect();
         Ok(grant)
     }
 }
@@ -395,9 +415,15 @@ pub struct HostGate {
     pub kfd: Option<KfdGate>,
     pub nvidia: NvidiaGate,
     pub cdi: CdiGate,
+    /// The host's facts, read when the gate was made (`crate::host::read`).
+    pub host: crate::store::host::HostFacts,
 }
 
 impl GpuGate for HostGate {
+    fn host(&self) -> crate::store::host::HostFacts {
+        self.host.clone()
+    }
+
     fn grant(&self, cell: &str, request: &GpuRequest) -> Result<GpuGrant, Refusal> {
         if !request.cdi.is_empty() {
             return self.cdi.grant(request);

@@ -19,6 +19,10 @@ pub struct NvidiaGpu {
     pub pci: String,
     /// `9.0`, from nvidia-smi; unknown without it.
     pub compute_cap: Option<String>,
+    /// Firmware versions the driver shows: `vbios` (`Video BIOS`) and
+    /// `gsp` (`GPU Firmware`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub firmware: BTreeMap<String, String>,
 }
 
 impl NvidiaGpu {
@@ -139,6 +143,11 @@ pub fn parse_information(text: &str) -> Option<NvidiaGpu> {
         model: fields.get("Model").unwrap_or(&"").to_string(),
         pci: fields.get("Bus Location").unwrap_or(&"").to_string(),
         compute_cap: None,
+        firmware: [("vbios", "Video BIOS"), ("gsp", "GPU Firmware")]
+            .iter()
+            .filter_map(|(k, field)| Some((k.to_string(), fields.get(field)?.to_string())))
+            .filter(|(_, v)| !v.is_empty() && v != "N/A")
+            .collect(),
     })
 }
 

@@ -75,6 +75,8 @@ pub async fn run_cell(
         .as_ref()
         .map(|g| g.devices.iter().map(|(_, c)| c.clone()).collect())
         .unwrap_or_default();
+    let mut host = cx.gpus.host();
+    host.gpus = grant.as_ref().map(|g| g.gpus.clone()).unwrap_or_default();
     let gpu = GpuAt {
         refusal: gpu_refusal.as_deref(),
         per_gpu: &per_gpu,
@@ -119,6 +121,7 @@ pub async fn run_cell(
         },
         devices,
         build: built.map(|b| b.record.key.clone()),
+        host,
     };
     write_record(cx, dir, record).await
 }

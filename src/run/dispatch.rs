@@ -231,5 +231,6 @@ pub(super) fn errored(
         sources: Vec::new(),
         devices: Vec::new(),
         build: cell.build.clone(),
+        host: Default::default(),
     }
 }

@@ -13,6 +13,7 @@
 //! finished. See [`record`] for the layout.
 
 pub mod coverage;
+pub mod host;
 pub mod journal;
 pub mod layout;
 pub mod lock;

@@ -141,6 +141,9 @@ pub struct CellRecord {
     /// The key of the build stage the cell started from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,
+    /// Where the cell ran: host, kernel, GPU driver, leased GPUs.
+    #[serde(default, skip_serializing_if = "super::host::HostFacts::is_empty")]
+    pub host: super::host::HostFacts,
 }
 
 impl CellRecord {
