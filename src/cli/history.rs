@@ -220,6 +220,12 @@ fn show(
 fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
     let all = h.follow(None).map_err(db)?;
     let places = history::flaky_places(&all);
+    let place = |t: &history::TestHistory| {
+        places
+            .get(&(t.matrix.clone(), t.test.clone()))
+            .cloned()
+            .unwrap_or_default()
+    };
     // Each flaky test with its failures, runs and why.
     let flaky: Vec<_> = all
         .iter()
@@ -239,7 +245,7 @@ fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
                 serde_json::json!({
                     "matrix": t.matrix, "test": t.test, "cell": t.cell, "axes": &*t.axes,
                     "failures": failures, "runs": runs, "why": why,
-                    "where": places.get(&(t.matrix.clone(), t.test.clone())).cloned().unwrap_or_default(),
+                    "where": place(t).axes, "where_host": place(t).host,
                 })
             })
             .collect();
@@ -252,11 +258,9 @@ fn flaky(h: &mut History, json: bool) -> Result<String, Error> {
             "{} in {}: {failures} of {runs} runs failed ({why}) {strip}",
             t.test, t.cell
         ));
-        if let Some(p) = places
-            .get(&(t.matrix.clone(), t.test.clone()))
-            .filter(|p| !p.is_empty())
-        {
-            s.push_str(&format!("; flaky only where {}", p.join(", ")));
+        let p = place(t);
+        if !p.is_empty() {
+            s.push_str(&format!("; flaky {}", p.words()));
         }
         s.push('\n');
     }

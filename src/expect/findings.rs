@@ -437,9 +437,10 @@ fn flaky_tests(spec: &Spec, all: &[TestHistory]) -> Vec<NewEntry> {
         }
         let found = places
             .get(&(spec.name.clone(), test.to_string()))
-            .filter(|p| !p.is_empty());
+            .filter(|p| !p.axes.is_empty());
         let cells: Vec<BTreeMap<String, String>> = match found {
             Some(p) => vec![p
+                .axes
                 .iter()
                 .filter_map(|kv| kv.split_once('='))
                 .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -448,7 +449,7 @@ fn flaky_tests(spec: &Spec, all: &[TestHistory]) -> Vec<NewEntry> {
             None => open.iter().map(|t| (*t.axes).clone()).collect(),
         };
         let place = match (found, &open[..]) {
-            (Some(p), _) => format!(", only where {}", p.join(", ")),
+            (Some(p), _) => format!(", {}", p.words()),
             (None, [one]) if !steady.is_empty() => format!(" in {}", one.cell),
             _ => String::new(),
         };
@@ -623,6 +624,7 @@ mod tests {
                 outcome: outcome.into(),
                 inputs: "".into(),
                 passed: String::new(),
+                host: Default::default(),
             },
         };
         let mut cells = Vec::new();

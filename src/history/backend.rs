@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::record::{EnvRecord, RunRecord};
+use crate::store::host::HostFacts;
 
 /// A recorded run.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +29,8 @@ pub struct StoredCell {
     /// Shared by every point followed through this cell's run.
     pub inputs: Arc<str>,
     pub passed: String,
+    /// Where it ran; empty for runs recorded before schema 3.
+    pub host: Arc<HostFacts>,
 }
 
 /// A recorded test that did not simply pass.
@@ -98,4 +101,22 @@ pub fn to_json<T: serde::Serialize>(v: &T) -> String {
 /// type's default (the row still counts).
 pub fn from_json<T: serde::de::DeserializeOwned + Default>(text: &str) -> T {
     serde_json::from_str(text).unwrap_or_default()
+}
+
+/// The `host` column's text: empty when nothing was recorded.
+pub fn host_json(h: &HostFacts) -> String {
+    if h.is_empty() {
+        String::new()
+    } else {
+        to_json(h)
+    }
+}
+
+/// The `host` column read back (empty or unreadable: no facts).
+pub fn host_from(text: &str) -> Arc<HostFacts> {
+    Arc::new(if text.is_empty() {
+        HostFacts::default()
+    } else {
+        from_json(text)
+    })
 }

@@ -244,6 +244,7 @@ pub(super) fn follow_one(
             run: *i,
             inputs: Arc::clone(&c.inputs),
             obs,
+            host: Arc::clone(&c.host),
         });
     }
     Ok(points)

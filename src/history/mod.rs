@@ -10,6 +10,7 @@
 //! - [`schema`], [`backend`], [`sqlite`], [`postgres`]: the tables and the
 //!   two databases;
 //! - [`verdict`]: flaky, regression, known, fixed — the rules;
+//! - [`place`]: where a flaky test is flaky (axes, hosts, GPUs);
 //! - [`past`]: the history seen from one run, as its report shows it,
 //!   its window followed from failsets by `window`;
 //! - this module: opening, recording, and following tests across runs.
@@ -22,6 +23,7 @@ mod failset;
 mod follow;
 pub mod location;
 pub mod past;
+pub mod place;
 mod postgres;
 pub mod query;
 pub mod record;
@@ -34,6 +36,7 @@ use std::collections::BTreeMap;
 
 use backend::{Backend, DbError, RunRow, StoredCell};
 pub use location::Location;
+pub use place::{flaky_places, flaky_places_of, Place};
 use record::RunRecord;
 use verdict::{HistoryVerdict, Point};
 
@@ -189,48 +192,6 @@ fn error(location: &Location, message: &str) -> HistoryError {
     }
 }
 
-/// Where each flaky test is flaky: per (matrix, test), the axis values that
-/// single out its flaky cells among the cells that ran it.
-pub fn flaky_places(all: &[TestHistory]) -> BTreeMap<(String, String), Vec<String>> {
-    flaky_places_of(all)
-        .into_iter()
-        .map(|((m, t), p)| ((m.to_string(), t.to_string()), p))
-        .collect()
-}
-
-/// [`flaky_places`], keyed by the tests' own names: only the tests flaky
-/// somewhere are gathered (a report's tests are mostly not).
-pub fn flaky_places_of(all: &[TestHistory]) -> BTreeMap<(&str, &str), Vec<String>> {
-    /// A test's cells: where it is flaky, where it is not.
-    type Split<'a> = (Vec<&'a TestHistory>, Vec<&'a TestHistory>);
-    let mut by_test: BTreeMap<(&str, &str), Split> = all
-        .iter()
-        .filter(|t| t.verdict.is_flaky())
-        .map(|t| ((t.matrix.as_str(), t.test.as_str()), Split::default()))
-        .collect();
-    if by_test.is_empty() {
-        return BTreeMap::new();
-    }
-    for t in all {
-        let Some(e) = by_test.get_mut(&(t.matrix.as_str(), t.test.as_str())) else {
-            continue;
-        };
-        if t.verdict.is_flaky() {
-            e.0.push(t);
-        } else {
-            e.1.push(t);
-        }
-    }
-    by_test
-        .into_iter()
-        .map(|(k, (flaky, steady))| {
-            let f: Vec<_> = flaky.iter().map(|t| &*t.axes).collect();
-            let s: Vec<_> = steady.iter().map(|t| &*t.axes).collect();
-            (k, verdict::where_flaky(&f, &s))
-        })
-        .collect()
-}
-
 /// A run as the history's words name it: `RUN (DATE)`.
 pub fn run_and_date(r: &RunRow) -> String {
     format!("{} ({})", r.run, record::time_of(r.started_ms))
@@ -325,6 +286,7 @@ mod tests {
                 inputs: inputs.to_string(),
                 passed: digest,
                 signatures: Vec::new(),
+                host: Default::default(),
             });
             if *fail {
                 r.tests.push(TestRow {
@@ -372,7 +334,7 @@ mod tests {
         // gfx1030 is not flaky: only gfx1151 is, and it says so.
         let places = flaky_places(&all);
         assert_eq!(
-            places[&("m".to_string(), "T.A".to_string())],
+            places[&("m".to_string(), "T.A".to_string())].axes,
             ["gfx=gfx1151"]
         );
         let runs = h.runs().unwrap();

@@ -17,7 +17,7 @@ use super::backend::StoredCell;
 #[cfg(test)]
 use super::record::RunRecord;
 use super::record::{self, FailingTest};
-use super::verdict::HistoryVerdict;
+use super::verdict::{HistoryVerdict, Obs};
 use super::{flaky_places_of, History, HistoryError, Location, Scope, TestHistory};
 use crate::results::model::Results;
 
@@ -301,7 +301,7 @@ fn test_past(
     t: &TestHistory,
     followed: &super::Followed,
     latest: usize,
-    places: Option<&Vec<String>>,
+    places: Option<&super::Place>,
     named: &[String],
 ) -> TestPast {
     let runs = &followed.runs;
@@ -345,16 +345,34 @@ fn test_past(
         _ => (Kind::Other, super::describe(t, runs, latest)),
     };
     if let Some(p) = places.filter(|p| !p.is_empty() && kind == Kind::Flaky) {
-        words.push_str(&format!(", only where {}", p.join(", ")));
+        words.push_str(&format!(", {}", p.words()));
     }
     let mut changed = Vec::new();
     if let HistoryVerdict::Regression { since } = t.verdict {
-        if let Some(before) = t.points.iter().rev().find(|p| p.run < since) {
-            changed = super::changes(&runs[before.run], &runs[since]);
-            let began = t.points.iter().find(|p| p.run == since);
-            if changed.is_empty() && began.is_some_and(|a| a.inputs != before.inputs) {
-                // Not a package or a source: the cell's own definition.
-                changed.push("the cell's definition (its steps or recipe)".to_string());
+        let before = t
+            .points
+            .iter()
+            .rev()
+            .find(|p| p.run < since && p.obs != Obs::Absent);
+        let began = t.points.iter().find(|p| p.run == since);
+        if let (Some(before), Some(began)) = (before, began) {
+            let host = began.host.changes_since(&before.host);
+            if began.inputs != before.inputs {
+                changed = super::changes(&runs[before.run], &runs[since]);
+                if changed.is_empty() {
+                    // Not a package or a source: the cell's own definition.
+                    changed.push("the cell's definition (its steps or recipe)".to_string());
+                }
+                changed.extend(host);
+            } else {
+                // The shape says it broke; the matrix says nothing did:
+                // what moved is underneath it, if anything recorded shows it.
+                words.push_str("; nothing the matrix controls changed — host facts: ");
+                if host.is_empty() {
+                    words.push_str("none recorded changed");
+                } else {
+                    words.push_str(&host.join(", "));
+                }
             }
         }
     }
@@ -466,6 +484,7 @@ mod tests {
                 inputs: "same".into(),
                 passed: digest,
                 signatures: Vec::new(),
+                host: Default::default(),
             });
             if *fail {
                 r.tests.push(TestRow {
@@ -525,7 +544,7 @@ mod tests {
     }
 
     #[test]
-    fn a_schema_1_history_moves_to_2_and_reads_the_same() {
+    fn a_schema_1_history_moves_to_3_and_reads_the_same() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.sqlite");
         let loc = Location::Sqlite(path.clone());
@@ -549,10 +568,11 @@ mod tests {
             false,
         )
         .unwrap();
-        // What version 1 had: the rows, no failsets.
+        // What version 1 had: the rows, no failsets, no cells' hosts.
         let db = rusqlite::Connection::open(&path).unwrap();
         db.execute_batch(
-            "DROP TABLE failsets; UPDATE meta SET value = '1' WHERE key = 'schema_version';",
+            "DROP TABLE failsets; ALTER TABLE cells DROP COLUMN host;
+             UPDATE meta SET value = '1' WHERE key = 'schema_version';",
         )
         .unwrap();
         drop(db);
@@ -571,7 +591,7 @@ mod tests {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .unwrap();
-        assert_eq!((version.as_str(), sets), ("2", 4));
+        assert_eq!((version.as_str(), sets), ("3", 4));
         let t = moved.test("a.gfx1151", "Q.D").unwrap();
         assert_eq!(t.strip, "✗✗✓✗");
         assert_eq!(moved.text, now.text);

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use postgres::{Client, NoTls};
 
-use super::backend::{from_json, to_json, Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
+use super::backend::{
+    from_json, host_from, host_json, to_json, Backend, DbError, Rows, RunRow, StoredCell,
+    StoredTest,
+};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
 use super::{failset, schema};
 
@@ -96,7 +99,7 @@ fn run_row(r: &postgres::Row) -> RunRow {
     }
 }
 
-const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed FROM cells";
+const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed, host FROM cells";
 
 fn stored_cell(r: &postgres::Row) -> StoredCell {
     StoredCell {
@@ -106,6 +109,7 @@ fn stored_cell(r: &postgres::Row) -> StoredCell {
         outcome: r.get(3),
         inputs: r.get::<_, String>(4).into(),
         passed: r.get(5),
+        host: host_from(r.get(6)),
     }
 }
 
@@ -143,8 +147,8 @@ impl Backend for Postgres {
         }
         let put = tx
             .prepare(
-                "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures, host)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .map_err(e)?;
         for c in &r.cells {
@@ -158,6 +162,7 @@ impl Backend for Postgres {
                     &c.inputs,
                     &c.passed,
                     &to_json(&c.signatures),
+                    &host_json(&c.host),
                 ],
             )
             .map_err(e)?;

@@ -62,6 +62,8 @@ pub struct CellRow {
     /// The digest of its passing tests' set (a key of `passsets`).
     pub passed: String,
     pub signatures: Vec<String>,
+    /// Where it ran (`cell.json`'s `host`).
+    pub host: crate::store::host::HostFacts,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -82,8 +84,17 @@ pub struct TestRow {
 #[error("{0}")]
 pub struct RecordError(pub String);
 
-/// A cell's definition hash and the source commits it checked out, by cell.
-type CellInputs = BTreeMap<String, (String, Vec<crate::store::lock::LockedSource>)>;
+/// What a cell's `cell.json` gives its record: its definition hash, the
+/// source commits it checked out, and where it ran.
+#[derive(Debug, Clone, Default)]
+struct FromStore {
+    hash: String,
+    sources: Vec<crate::store::lock::LockedSource>,
+    host: crate::store::host::HostFacts,
+}
+
+/// [`FromStore`] by cell.
+type CellInputs = BTreeMap<String, FromStore>;
 
 /// The record of `results`, read from the run stores `runs` (one, or the
 /// shards of one plan).
@@ -111,7 +122,11 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
     };
     let signature_of = SignaturesByPlace::of(results);
     for c in &results.cells {
-        let (hash, srcs) = cell_inputs.get(&c.id).cloned().unwrap_or_default();
+        let FromStore {
+            hash,
+            sources: srcs,
+            host,
+        } = cell_inputs.get(&c.id).cloned().unwrap_or_default();
         for s in &srcs {
             record.sources.insert(s.name.clone(), s.commit.clone());
         }
@@ -144,6 +159,7 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
                 .filter(|s| s.cells.contains(&c.id))
                 .map(|s| s.id.clone())
                 .collect(),
+            host,
         });
         record.tests.extend(test_rows(c, &signature_of));
     }
@@ -268,7 +284,12 @@ fn read_stores(runs: &[&Path]) -> Result<(Vec<String>, i64, CellInputs), RecordE
         };
         for cell in store.finished_cells() {
             if let Ok(rec) = store.cell_record(&cell) {
-                cell_inputs.insert(cell, (rec.hash, rec.sources));
+                let from = FromStore {
+                    hash: rec.hash,
+                    sources: rec.sources,
+                    host: rec.host,
+                };
+                cell_inputs.insert(cell, from);
             }
         }
     }

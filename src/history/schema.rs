@@ -7,7 +7,7 @@
 //! docs/history.md describes each table.
 
 /// The schema this rocmatrix writes.
-pub const VERSION: i64 = 2;
+pub const VERSION: i64 = 3;
 
 /// Statements that make an empty database version 1; `BYTES` is the byte
 /// string type (`BLOB`, `BYTEA`).
@@ -54,6 +54,10 @@ const V2: &[&str] = &["CREATE TABLE IF NOT EXISTS failsets (
         entries BYTES NOT NULL,
         PRIMARY KEY (run, cell))"];
 
+/// Version 3: where each cell ran (`crate::store::host::HostFacts` as
+/// JSON; empty for the cells of runs recorded before).
+const V3: &[&str] = &["ALTER TABLE cells ADD COLUMN host TEXT NOT NULL DEFAULT ''"];
+
 /// The statements that take a database from `from` to [`VERSION`].
 pub fn migrations(from: i64, bytes: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -62,6 +66,9 @@ pub fn migrations(from: i64, bytes: &str) -> Vec<String> {
     }
     if from < 2 {
         out.extend(V2.iter().map(|s| s.replace("BYTES", bytes)));
+    }
+    if from < 3 {
+        out.extend(V3.iter().map(|s| s.to_string()));
     }
     out
 }

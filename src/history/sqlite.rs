@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::backend::{from_json, to_json, Backend, DbError, Rows, RunRow, StoredCell, StoredTest};
+use super::backend::{
+    from_json, host_from, host_json, to_json, Backend, DbError, Rows, RunRow, StoredCell,
+    StoredTest,
+};
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
 use super::{failset, schema};
 
@@ -125,7 +128,7 @@ fn run_row(r: &rusqlite::Row<'_>) -> Result<RunRow, rusqlite::Error> {
     })
 }
 
-const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed FROM cells";
+const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed, host FROM cells";
 
 fn stored_cell(r: &rusqlite::Row<'_>) -> Result<StoredCell, rusqlite::Error> {
     Ok(StoredCell {
@@ -135,6 +138,7 @@ fn stored_cell(r: &rusqlite::Row<'_>) -> Result<StoredCell, rusqlite::Error> {
         outcome: r.get(3)?,
         inputs: r.get::<_, String>(4)?.into(),
         passed: r.get(5)?,
+        host: host_from(&r.get::<_, String>(6)?),
     })
 }
 
@@ -176,8 +180,8 @@ impl Backend for Sqlite {
             }
             let mut put = tx
                 .prepare(
-                    "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures, host)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )
                 .map_err(e)?;
             for c in &r.cells {
@@ -188,7 +192,8 @@ impl Backend for Sqlite {
                     c.outcome,
                     c.inputs,
                     c.passed,
-                    to_json(&c.signatures)
+                    to_json(&c.signatures),
+                    host_json(&c.host)
                 ])
                 .map_err(e)?;
             }

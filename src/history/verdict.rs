@@ -1,17 +1,24 @@
 //! Flaky told from broken: what one test's outcomes in one cell, run after
-//! run, say about it. Pure functions over a sequence, so the rules are
-//! tested without a database (docs/history.md gives them with examples):
+//! run, say about it. The rule goes by the shape of the sequence alone, as
+//! a changepoint finder does, whatever the recorded inputs: what changes
+//! underneath a GPU test most often (the host's kernel, driver, firmware,
+//! the card itself) is not among them. Pure functions over a sequence, so
+//! the rules are tested without a database (docs/history.md gives them with
+//! strips as examples):
 //!
-//! - **flaky**: it both passed and failed with the same inputs (the same
-//!   cell definition, installed packages and source commits), or it failed
-//!   and then passed on a rerun inside one run, or it failed in two or more
-//!   separate stretches (fail, pass, fail): an intermittent failure;
-//! - **regression since R**: it passed, then failed in every run since R,
-//!   and the inputs changed between the last pass and R;
-//! - **known since R**: it failed in every run it was recorded in, the
-//!   first being R;
-//! - **new**: a regression or known failure whose R is the latest run;
-//! - **fixed since R**: it failed, then passed in every run since R.
+//! - **failing since R** (a regression): passes, then only failures from R
+//!   on (`✓✓✓✓✗✗✗✗`); **new** when R is the latest run (`✓✓✓✗`);
+//! - **known since R**: failing in every run it was recorded in, the first
+//!   being R (`✗✗✗`);
+//! - **flaky**: failures that come and go — in two or more separate
+//!   stretches (`✓✗✓✓✗✓`), or one failure between passes (`✓✓✗✓✓`) — or a
+//!   failure that passed on a rerun inside one run (`✓~✓`);
+//! - **fixed since R**: failing (from the first run, or for two runs or
+//!   more), then passing in every run since R (`✗✗✓✓`, `✓✗✗✓`).
+//!
+//! Whether the inputs changed does not decide the verdict; it explains it
+//! ([`super::past`] says what changed, or that nothing the matrix controls
+//! did, and which host facts moved).
 
 use std::collections::BTreeMap;
 
@@ -57,6 +64,8 @@ pub struct Point {
     /// The digest of what the cell ran (shared by its tests' points).
     pub inputs: std::sync::Arc<str>,
     pub obs: Obs,
+    /// Where the cell ran in that run (shared by its tests' points).
+    pub host: std::sync::Arc<crate::store::host::HostFacts>,
 }
 
 /// What the sequence says.
@@ -105,10 +114,7 @@ pub fn judge(points: &[Point]) -> HistoryVerdict {
         return HistoryVerdict::Passing;
     }
     if ran().any(|p| p.obs == Obs::Rerun) {
-        return flaky("passed on a rerun within a run");
-    }
-    if failures < runs && same_inputs_both_ways(ran()) {
-        return flaky("passed and failed with the same inputs");
+        return flaky(WHY_RERUN);
     }
     // The stretches of failures, in order: how many, and the first's
     // (start, end) among the runs it ran in.
@@ -129,10 +135,15 @@ pub fn judge(points: &[Point]) -> HistoryVerdict {
         failing = fails;
     }
     if stretches > 1 {
-        return flaky("failed in separate stretches of runs");
+        return flaky(WHY_STRETCHES);
     }
     let run_at = |i: usize| ran().nth(i).map_or(0, |p| p.run);
     if end + 1 < runs {
+        // Passing again: one failure between passes came and went; a
+        // longer stretch, or one from the first run, was fixed.
+        if start > 0 && start == end {
+            return flaky(WHY_ONCE);
+        }
         return HistoryVerdict::Fixed {
             since: run_at(end + 1),
         };
@@ -146,18 +157,22 @@ pub fn judge(points: &[Point]) -> HistoryVerdict {
     }
 }
 
-/// Whether one set of inputs both passed and failed in `ran` (asked only
-/// of a test that did both: one that never passed cannot have).
-fn same_inputs_both_ways<'a>(ran: impl Iterator<Item = &'a Point>) -> bool {
-    let mut by_inputs: BTreeMap<&str, (bool, bool)> = BTreeMap::new();
-    for p in ran {
-        let e = by_inputs.entry(&*p.inputs).or_default();
-        match p.obs {
-            Obs::Pass => e.0 = true,
-            _ => e.1 = true,
-        }
-    }
-    by_inputs.values().any(|(pass, fail)| *pass && *fail)
+/// Why a test is flaky: it passed on a rerun within a run.
+pub const WHY_RERUN: &str = "passed on a rerun within a run";
+/// Why a test is flaky: its failures came in separate stretches.
+pub const WHY_STRETCHES: &str = "failed in separate stretches of runs";
+/// Why a test is flaky: it failed once between passes.
+pub const WHY_ONCE: &str = "failed once between passes";
+
+/// Whether the inputs of the run `at` differ from those of the run before
+/// it that the test ran in: what a regression's words say changed.
+pub fn inputs_moved(points: &[Point], at: usize) -> Option<bool> {
+    let began = points.iter().find(|p| p.run == at)?;
+    let before = points
+        .iter()
+        .rev()
+        .find(|p| p.run < at && p.obs != Obs::Absent)?;
+    Some(began.inputs != before.inputs)
 }
 
 /// The axis values that single out the cells in `flaky` among all cells
@@ -196,6 +211,7 @@ mod tests {
             .map(|(run, (m, i))| Point {
                 run,
                 inputs: i.to_string().into(),
+                host: Default::default(),
                 obs: match m {
                     '✓' => Obs::Pass,
                     '✗' => Obs::Fail,
@@ -206,54 +222,144 @@ mod tests {
             .collect()
     }
 
-    #[test]
-    fn a_step_change_with_new_inputs_is_a_regression_since_its_first_run() {
-        assert_eq!(
-            judge(&points("✓✓✓✗✗", "aaabb")),
-            HistoryVerdict::Regression { since: 3 }
-        );
-        // Skipped runs do not break the stretch.
-        assert_eq!(
-            judge(&points("✓✓·✗·✗", "aaabbb")),
-            HistoryVerdict::Regression { since: 3 }
-        );
+    /// The verdict of a strip whose every run had the same inputs.
+    fn of(strip: &str) -> HistoryVerdict {
+        judge(&points(strip, &"a".repeat(strip.chars().count())))
     }
 
-    #[test]
-    fn failing_from_the_first_record_is_known_and_new_is_the_latest() {
-        assert_eq!(
-            judge(&points("✗✗✗", "abc")),
-            HistoryVerdict::KnownSince { since: 0 }
-        );
-        assert_eq!(
-            judge(&points("✓✓✗", "aab")),
-            HistoryVerdict::Regression { since: 2 }
-        );
+    fn flaky(failures: usize, runs: usize, why: &'static str) -> HistoryVerdict {
+        HistoryVerdict::Flaky {
+            failures,
+            runs,
+            why,
+        }
     }
 
+    /// The rule as docs/history.md gives it, strip by strip. The inputs
+    /// never changed in any of them: the shape alone decides.
     #[test]
-    fn intermittent_failures_and_same_inputs_are_flaky() {
-        let v = judge(&points("✓✗✓✓✗✓✓✓", "abcdefgh"));
-        assert_eq!(
-            v,
-            HistoryVerdict::Flaky {
-                failures: 2,
-                runs: 8,
-                why: "failed in separate stretches of runs"
+    fn the_documented_strips() {
+        use HistoryVerdict::*;
+        let table: &[(&str, HistoryVerdict)] = &[
+            // A step change: failing since its first failure.
+            ("✓✓✓✓✗✗✗✗", Regression { since: 4 }),
+            ("✓✓✗✗", Regression { since: 2 }),
+            // One new failure after passes: new (a regression since the latest).
+            ("✓✓✓✗", Regression { since: 3 }),
+            ("✓✓✓✓✗", Regression { since: 4 }),
+            // Skipped runs do not break a stretch.
+            ("✓✓·✗·✗", Regression { since: 3 }),
+            // Failing from the first record.
+            ("✗✗✗", KnownSince { since: 0 }),
+            ("·✗✗", KnownSince { since: 1 }),
+            ("✗", KnownSince { since: 0 }),
+            // Failures that come and go.
+            ("✓✗✓✓✗✓", flaky(2, 6, WHY_STRETCHES)),
+            ("✓✗✓✓✗✓✗✓", flaky(3, 8, WHY_STRETCHES)),
+            ("✓✗✓✓✗✗✗✗", flaky(5, 8, WHY_STRETCHES)),
+            ("✗✓✗", flaky(2, 3, WHY_STRETCHES)),
+            ("✓✓✗✓✓", flaky(1, 5, WHY_ONCE)),
+            ("✓✗✓", flaky(1, 3, WHY_ONCE)),
+            // A failure that passed on a rerun inside its run.
+            ("✓~✓", flaky(1, 3, WHY_RERUN)),
+            ("✓✓✓~", flaky(1, 4, WHY_RERUN)),
+            // Fixed: a stretch of failures, then passes.
+            ("✗✗✓✓", Fixed { since: 2 }),
+            ("✗✓", Fixed { since: 1 }),
+            ("✓✗✗✓", Fixed { since: 3 }),
+            // Never failed.
+            ("✓✓✓", Passing),
+            ("··", Passing),
+        ];
+        for (strip, want) in table {
+            assert_eq!(&of(strip), want, "{strip}");
+        }
+    }
+
+    /// The rule written again over the strip's text, the way a reader
+    /// applies it by eye: drop the runs it did not run in, then look at
+    /// the stretches of `✗` between the `✓`s.
+    fn by_eye(strip: &str) -> HistoryVerdict {
+        let ran: Vec<(usize, char)> = strip
+            .chars()
+            .enumerate()
+            .filter(|(_, c)| *c != '·')
+            .collect();
+        let marks: String = ran.iter().map(|(_, c)| *c).collect();
+        let failures = marks.chars().filter(|c| *c != '✓').count();
+        let runs = ran.len();
+        if failures == 0 {
+            return HistoryVerdict::Passing;
+        }
+        if marks.contains('~') {
+            return flaky(failures, runs, WHY_RERUN);
+        }
+        let stretches: Vec<&str> = marks.split('✓').filter(|s| !s.is_empty()).collect();
+        if stretches.len() > 1 {
+            return flaky(failures, runs, WHY_STRETCHES);
+        }
+        let first_fail = marks.chars().position(|c| c == '✗').unwrap();
+        let after: Vec<char> = marks
+            .chars()
+            .skip(first_fail + stretches[0].chars().count())
+            .collect();
+        let original = |i: usize| ran[i].0;
+        if after.is_empty() {
+            return if first_fail == 0 {
+                HistoryVerdict::KnownSince { since: original(0) }
+            } else {
+                HistoryVerdict::Regression {
+                    since: original(first_fail),
+                }
+            };
+        }
+        if first_fail > 0 && stretches[0].chars().count() == 1 {
+            return flaky(failures, runs, WHY_ONCE);
+        }
+        HistoryVerdict::Fixed {
+            since: original(first_fail + stretches[0].chars().count()),
+        }
+    }
+
+    /// Every strip of up to 8 runs of pass, fail, rerun and absent (87,380
+    /// strips), with unchanging inputs and with inputs changing every run:
+    /// the judge agrees with the rule read by eye, and the inputs never
+    /// change a verdict.
+    #[test]
+    fn every_strip_of_up_to_8_runs() {
+        let alphabet = ['✓', '✗', '~', '·'];
+        let mut count = 0;
+        for len in 1..=8u32 {
+            for n in 0..4usize.pow(len) {
+                let strip: String = (0..len)
+                    .map(|k| alphabet[(n / 4usize.pow(k)) % 4])
+                    .collect();
+                let same = judge(&points(&strip, &"a".repeat(len as usize)));
+                let moving: String = (0..len).map(|k| (b'a' + k as u8) as char).collect();
+                assert_eq!(same, by_eye(&strip), "{strip}");
+                assert_eq!(judge(&points(&strip, &moving)), same, "{strip}");
+                // A step change is never flaky: passes then two or more
+                // failures, nothing else, is failing since.
+                let marks: String = strip.chars().filter(|c| *c != '·').collect();
+                let fails = marks.trim_start_matches('✓');
+                if marks.starts_with('✓')
+                    && fails.chars().count() >= 2
+                    && fails.chars().all(|c| c == '✗')
+                {
+                    assert!(matches!(same, HistoryVerdict::Regression { .. }), "{strip}");
+                }
+                count += 1;
             }
-        );
-        // One step change, but the inputs did not change: not a regression.
-        assert!(judge(&points("✓✓✗✗", "aaaa")).is_flaky());
-        assert!(judge(&points("✓~✓", "abc")).is_flaky());
+        }
+        assert_eq!(count, 87_380);
     }
 
     #[test]
-    fn passing_again_is_fixed() {
-        assert_eq!(
-            judge(&points("✗✗✓✓", "aabb")),
-            HistoryVerdict::Fixed { since: 2 }
-        );
-        assert_eq!(judge(&points("✓✓✓", "aaa")), HistoryVerdict::Passing);
+    fn what_moved_at_a_regression_is_asked_of_the_run_before_it_ran_in() {
+        let p = points("✓✓·✗✗", "aabcc");
+        assert_eq!(inputs_moved(&p, 3), Some(true));
+        assert_eq!(inputs_moved(&points("✓✓✗", "aaa"), 2), Some(false));
+        assert_eq!(inputs_moved(&points("✗✗", "ab"), 0), None);
     }
 
     #[test]
