@@ -492,4 +492,62 @@ mod tests {
         assert!(!added("Expected"), "{names:?}");
         assert_eq!(run_id(&[&dir]).unwrap(), record.run);
     }
+
+    fn copy_tree(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dest = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_tree(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), dest).unwrap();
+            }
+        }
+    }
+
+    /// A failure the matrix's `flaky:` list covers is reported flaky, but
+    /// no rerun passed: the history must keep it as the failure it was, so
+    /// that a listed test that breaks for good shows as broken there. Read
+    /// through the results' own collecting, as a report reads it.
+    #[test]
+    fn a_failure_the_flaky_list_covers_is_recorded_as_a_failure() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/gpu-runs/h100/run");
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        copy_tree(&fixture, &run);
+        let source = crate::results::source::Source::run(&run).unwrap();
+        let plain =
+            crate::results::collect(&source, Default::default(), &mut crate::results::NoSink);
+        let failing = plain
+            .cells
+            .iter()
+            .flat_map(|c| &c.tests)
+            .find(|t| t.status == TestStatus::Failed)
+            .expect("the fixture has a failing test")
+            .clone();
+        let name = display_name(&failing.classname, &failing.name);
+        let plan = crate::store::layout::plan_of(&run);
+        let mut doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+        doc["expect"] = serde_json::json!([{
+            "cells": {}, "tests": [name], "reason": "flaky on H100", "flaky": true
+        }]);
+        std::fs::write(&plan, doc.to_string()).unwrap();
+        let source = crate::results::source::Source::run(&run).unwrap();
+        let listed =
+            crate::results::collect(&source, Default::default(), &mut crate::results::NoSink);
+        let t = listed
+            .cells
+            .iter()
+            .flat_map(|c| &c.tests)
+            .find(|t| t.name == failing.name && t.classname == failing.classname)
+            .unwrap();
+        assert_eq!(t.status, TestStatus::Flaky, "the report counts it flaky");
+        let record = of_run(&[&run], &listed).unwrap();
+        let row = record.tests.iter().find(|r| r.test == name).unwrap();
+        assert_eq!(row.outcome, "failed", "{row:?}");
+        assert_eq!(row.reruns, 0, "no rerun ran");
+    }
 }
