@@ -42,7 +42,8 @@ pub enum ExitCode {
 pub enum FailOn {
     /// Any failing cell or unexpected test failure.
     Failure,
-    /// Only new failures or broken cells against --baseline (failures without a baseline).
+    /// Only new failures or broken cells against --baseline; without one, the failing tests
+    /// the history calls new or failing since an earlier run (failures without either).
     Regression,
     /// Always exit 0 once the reports are written.
     Never,
@@ -70,10 +71,17 @@ impl ExitCode {
             (FailOn::Never, _) => false,
             (FailOn::Failure, _) => failing,
             (FailOn::Regression, Some(r)) => r > 0,
-            (FailOn::Regression, None) => {
-                tracing::info!("--fail-on regression without --baseline: failing on failures");
-                failing || summary.coverage_regressions > 0
-            }
+            // Without a baseline, the history judges: new and failing-since
+            // tests are regressions, flaky and known ones are not.
+            (FailOn::Regression, None) => match summary.history_regressions {
+                Some(h) => h > 0,
+                None => {
+                    tracing::info!(
+                        "--fail-on regression without --baseline or a history: failing on failures"
+                    );
+                    failing || summary.coverage_regressions > 0
+                }
+            },
         };
         if bad {
             ExitCode::TestFailure
@@ -164,13 +172,17 @@ impl RunExit {
             }
             ExitCode::TestFailure => exit(
                 ExitCode::TestFailure,
-                match (fail_on, report.regressions) {
-                    (FailOn::Regression, Some(r)) => {
+                match (fail_on, report.regressions, report.history_regressions) {
+                    (FailOn::Regression, Some(r), _) if r > 0 => {
                         format!(
                             "{} against the baseline",
                             crate::run::progress::count(r as usize, "regression")
                         )
                     }
+                    (FailOn::Regression, None, Some(h)) if h > 0 => format!(
+                        "{} in the history (new, or failing since an earlier run)",
+                        crate::run::progress::count(h as usize, "regression")
+                    ),
                     _ if unexpected => failing_reason(),
                     _ if report.failing_cells > 0 => format!(
                         "{} in the report",
@@ -192,6 +204,11 @@ impl RunExit {
             _ if fail_on == FailOn::Regression && report.regressions.is_some() => exit(
                 ExitCode::Success,
                 "no regression against the baseline".into(),
+            ),
+            _ if fail_on == FailOn::Regression && report.history_regressions.is_some() => exit(
+                ExitCode::Success,
+                "no regression in the history (no failing test new or failing since an earlier run)"
+                    .into(),
             ),
             _ => exit(ExitCode::Success, success_reason(run)),
         }

@@ -4,7 +4,7 @@
 //! last runs as a strip on its card, and a table of the failing tests in
 //! `summary.md`. A report made without a history shows none of it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use minijinja::Value;
 use serde::Serialize;
@@ -13,6 +13,7 @@ use super::cell_view::CellView;
 use super::view::View;
 use crate::analysis::regress::{Class, Regressions};
 use crate::history::past::{Kind, Past};
+use crate::results::Results;
 
 /// `summary.md`'s and index.html's section on the failing tests.
 #[derive(Debug, Serialize)]
@@ -80,6 +81,27 @@ pub fn section(past: &Past, reg: Option<&Regressions>, cap: usize) -> Option<His
         flaky_regressions: flaky_regressions(past, reg),
         html: minijinja::Value::UNDEFINED,
     })
+}
+
+/// What `--fail-on regression` counts of the history, when it was read:
+/// the failing tests it calls new or failing since an earlier run, and the
+/// failing cells without a failing test (a broken build) it cannot judge.
+pub fn regressions(past: &Past, results: &Results) -> Option<u64> {
+    if past.runs.is_empty() {
+        return None;
+    }
+    let tests = past
+        .tests
+        .iter()
+        .filter(|(_, t)| matches!(t.kind, Kind::New | Kind::FailingSince))
+        .count();
+    let judged: HashSet<&str> = past.tests.iter().map(|((c, _), _)| c.as_str()).collect();
+    let bare = results
+        .cells
+        .iter()
+        .filter(|c| c.is_failure() && !judged.contains(c.id.as_str()))
+        .count();
+    Some((tests + bare) as u64)
 }
 
 /// The new failures of `reg` that `past` knows as flaky, `TEST in CELL`.

@@ -119,6 +119,10 @@ pub struct ReportSummary {
     /// New failures against the baseline that the history knows as flaky
     /// (`TEST in CELL`): `--fail-on regression` does not count them.
     pub flaky_regressions: Vec<String>,
+    /// What the history calls regressions, when it was read: the failing
+    /// tests it calls new or failing since an earlier run (never flaky or
+    /// known ones), and failing cells with no failing test to judge.
+    pub history_regressions: Option<u64>,
 }
 
 impl ReportSummary {
@@ -268,6 +272,7 @@ pub fn build_with(
         if let Some(past) = past {
             summary.flaky_regressions =
                 history_view::flaky_regressions(&past, regressions.as_ref());
+            summary.history_regressions = history_view::regressions(&past, &results);
             summary.history = past.text;
         }
         Ok(summary)
@@ -367,6 +372,7 @@ fn summarise(
         warnings,
         history: String::new(),
         flaky_regressions: Vec::new(),
+        history_regressions: None,
     }
 }
 
