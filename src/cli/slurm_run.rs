@@ -115,11 +115,12 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         interrupted = followed.interrupted;
         text.push_str(&controller::mark(&dir, &state, &todo, &jobs, &followed)?);
     }
-    let summary = shards::merge(
+    let mut summary = shards::merge(
         &dir,
         &state,
         args.judge.baseline.as_deref(),
         args.judge.junit,
+        &args.judge.history.location(&args.out),
     )?;
     for w in &summary.warnings {
         text.push_str(&format!("warning: {w}\n"));
@@ -129,6 +130,10 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         "report: {}\n",
         dir.join("report/index.html").display()
     ));
+    text.push_str(&summary.history);
+    if args.judge.fail_on == crate::error::FailOn::Regression {
+        text.push_str(&super::report::discount_flaky(&mut summary));
+    }
     let errors = shards::stores(&dir, &state)
         .iter()
         .map(|d| crate::store::RunStore { dir: d.clone() })

@@ -120,12 +120,15 @@ pub fn stores(dir: &Path, state: &ArrayState) -> Vec<PathBuf> {
         .collect()
 }
 
-/// The merged report of all shards in `DIR/report`, as `report merge`.
+/// The merged report of all shards in `DIR/report`, as `report merge`:
+/// the array is one run, recorded into `history` (the tasks record
+/// nothing of their own).
 pub fn merge(
     dir: &Path,
     state: &ArrayState,
     baseline: Option<&Path>,
     junit: Option<crate::spec::JunitFiles>,
+    history: &crate::history::Location,
 ) -> Result<crate::report::ReportSummary, ClusterError> {
     let runs = stores(dir, state);
     let mut src = crate::results::source::Source::runs(&runs)
@@ -133,5 +136,14 @@ pub fn merge(
     if let Some(j) = junit {
         src.report.junit = j;
     }
-    Ok(crate::report::build(&src, &dir.join("report"), baseline)?)
+    let recorder = crate::history::past::Recorder {
+        location: history.clone(),
+        runs,
+    };
+    Ok(crate::report::build_with(
+        &src,
+        &dir.join("report"),
+        baseline,
+        Some(&recorder),
+    )?)
 }

@@ -196,7 +196,7 @@ fn job_manifest(name: &str, req: &Request, jobs: &[&Job], s: &K8sSettings) -> se
     }
     script.push_str(&format!(
         "  *) echo \"rocmatrix: no index $JOB_COMPLETION_INDEX in this Job\" >&2; exit 2 ;;\nesac\n\
-         exec rocmatrix \"$@\" --out {RESULTS}/shards/{name}-$JOB_COMPLETION_INDEX --progress plain\n"
+         exec rocmatrix \"$@\" --out {RESULTS}/shards/{name}-$JOB_COMPLETION_INDEX --history off --progress plain\n"
     ));
     let mut container = serde_json::json!({
         "name": "rocmatrix",

@@ -320,13 +320,14 @@ fn body(tasks: &[Task], paths: &ScriptPaths) -> String {
         "out={}/shards/$task\n\
          # A shard run that an earlier attempt left: finish it (cells without a\n\
          # record, and those the infrastructure broke, run again; with\n\
-         # ${var} set, the failed ones too).\n\
+         # ${var} set, the failed ones too). The array is one run: its\n\
+         # merged report records it, the tasks record nothing of their own.\n\
          for store in \"$out\"/runs/*/; do\n  \
            if [ -d \"$store\" ]; then\n    \
-             exec {rm} run --resume \"$store\" ${{{var}:+--rerun-failed}} --out \"$out\" --progress plain{extra}\n  \
+             exec {rm} run --resume \"$store\" ${{{var}:+--rerun-failed}} --out \"$out\" --history off --progress plain{extra}\n  \
            fi\n\
          done\n\
-         exec {rm} \"$@\" --out \"$out\" --progress plain{extra}\n",
+         exec {rm} \"$@\" --out \"$out\" --history off --progress plain{extra}\n",
         shell_quote(&paths.dir),
         rm = shell_quote(&paths.rocmatrix),
         var = RERUN_FAILED_VAR,
