@@ -1,6 +1,7 @@
 //! `rocmatrix history`: the recorded runs; `history show TEST` one test's
 //! outcome run after run in each cell, and what the history makes of it;
-//! `history flaky` the tests that are flaky, and where; `history import`
+//! `history flaky` the tests that are flaky, and where; `history hosts`
+//! the failures and flakes per host and GPU; `history import`
 //! records run stores made before (or while the history was unreachable).
 
 use std::io::Write;
@@ -66,6 +67,12 @@ pub enum HistoryCommand {
     },
     /// Tests that are flaky, with their rate and where.
     Flaky,
+    /// Each host and GPU of the last runs: cells, failures, flaky tests.
+    Hosts {
+        /// How many of the latest runs to count.
+        #[arg(long, default_value_t = 20, value_name = "N")]
+        last: usize,
+    },
     /// Record run stores into the history (a run recorded already is skipped).
     Import {
         #[arg(required = true)]
@@ -91,6 +98,14 @@ pub fn run(args: HistoryArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         None => list(&mut h, args.json)?,
         Some(HistoryCommand::Show { test, cells }) => show(&mut h, &test, &cells, args.json)?,
         Some(HistoryCommand::Flaky) => flaky(&mut h, args.json)?,
+        Some(HistoryCommand::Hosts { last }) => {
+            let (tallies, runs) = history::hosts::tally(&mut h, last).map_err(db)?;
+            if args.json {
+                serde_json::to_string_pretty(&tallies).unwrap_or_default() + "\n"
+            } else {
+                history::hosts::lines(&tallies, runs)
+            }
+        }
         Some(HistoryCommand::Import { .. }) => unreachable!("handled above"),
     };
     super::write_out(out, &text)?;

@@ -11,6 +11,7 @@
 //!   two databases;
 //! - [`verdict`]: flaky, regression, known, fixed — the rules;
 //! - [`place`]: where a flaky test is flaky (axes, hosts, GPUs);
+//! - [`hosts`]: failures and flakes per host and GPU (`history hosts`);
 //! - [`past`]: the history seen from one run, as its report shows it,
 //!   its window followed from failsets by `window`;
 //! - this module: opening, recording, and following tests across runs.
@@ -21,6 +22,7 @@
 pub mod backend;
 mod failset;
 mod follow;
+pub mod hosts;
 pub mod location;
 pub mod past;
 pub mod place;

@@ -62,6 +62,33 @@ pub fn views(results: &Results) -> Vec<EnvView> {
         .collect()
 }
 
+/// Where some of the run's cells ran: one host (and its GPUs), in words.
+#[derive(Debug, Serialize)]
+pub struct HostView {
+    /// `node-b, kernel 6.12.9-amd64, nvidia 550.54.15, GPU GPU-… (…)`.
+    pub host: String,
+    pub cells: String,
+}
+
+/// The hosts the cells ran on, each with its cells, in the cells' order;
+/// empty when no cell recorded where it ran.
+pub fn hosts(results: &Results) -> Vec<HostView> {
+    let mut out: Vec<(String, Vec<&str>)> = Vec::new();
+    for c in results.cells.iter().filter(|c| !c.host.is_empty()) {
+        let line = c.host.line();
+        match out.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, cells)) => cells.push(&c.id),
+            None => out.push((line, vec![&c.id])),
+        }
+    }
+    out.into_iter()
+        .map(|(host, cells)| HostView {
+            host,
+            cells: cells.join(", "),
+        })
+        .collect()
+}
+
 /// A cell's environment, as its card refers to it.
 #[derive(Debug, Clone, Default)]
 pub struct CellEnv {

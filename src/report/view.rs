@@ -77,6 +77,8 @@ pub struct View {
     pub triage_gone: Vec<String>,
     /// The versions that matter per environment image.
     pub environments: Vec<super::envs::EnvView>,
+    /// Where the cells ran: a row per host (and its GPUs).
+    pub hosts: Vec<super::envs::HostView>,
     /// Whether index.html lists each cell's tests and log tails itself, or
     /// only links to the cell's page ([`super::cell_pages`]).
     pub inline_tests: bool,
@@ -169,6 +171,7 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         signature_count: results.signatures.len(),
         triage_gone: Vec::new(),
         environments: super::envs::views(results),
+        hosts: super::envs::hosts(results),
         cells,
         inline_tests: true,
         skipped_steps: skipped_steps(results),

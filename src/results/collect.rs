@@ -421,6 +421,11 @@ fn collect_cell(
         messages,
         oddities,
         junit: cs.junit.clone(),
+        host: cs
+            .record
+            .as_ref()
+            .map(|r| r.host.clone())
+            .unwrap_or_default(),
     };
     sink.cell_end(&cell);
     cell

@@ -259,6 +259,13 @@ pub struct CellResult {
     /// JUnit files read, relative to the cell directory.
     #[serde(default)]
     pub junit: Vec<String>,
+    /// Where the cell ran (its record's host facts); empty for JUnit
+    /// directories and runs recorded before.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::store::host::HostFacts::is_empty"
+    )]
+    pub host: crate::store::host::HostFacts,
 }
 
 /// How a cell ended, all things considered: decided by

@@ -33,7 +33,26 @@ impl Default for Rocmatrix {
 impl Rocmatrix {
     /// `rocmatrix` with this test run's label.
     pub fn new() -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rocmatrix"));
+        Self::of(Command::new(env!("CARGO_BIN_EXE_rocmatrix")))
+    }
+
+    /// `rocmatrix` on a host of another name: in a UTS namespace of its
+    /// own (`unshare -u`) whose host name is `name`.
+    pub fn on_host(name: &str) -> Self {
+        let mut cmd = Command::new("unshare");
+        cmd.args([
+            "-u",
+            "sh",
+            "-c",
+            "hostname \"$1\" && shift && exec \"$@\"",
+            "sh",
+        ])
+        .arg(name)
+        .arg(env!("CARGO_BIN_EXE_rocmatrix"));
+        Self::of(cmd)
+    }
+
+    fn of(mut cmd: Command) -> Self {
         let labels = match std::env::var("ROCMATRIX_LABEL") {
             Ok(theirs) if !theirs.trim().is_empty() => format!("{theirs},{}", label::label()),
             _ => label::label(),
