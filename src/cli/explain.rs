@@ -48,6 +48,7 @@ pub fn run(args: ExplainArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         s
     } else {
         let mut text = why::explain(&results);
+        text.push_str(&where_ran(&results));
         if let Some(t) = &triage {
             text.push('\n');
             text.push_str(&crate::triage::report::text(t));
@@ -56,6 +57,20 @@ pub fn run(args: ExplainArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     };
     super::write_out(out, &text)?;
     Ok(ExitCode::Success)
+}
+
+/// Where the cells ran (their host facts), a line per host and its GPUs;
+/// empty when no cell recorded it.
+fn where_ran(results: &crate::results::Results) -> String {
+    let hosts = crate::report::envs::hosts(results);
+    if hosts.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("\nWhere the cells ran:\n");
+    for h in hosts {
+        s.push_str(&format!("  {}: {}\n", h.host, h.cells));
+    }
+    s
 }
 
 /// The signatures as JSON, each new one that the run's triage searched
