@@ -1,4 +1,4 @@
-//! The history across real runs (issue 35): a matrix run six times whose
+//! The history across real runs (issues 35, 49): a matrix run six times whose
 //! tests fail intermittently on one axis value, break at run 5 after a
 //! change, and fail from the first run; each is told flaky (and where),
 //! failing since run 5, known since run 1 — in SQLite by default and in a
@@ -169,14 +169,17 @@ fn history_tells_flaky_from_broken_in_sqlite_and_postgresql() {
     assert_eq!(flaky[0]["where"], serde_json::json!(["gfx=gfx1151"]));
     assert_eq!(flaky[0]["failures"], 2);
 
-    // --fail-on regression does not fail on a test the history knows as
-    // flaky: run 2 failed only Suite.Flaky on gfx1151 against run 1.
+    // --fail-on regression against a baseline does not count a test the
+    // history knows as flaky: run 5 failed Suite.Flaky on gfx1151 (its
+    // second stretch of failures: flaky) and broke Suite.Broken in both
+    // cells, against run 4. (At run 2, Suite.Flaky's first failure, the
+    // history could only call it new.)
     let judged = |history_off: bool| {
         let mut r = Rocmatrix::new()
             .arg("report")
-            .arg(&runs[1])
+            .arg(&runs[4])
             .arg("--baseline")
-            .arg(&runs[0])
+            .arg(&runs[3])
             .args(["--fail-on", "regression"]);
         if history_off {
             r = r.args(["--history", "off"]);
@@ -184,8 +187,8 @@ fn history_tells_flaky_from_broken_in_sqlite_and_postgresql() {
         r.run()
     };
     let o = judged(false);
-    o.assert_code(0);
-    // Run 2 was recorded by its run: the report reads it back only.
+    o.assert_code(1);
+    // Run 5 was recorded by its run: the report reads it back only.
     assert!(
         o.stdout().contains("history: had already recorded run "),
         "{}",
@@ -198,7 +201,13 @@ fn history_tells_flaky_from_broken_in_sqlite_and_postgresql() {
         "{}",
         o.context()
     );
-    judged(true).assert_code(1);
+    let off = judged(true);
+    off.assert_code(1);
+    assert!(
+        !off.stdout().contains("not counted as regressions"),
+        "{}",
+        off.context()
+    );
 
     let shown = history()
         .args(["show", "Suite.Broken", "--cell", "gfx=gfx1030"])

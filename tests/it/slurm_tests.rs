@@ -428,6 +428,45 @@ fn run_through_a_slurm_array_reports_what_a_local_run_reports() {
             .unwrap();
     assert_eq!(state["jobs"].as_array().unwrap().len(), 2, "{state}");
     assert_eq!(outcomes(&slurm_dir.join("report/results.json")), merged);
+
+    // The array is one run of the history, recorded by its merged report
+    // where --out says (`.rocmatrix` beside the matrix); the tasks record
+    // nothing under shards/. A second array into the same history: two.
+    assert!(text.contains("history: recorded run "), "{text}");
+    let second = executor(&s, dir.path(), &m)
+        .args(["--shards", "2", "--partition", slurm::PARTITION])
+        .arg("--slurm-dir")
+        .arg(dir.path().join("shared2"))
+        .run();
+    second.assert_code(1);
+    for shared in ["shared", "shared2"] {
+        let shards = dir.path().join(shared).join("shards");
+        for task in std::fs::read_dir(&shards).unwrap() {
+            let task = task.unwrap().path();
+            assert!(
+                !task.join("history.sqlite").exists(),
+                "{} has a history of its own",
+                task.display()
+            );
+        }
+    }
+    let recorded: serde_json::Value = serde_json::from_str(
+        &crate::harness::Rocmatrix::new()
+            .args(["history", "--json", "--out"])
+            .arg(dir.path().join(".rocmatrix"))
+            .run()
+            .assert_success()
+            .stdout(),
+    )
+    .unwrap();
+    let recorded = recorded.as_array().unwrap();
+    assert_eq!(recorded.len(), 2, "{recorded:#?}\n{}", second.text());
+    assert!(
+        recorded
+            .iter()
+            .all(|r| r["run"].as_str().unwrap().contains('+')),
+        "each array is one run of its shards' ids joined: {recorded:#?}"
+    );
 }
 
 /// `--triage` with `--executor slurm` is refused before anything is
