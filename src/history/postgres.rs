@@ -27,15 +27,37 @@ pub struct Postgres {
 impl Postgres {
     /// Connects to `url` and creates or migrates the schema.
     pub fn open(url: &str) -> Result<Postgres, DbError> {
-        let mut config: postgres::Config =
-            url.parse().map_err(|e: postgres::Error| DbError::of(e))?;
+        let mut config: postgres::Config = url.parse().map_err(unopened)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
         }
-        let mut client = config.connect(NoTls).map_err(DbError::of)?;
+        let mut client = config.connect(NoTls).map_err(unopened)?;
         migrate(&mut client)?;
         Ok(Postgres { client })
     }
+}
+
+/// Why the history could not be opened, in the server's words
+/// (`database "nodb" does not exist`) or with the cause under the driver's
+/// (`error connecting to server: Connection refused (os error 111)`):
+/// the driver's own `Display` says only `db error`.
+fn unopened(e: postgres::Error) -> DbError {
+    if let Some(db) = e.as_db_error() {
+        let mut said = db.message().to_string();
+        for (what, text) in [("detail", db.detail()), ("hint", db.hint())] {
+            if let Some(t) = text {
+                said.push_str(&format!(" ({what}: {t})"));
+            }
+        }
+        return DbError(said);
+    }
+    let mut said = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        said.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    DbError(said)
 }
 
 fn migrate(client: &mut Client) -> Result<(), DbError> {

@@ -24,6 +24,7 @@ mod gpu_tests;
 mod hang_tests;
 mod harness;
 mod harness_tests;
+mod history_errors_tests;
 mod history_shape_tests;
 mod history_tests;
 mod hostile_tests;
