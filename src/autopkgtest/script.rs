@@ -13,9 +13,74 @@ pub const MARK: &str = "rocmatrix-autopkgtest:";
 /// test tree: the cell is an infrastructure `error`, not a failure.
 pub const EXIT_UNSERVED: i64 = 3;
 
-/// `FETCH SOURCE DEST`: the source package `SOURCE` of the version the
-/// cell's archive would install (the candidate of its first binary that has
-/// one, else its newest), its files named by `apt-get source --print-uris`
+/// The bash function `choose SRC PIN WHERE VERSION…` (part of [`FETCH`],
+/// and [`CHOOSE`] alone): sets `ver` to the version of source package `SRC`
+/// to fetch among the `VERSION`s its Sources index holds: `PIN` when the
+/// matrix pins one (`source: NAME=VERSION`), else the newest by dpkg's own
+/// ordering (`dpkg --compare-versions`), the one `apt-get source` fetches,
+/// not the one a binary still in the suite comes from (sid holds
+/// rocm-hipamd 5.7.1-7 beside 6.4.3-5, for its old libraries). It says
+/// which and why in a line of its own; a pin the index does not hold is an
+/// `unserved:` line naming the versions it does hold (in `WHERE`), and
+/// status [`EXIT_UNSERVED`].
+macro_rules! choose_fn {
+    () => {
+        r#"choose() {
+  local src=$1 pin=$2 where=$3 v s i dup sorted=() list said why
+  shift 3
+  # dpkg's ordering, by insertion; equal versions (0:1.0, 1.0) once.
+  for v in "$@"; do
+    dup=
+    for s in "${sorted[@]}"; do
+      if dpkg --compare-versions "$v" eq "$s"; then dup=1; break; fi
+    done
+    [ -n "$dup" ] && continue
+    i=${#sorted[@]}
+    sorted+=("$v")
+    while [ "$i" -gt 0 ] && dpkg --compare-versions "${sorted[$((i - 1))]}" gt "$v"; do
+      sorted[$i]=${sorted[$((i - 1))]}; i=$((i - 1))
+    done
+    sorted[$i]=$v
+  done
+  if [ "${#sorted[@]}" = 0 ]; then
+    echo "rocmatrix-autopkgtest: unserved: the Sources index of $where names no version of $src"
+    return 3
+  fi
+  list=$(printf '%s, ' "${sorted[@]}"); list=${list%, }
+  if [ "${#sorted[@]}" = 1 ]; then
+    said="$src: 1 version in the index ($list)"
+  else
+    said="$src: ${#sorted[@]} versions in the index ($list)"
+  fi
+  ver=
+  if [ -n "$pin" ]; then
+    for s in "${sorted[@]}"; do
+      if dpkg --compare-versions "$s" eq "$pin"; then ver=$s; fi
+    done
+    if [ -z "$ver" ]; then
+      echo "rocmatrix-autopkgtest: unserved: the Sources index of $where holds $src $list, not $pin, the version the matrix pins"
+      return 3
+    fi
+    why="pinned by the matrix"
+  else
+    ver=${sorted[$((${#sorted[@]} - 1))]}
+    why="the newest, as apt-get source does"
+    [ "${#sorted[@]}" = 1 ] && why="the only one"
+  fi
+  echo "rocmatrix-autopkgtest: $said; chose $ver, $why"
+}
+"#
+    };
+}
+
+/// [`FETCH`]'s `choose` function alone (its tests run it on the host's
+/// dpkg over Debian's real Sources index).
+pub const CHOOSE: &str = choose_fn!();
+
+/// `FETCH SOURCE DEST [VERSION]`: the source package `SOURCE` of the
+/// version `VERSION` when the matrix pins one, else the newest its Sources
+/// index holds, as `apt-get source` chooses (the `choose` function above),
+/// its files named by `apt-get source --print-uris`
 /// from the signed Sources index and downloaded by apt's own helper against
 /// their SHA-256 (`apt-get source` itself fails on mirrors that answer 404
 /// for the `.dsc`, as this project's does), unpacked at `DEST`: the upstream
@@ -23,8 +88,10 @@ pub const EXIT_UNSERVED: i64 = 3;
 /// series order, each whole or not at all. A `debian.tar.*` (or native
 /// tarball) the mirror does not serve ends it with [`EXIT_UNSERVED`] and an
 /// `unserved:` line naming the file, the package and the suite.
-pub const FETCH: &str = r#"set -uo pipefail
-src=$1 dest=$2
+pub const FETCH: &str = concat!(
+    "set -uo pipefail\n",
+    choose_fn!(),
+    r#"src=$1 dest=$2 pin=${3:-}
 mark=rocmatrix-autopkgtest:
 export DEBIAN_FRONTEND=noninteractive
 # deb-src beside every deb line, one-line and deb822 sources alike.
@@ -47,16 +114,7 @@ if [ -z "$records" ]; then
   echo "$mark unserved: the Sources index of ${suites:-the cell archive} has no source package $src"; exit 3
 fi
 versions=$(printf '%s\n' "$records" | sed -n 's/^Version: //p')
-ver=
-for b in $(printf '%s\n' "$records" | sed -n 's/^Binary: //p' | head -n 1 | tr -d ','); do
-  cand=$(apt-cache policy "$b" 2>/dev/null | awk '/Candidate:/ { print $2 }' | sed 's/+b[0-9]*$//')
-  if [ -n "$cand" ] && [ "$cand" != "(none)" ] && printf '%s\n' "$versions" | grep -qxF "$cand"; then ver=$cand; break; fi
-done
-if [ -z "$ver" ]; then
-  for v in $versions; do
-    if [ -z "$ver" ] || dpkg --compare-versions "$v" gt "$ver"; then ver=$v; fi
-  done
-fi
+choose "$src" "$pin" "${suites:-the cell archive}" $versions || exit 3
 suite=$(apt-cache madison "$src" | awk -F'|' -v v="$ver" '$3 ~ /Sources/ { gsub(/ /, "", $2); if ($2 == v) { split($3, w, " "); sub(/\/.*/, "", w[2]); print w[2]; exit } }')
 suite=${suite:-$suites}
 echo "$mark source $src $ver $suite"
@@ -103,7 +161,8 @@ if [ -n "$orig" ] && [ -f debian/patches/series ]; then
 fi
 rm -rf "$dest.fetch"
 echo "$mark tree $dest"
-"#;
+"#
+);
 
 /// `INSTALL`: Debian's `autopkgtest` (and `dpkg-dev`, which it installs
 /// for an unbuilt tree anyway) from the cell's archive, unless present.

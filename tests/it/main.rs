@@ -1,6 +1,7 @@
 //! rocmatrix's integration tests: one binary, one module per area.
 
 mod architecture_tests;
+mod autopkgtest_source_tests;
 mod autopkgtest_tests;
 mod bisect_tests;
 mod build_jobs_tests;
