@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Autopkgtest;
+use crate::spec::source_pin::parse_source;
 use crate::suite::{Case, CaseVerdict, Log, SuiteContext, SuiteError, SuiteOutcome};
 
 /// Where the step's work lives in the container.
@@ -50,7 +51,7 @@ pub async fn run(
     let deadline = Instant::now() + cx.step_timeout;
     let work = format!("{WORK_ROOT}/{}", cx.slug);
     let (tree, mut package) = match (&a.source, &a.path) {
-        (Some(src), None) => (fetch(cx, src, &work, log, deadline).await?, src.clone()),
+        (Some(src), None) => fetch(cx, src, &work, log, deadline).await?,
         (None, Some(p)) => (p.clone(), String::new()),
         (Some(s), Some(p)) => {
             return Ok(problem(&format!(
@@ -287,16 +288,21 @@ async fn run_autopkgtest(
     })
 }
 
-/// Fetches source package `src` into `WORK/src` with [`script::FETCH`].
+/// Fetches source package `src` (`NAME` or `NAME=VERSION`) into
+/// `WORK/src` with [`script::FETCH`]: the tree and the package's name.
 async fn fetch(
     cx: &SuiteContext<'_>,
     src: &str,
     work: &str,
     log: &Log<'_>,
     deadline: Instant,
-) -> Result<String, SuiteError> {
+) -> Result<(String, String), SuiteError> {
+    // The plan holds only sources that parse (checked as it was made).
+    let pin = parse_source(src)
+        .map_err(|e| infra(&format!("autopkgtest source {src}"), &e.to_string()))?;
     let dest = format!("{work}/src");
-    let (exit, text) = shell(cx, script::FETCH, &[src, &dest], log, left(deadline)).await?;
+    let args = [pin.name, &dest, pin.version.unwrap_or("")];
+    let (exit, text) = shell(cx, script::FETCH, &args, log, left(deadline)).await?;
     let said = |what: &str| {
         text.lines()
             .filter_map(|l| l.strip_prefix(script::MARK))
@@ -305,7 +311,7 @@ async fn fetch(
             .map(|s| s.trim().to_string())
     };
     match exit {
-        Some(0) => Ok(dest),
+        Some(0) => Ok((dest, pin.name.to_string())),
         Some(script::EXIT_UNSERVED) => Err(infra(
             &format!("autopkgtest source {src}"),
             &said("unserved:").unwrap_or_else(|| "the archive does not serve it".into()),

@@ -44,6 +44,11 @@ impl Renderer {
         }
     }
 
+    /// The matrix file the templates are from.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
     /// Compiles `t` under its field name; syntax errors point into the file.
     pub fn add(&mut self, t: &Template) -> Result<(), SpecError> {
         if self.templates.contains_key(&t.field) {

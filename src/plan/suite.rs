@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::render::Renderer;
-use crate::spec::{SpecError, SuiteTemplate};
+use crate::spec::{source_pin, SpecError, SuiteTemplate};
 
 /// A rendered `gtest:`, `ctest:` or `autopkgtest:`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -116,7 +116,10 @@ pub(super) fn render(
             args: args(&c.args)?,
         }),
         SuiteTemplate::Autopkgtest(a) => TestSuite::Autopkgtest(Autopkgtest {
-            source: opt(&a.source)?.map(|s| s.trim().to_string()),
+            source: match (&a.source, opt(&a.source)?) {
+                (Some(t), Some(s)) => Some(source_pin::rendered(r.file(), t, &s, id)?),
+                _ => None,
+            },
             path: opt(&a.path)?.map(|s| s.trim().to_string()),
             timeout_per_test: a.timeout_per_test,
             gtest_adapter: a.gtest_adapter,

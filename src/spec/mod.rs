@@ -13,6 +13,7 @@ mod error;
 pub mod expand;
 mod raw;
 mod registry;
+pub mod source_pin;
 mod suggest;
 pub mod suite;
 mod validate;

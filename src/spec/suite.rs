@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::raw::{RawAutopkgtest, RawClassify, RawCtest, RawGtest};
+use super::source_pin::parse_source;
 use super::{parse_duration, SpecError, Template};
 
 /// A step's test suite, before rendering per cell.
@@ -22,7 +23,8 @@ pub enum SuiteTemplate {
 /// Debian's `autopkgtest` in the cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AutopkgtestTemplate {
-    /// A source package name, fetched from the cell's archive.
+    /// A source package name, fetched from the cell's archive: `NAME` (the
+    /// newest version its Sources index holds) or `NAME=VERSION`.
     pub source: Option<Template>,
     /// A source tree inside the cell (`/src/rocfft`).
     pub path: Option<Template>,
@@ -116,7 +118,8 @@ pub struct ClassifyRule {
     pub gpu: GpuCondition,
 }
 
-/// Reads the step's `autopkgtest:`: exactly one of `source` and `path`.
+/// Reads the step's `autopkgtest:`: exactly one of `source` (`NAME` or
+/// `NAME=VERSION`) and `path`.
 pub(super) fn read_autopkgtest(
     field: &str,
     raw: &RawAutopkgtest,
@@ -145,6 +148,12 @@ pub(super) fn read_autopkgtest(
             p.map(|p| template(format!("{f}.path"), p)),
         ),
     };
+    // A template is checked once a cell renders it (`src/plan/suite.rs`).
+    if let Some(s) = raw.source.as_ref().filter(|s| !templated(Some(s))) {
+        if !s.trim().is_empty() {
+            parse_source(s).map_err(|e| err(&format!("{f}.source"), e.to_string()))?;
+        }
+    }
     let timeout_per_test = raw
         .timeout_per_test
         .as_ref()

@@ -1,9 +1,10 @@
 //! Which version of `autopkgtest: {source: NAME}` a cell fetches (issue 51,
 //! item 1): the newest its Sources index holds, by dpkg's own ordering, as
-//! `apt-get source` chooses. On Debian's real sid index, where rocm-hipamd
+//! `apt-get source` chooses, unless the matrix pins one
+//! (`source: NAME=VERSION`). On Debian's real sid index, where rocm-hipamd
 //! has two records (the old one kept for binaries still in sid): `choose`
 //! of the fetch script on the host's dpkg, over rocm-hipamd and every
-//! other source the index holds more than once.
+//! other source the index holds more than once; then a real sid cell.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -214,4 +215,132 @@ fn sorted<'a>(versions: &[&'a str]) -> Vec<&'a str> {
         }
     });
     v
+}
+
+/// A real sid cell: `source: rocm-hipamd` fetches the newest (the step log
+/// says so, and the cell is not the fetch error issue 51 met), a pin on
+/// the older record fetches that one, a pin the index lacks is a cell
+/// error naming the versions it holds.
+#[test]
+fn autopkgtest_source_in_a_real_sid_cell_is_the_version_apt_get_source_fetches() {
+    let test = "autopkgtest_source_in_a_real_sid_cell_is_the_version_apt_get_source_fetches";
+    if !have("dpkg", &["--version"], test) {
+        return;
+    }
+    let Some(_engine) = engine_or_skip(test) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(all) = sid_sources(test, dir.path()) else {
+        return;
+    };
+    let hipamd = sorted(&all[HIPAMD].iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(hipamd.len() >= 2, "{hipamd:?}");
+    let (oldest, newest) = (hipamd[0], hipamd[hipamd.len() - 1]);
+    bases::ensure("sid");
+    let m = write(
+        dir.path(),
+        "a.yaml",
+        &format!(
+            "name: source-version\nmatrix:\n  suite: [sid]\n  pin: [newest, oldest, absent]\n\
+             environment:\n  base: debian:sid\n  packages: [autopkgtest, dpkg-dev]\n\
+             steps:\n  - name: tests\n    timeout: 30m\n    autopkgtest:\n      \
+             source: \"{HIPAMD}{{{{ {{'newest': '', 'oldest': '={oldest}', 'absent': '=0.1-1'}}[matrix.pin] }}}}\"\n"
+        ),
+    );
+    let o = Rocmatrix::run_matrix(&m)
+        .progress_plain()
+        .out(dir.path().join("out"))
+        .run();
+    let run = o.run_store();
+    let log = |cell: &str| {
+        std::fs::read_to_string(run.join("cells").join(cell).join("logs/01-tests.log"))
+            .unwrap_or_else(|e| panic!("{cell}: {e}\n{}", o.context()))
+    };
+    let list = hipamd.join(", ");
+
+    let text = log("sid.newest");
+    assert!(
+        text.contains(&format!(
+            "rocmatrix-autopkgtest: {HIPAMD}: {} versions in the index ({list}); chose {newest}, the newest, as apt-get source does",
+            hipamd.len()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("rocmatrix-autopkgtest: source {HIPAMD} {newest} ")),
+        "{text}"
+    );
+    let cell = cell_json(&run, "sid.newest");
+    let reason = cell["reason"].as_str().unwrap_or_default();
+    assert!(!reason.contains("autopkgtest source"), "{cell:#}");
+    eprintln!("{test}: {HIPAMD} {newest}: {} ({reason})", cell["status"]);
+
+    let text = log("sid.oldest");
+    assert!(
+        text.contains(&format!("; chose {oldest}, pinned by the matrix")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("rocmatrix-autopkgtest: source {HIPAMD} {oldest} ")),
+        "{text}"
+    );
+
+    let cell = cell_json(&run, "sid.absent");
+    assert_eq!(cell["status"], "error", "{cell:#}");
+    assert_eq!(
+        cell["reason"].as_str().unwrap(),
+        format!(
+            "autopkgtest source {HIPAMD}=0.1-1: the Sources index of sid holds {HIPAMD} {list}, not 0.1-1, the version the matrix pins"
+        ),
+        "{cell:#}"
+    );
+}
+
+/// `source: NAME=VERSION` is checked with the matrix file: a literal one
+/// where it is written, a template for each cell it renders for (exit 2,
+/// file:line:column).
+#[test]
+fn autopkgtest_source_pins_are_checked_with_the_matrix_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "name: pins\nmatrix:\n  v: ['6.4.3-5', 'v6.4']\nsteps:\n  - name: tests\n    autopkgtest:\n";
+    for (source, line_col, says) in [
+        (
+            "rocm-hipamd=v6.4",
+            "a.yaml:7:15: ",
+            "`v6.4` is not a Debian version ([EPOCH:]UPSTREAM[-REVISION]): the upstream version does not start with a digit",
+        ),
+        (
+            "rocm-hipamd=",
+            "a.yaml:7:15: ",
+            "`rocm-hipamd=`: the version after `=` is empty",
+        ),
+        ("ROCm-hipamd", "a.yaml:7:15: ", "`ROCm-hipamd` is not a Debian source package name"),
+        (
+            "'rocm-hipamd={{ matrix.v }}'",
+            "a.yaml:7:15: ",
+            "steps[0].autopkgtest.source: `v6.4` is not a Debian version ([EPOCH:]UPSTREAM[-REVISION]): the upstream version does not start with a digit (rendering cell v6.4)",
+        ),
+    ] {
+        let m = write(dir.path(), "a.yaml", &format!("{head}      source: {source}\n"));
+        let o = Rocmatrix::new().arg("validate").arg(&m).run();
+        o.assert_code(2);
+        let text = o.text();
+        assert!(
+            text.contains(&format!("{line_col}{says}")),
+            "{source}: {line_col}{says}\n{}",
+            o.context()
+        );
+    }
+    let m = write(
+        dir.path(),
+        "a.yaml",
+        &format!("{head}      source: 'rocm-hipamd=1:{{{{ matrix.v }}}}'\n")
+            .replace("'v6.4'", "'6.4.3-6'"),
+    );
+    Rocmatrix::new()
+        .arg("validate")
+        .arg(&m)
+        .run()
+        .assert_success();
 }
