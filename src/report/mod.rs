@@ -543,10 +543,29 @@ fn fence(s: &str) -> String {
     format!("{f}text\n{}\n{f}", s.trim_end())
 }
 
+/// HTML of a message written for the terminal: escaped, its `` `name` ``
+/// spans as `<code>name</code>` (the pages showed the backticks). An
+/// unpaired backtick stays as it is.
+fn ticks(s: &str) -> minijinja::Value {
+    let parts: Vec<&str> = s.split('`').collect();
+    let mut out = String::with_capacity(s.len() + 16);
+    for (i, part) in parts.iter().enumerate() {
+        let text = minijinja::HtmlEscape(part).to_string();
+        let paired = i % 2 == 1 && i + 1 < parts.len();
+        match (paired, i % 2 == 1) {
+            (true, _) => out.push_str(&format!("<code>{text}</code>")),
+            (false, true) => out.push_str(&format!("`{text}")),
+            (false, false) => out.push_str(&text),
+        }
+    }
+    minijinja::Value::from_safe_string(out)
+}
+
 pub(crate) fn env() -> Environment<'static> {
     let mut env = Environment::new();
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.add_filter("md", |s: String| md_escape(&s));
+    env.add_filter("ticks", |s: String| ticks(&s));
     env.add_filter("fence", |s: String| fence(&s));
     env.add_filter("count", |n: u64, one: String, many: Option<String>| {
         count(n, &one, many.as_deref())
@@ -674,6 +693,19 @@ fn html(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_messages_backtick_spans_are_code_and_everything_else_is_escaped() {
+        assert_eq!(
+            ticks("step `compile` failed: <exit 1>").to_string(),
+            "step <code>compile</code> failed: &lt;exit 1&gt;"
+        );
+        assert_eq!(ticks("a ` alone").to_string(), "a ` alone");
+        assert_eq!(
+            ticks("`<img src=x onerror=alert(1)>`").to_string(),
+            "<code>&lt;img src=x onerror=alert(1)&gt;</code>"
+        );
+    }
 
     #[test]
     fn a_failing_steps_tail_shows_its_error_first_and_links_its_whole_log_in_a_runs_report() {

@@ -469,9 +469,12 @@ mod tests {
         );
         let md = crate::report::render_summary(&results, None).unwrap();
         assert!(
-            md.contains("⏭️ step **run-on-gpu** skipped in 2 cells: needs a GPU: no GPU inventory"),
+            md.contains(
+                "⏭️ step **run-on-gpu** skipped in 2 cells: needs a GPU: no GPU inventory (a, b)"
+            ),
             "{md}"
         );
+        assert_eq!(md.matches("step **run-on-gpu**").count(), 1, "once: {md}");
         let html = crate::report::render_html(&results, None).unwrap();
         assert!(
             html.contains("step <b>run-on-gpu</b> skipped in 2 cells: needs a GPU"),

@@ -92,6 +92,11 @@ fn a_step_change_with_nothing_changed_is_failing_since_not_flaky() {
             );
         }
         runs.push(store_of(&o));
+        if k == 1 {
+            // Nothing failing yet: no empty table of failing tests.
+            let summary = std::fs::read_to_string(runs[0].join("report/summary.md")).unwrap();
+            assert!(!summary.contains("Failing tests across runs"), "{summary}");
+        }
         if k == 5 {
             assert!(
                 o.stdout().contains("net.broke_at_5 in a: new"),
