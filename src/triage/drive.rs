@@ -336,14 +336,22 @@ fn from_history(
                 let base = targets::read(&dir)?;
                 tasks.push(targets::task(Change::New, s, run, &base, cache));
             }
-            super::history::Found::None(why) => tasks.push(Task {
-                change: Change::New,
-                signature: crate::bisect::judge::Shown::of(s),
-                cell,
-                baseline: None,
-                plans: Vec::new(),
-                could_not: Some(why),
-            }),
+            // No earlier good run (a first run): an ordered axis the
+            // signature's attribution names is searched within the run,
+            // from a value where the cell passed in it.
+            super::history::Found::None(why) => {
+                let plans: Vec<_> = targets::pinned_axis_plan(s, run, &cell)
+                    .into_iter()
+                    .collect();
+                tasks.push(Task {
+                    change: Change::New,
+                    signature: crate::bisect::judge::Shown::of(s),
+                    could_not: plans.is_empty().then_some(why),
+                    cell,
+                    baseline: None,
+                    plans,
+                })
+            }
         }
     }
     // What the run before it showed and this run does not: gone,

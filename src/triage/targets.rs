@@ -217,9 +217,11 @@ fn cell_of(sig: &Signature, other: &Results) -> String {
         .unwrap_or_default()
 }
 
-/// The search along an ordered axis its attribution names, with the
-/// sources held where the run had them.
-fn pinned_axis_plan(sig: &Signature, run: &RunSide, cell: &str) -> Option<Plan> {
+/// The search along an ordered axis its attribution names, within the run
+/// (from the nearest value where the cell passed in it), with the sources
+/// held where the run had them; `None` when no ordered axis is named. It
+/// needs no baseline: a first run's triage asks it alone.
+pub fn pinned_axis_plan(sig: &Signature, run: &RunSide, cell: &str) -> Option<Plan> {
     let mut p = axis_plan(sig, &run.results, cell)?;
     p.pins = run
         .lock

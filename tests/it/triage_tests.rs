@@ -600,4 +600,27 @@ fn the_yn_failure_is_triaged_over_the_llvm_axis_its_attribution_names_for_real()
         o.stdout()
     );
     eprintln!("yn: {n} probes; run + triage {secs:.1} s");
+
+    // A first run, with no baseline and no earlier run in its history (it
+    // said "could not triage: the history holds no earlier run where cell
+    // … ran without it"): the answer is in the run, where llvm=22 passed.
+    let fresh = dir.path().join("fresh");
+    let first = Rocmatrix::run_matrix(&m)
+        .args(["--only", "gfx=gfx900"])
+        .out(&fresh)
+        .run();
+    first.assert_code(1);
+    let t = Rocmatrix::new()
+        .arg("triage")
+        .arg(first.run_store())
+        .arg("--out")
+        .arg(&fresh)
+        .run();
+    let said = t.text();
+    assert!(!said.contains("could not triage"), "{said}");
+    assert!(
+        said.contains("gone from llvm=22 (range llvm=15..22, ")
+            && said.contains("last failing llvm=21"),
+        "{said}"
+    );
 }
