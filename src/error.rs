@@ -90,6 +90,28 @@ impl ExitCode {
         }
     }
 
+    /// A Slurm array (`run --executor slurm`), judged as a local run is:
+    /// interrupted 130; test failures 1 (`--fail-on` decides, over the
+    /// merged report); infrastructure errors (cells a task did not finish,
+    /// `errors`) 3 unless tests failed too; else 0.
+    pub fn of_array(
+        summary: &ReportSummary,
+        fail_on: FailOn,
+        interrupted: bool,
+        errors: bool,
+    ) -> ExitCode {
+        if interrupted {
+            return ExitCode::Interrupted;
+        }
+        let failed = summary.totals.failed > 0;
+        match ExitCode::of_report(summary, fail_on) {
+            ExitCode::TestFailure if errors && !failed => ExitCode::Infrastructure,
+            ExitCode::TestFailure => ExitCode::TestFailure,
+            _ if errors => ExitCode::Infrastructure,
+            other => other,
+        }
+    }
+
     /// A finished (or interrupted) run, judged with its reports when they
     /// could be written: interrupted 130; test failures 1 (expected failures
     /// do not count, and `--fail-on` decides); infrastructure errors 3 —

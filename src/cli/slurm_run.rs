@@ -150,27 +150,12 @@ pub fn run(args: &RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<E
         ));
     }
     super::write_out(out, &text)?;
-    Ok(judge(&summary, args, interrupted, errors))
-}
-
-/// Exit codes as a local run's: interrupted 130; test failures 1;
-/// infrastructure errors (cells a task did not finish) 3; else 0.
-fn judge(
-    summary: &crate::report::ReportSummary,
-    args: &RunArgs,
-    interrupted: bool,
-    errors: bool,
-) -> ExitCode {
-    if interrupted {
-        return ExitCode::Interrupted;
-    }
-    let failed = summary.totals.failed > 0;
-    match ExitCode::of_report(summary, args.judge.fail_on) {
-        ExitCode::TestFailure if errors && !failed => ExitCode::Infrastructure,
-        ExitCode::TestFailure => ExitCode::TestFailure,
-        _ if errors => ExitCode::Infrastructure,
-        other => other,
-    }
+    Ok(ExitCode::of_array(
+        &summary,
+        args.judge.fail_on,
+        interrupted,
+        errors,
+    ))
 }
 
 /// The plan's environments, made here before the array goes out

@@ -239,7 +239,10 @@ pub struct CellResult {
     #[serde(default)]
     pub duration_secs: f64,
     pub counts: Counts,
-    /// Set when an `expect:` rule without `tests` covers the whole cell.
+    /// The reason of the `expect:` rule without `tests` that covers the
+    /// whole cell, set only when the cell failed as that rule says it
+    /// would (a test failure: not an error, not a pass); a covered cell
+    /// that passed has none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_failure: Option<String>,
     #[serde(default)]
