@@ -39,6 +39,7 @@ pub mod step;
 pub mod stop;
 pub mod store;
 pub mod suite;
+pub mod timeline;
 pub mod triage;
 pub mod trial;
 pub mod yaml;

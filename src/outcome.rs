@@ -10,16 +10,52 @@
 //! live lines and the last progress line (`src/run/progress.rs`), the
 //! journal's `cell_finished`, the run's summary table and the exit code with
 //! its reason (`src/cli/run.rs`, `src/error.rs`), and the reports
-//! (`crate::results::CellResult::verdict`). The live side reaches the JUnit
-//! files through a [`CellJudge`], which the results room implements (it
-//! stands above the runner, which may not import it).
-
-use std::path::Path;
+//! (`CellResult::verdict`, in `src/results/`). The live side reaches the JUnit
+//! files through the runner's `CellJudge` (`src/run/events.rs`), which the
+//! results room implements (it stands above the runner, which may not
+//! import it). This module imports nothing of the crate: the run store's
+//! records (`src/store/`) use its words, not the other way.
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::record::CellRecord;
-pub use crate::store::record::RunStatus;
+/// How running something ended: a step, a build, or a cell (its steps'
+/// status made worse by its tests). It is what `cell.json`, `build.json` and
+/// the journal record as `status`; what a cell's ending *means*, after
+/// `expect:` and `classify:`, is its [`CellVerdict`], and a single test's
+/// status is the results' `TestStatus` (`src/results/`). `cell.json`'s
+/// record type re-exports it (`store::record::RunStatus`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Passed,
+    Failed,
+    Timeout,
+    Oom,
+    /// Infrastructure trouble: the cell could not be judged.
+    Error,
+    Skipped,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Passed => "passed",
+            RunStatus::Failed => "failed",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Oom => "oom",
+            RunStatus::Error => "error",
+            RunStatus::Skipped => "skipped",
+        }
+    }
+
+    /// Whether this outcome fails the run.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Failed | RunStatus::Timeout | RunStatus::Oom | RunStatus::Error
+        )
+    }
+}
 
 /// How a cell ended, all things considered: the one verdict that the live
 /// lines, the summary table, the reports (badge, banner, grid mark,
@@ -169,13 +205,6 @@ pub fn judge_cell(facts: &CellFacts<'_>) -> Judgement {
         CellVerdict::Passed
     };
     Judgement { status, verdict }
-}
-
-/// Judges a finished cell: its record and what its JUnit files (under
-/// `cell_dir`) say. The results room implements it over the same reading
-/// the reports do; the runner asks it as each cell finishes.
-pub trait CellJudge: Send + Sync {
-    fn judge(&self, record: &CellRecord, cell_dir: &Path) -> Judgement;
 }
 
 /// Cells counted by their judgement, as the last progress line and the

@@ -11,8 +11,9 @@
 //! - [`cases`]: verdicts, the tests' output and googletest XML left in
 //!   their artifacts, as JUnit test cases.
 //!
-//! Reached through [`crate::suite::run`], like the `gtest:` and `ctest:`
-//! adapters, and returning their [`SuiteOutcome`].
+//! Called by the cell runner (`src/run/steps.rs`) like the `gtest:` and
+//! `ctest:` adapters of `src/suite/`, on which it stands, and returning
+//! their [`SuiteOutcome`].
 
 pub mod cases;
 pub mod control;

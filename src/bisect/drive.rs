@@ -64,7 +64,15 @@ pub struct Options {
     pub gpus: Arc<dyn GpuGate>,
     /// The cache directory (git mirrors under `git/`).
     pub cache: PathBuf,
+    /// Writes a finished probe's reports into its run store, for people to
+    /// read (the CLI gives the report writer: bisection stands below the
+    /// reports and never calls them itself).
+    pub probe_reports: ProbeReports,
 }
+
+/// What writes a probe run's reports (its run directory); it says itself
+/// why it could not.
+pub type ProbeReports = fn(&std::path::Path);
 
 /// How a bisection ended.
 pub struct Finished {
@@ -100,6 +108,7 @@ pub async fn bisect(
         gpus: opts.gpus.clone(),
         dir: store.dir.clone(),
         interrupt,
+        reports: opts.probe_reports,
     };
     let d = Driver {
         setup,

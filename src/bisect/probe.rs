@@ -35,6 +35,8 @@ pub struct Setup<'a> {
     /// The bisection's directory; runs go under its `runs/`.
     pub dir: PathBuf,
     pub interrupt: Interrupt,
+    /// Writes a finished probe's reports.
+    pub reports: super::drive::ProbeReports,
 }
 
 /// A finished probe run.
@@ -153,13 +155,8 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
             .map_err(|e| BisectError::Join(e.to_string()))?;
     }
     if !report.outcome.interrupted {
-        let dir = run_dir.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            if let Err(e) = crate::report::write_reports(&dir, None, None) {
-                tracing::warn!("{}: the probe's reports: {e}", dir.display());
-            }
-        })
-        .await;
+        let (dir, write) = (run_dir.clone(), setup.reports);
+        let _ = tokio::task::spawn_blocking(move || write(&dir)).await;
     }
     let ran = Ran {
         run,

@@ -89,6 +89,7 @@ pub fn run(args: BisectArgs, cx: &super::Context, out: &mut dyn Write) -> Result
         progress: args.progress,
         gpus: gate,
         cache: crate::dirs::cache_dir(),
+        probe_reports: super::probe_reports,
     };
     let say = |line: &str| eprintln!("{line}");
     let finished = cx.runtime.block_on(async {

@@ -254,6 +254,14 @@ impl GpuSource {
     }
 }
 
+/// A bisection probe's reports, written into its run store (bisect and
+/// triage are given this: they stand below the reports).
+pub(crate) fn probe_reports(dir: &std::path::Path) {
+    if let Err(e) = crate::report::write_reports(dir, None, None) {
+        tracing::warn!("{}: the probe's reports: {e}", dir.display());
+    }
+}
+
 /// A command-line value clap's parsers reject, in words.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

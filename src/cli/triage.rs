@@ -141,6 +141,7 @@ pub async fn carry_out(
             progress: setup.progress,
             gpus: gate,
             cache: crate::dirs::cache_dir(),
+            probe_reports: super::probe_reports,
         },
         budget,
         budget_text: setup.budget.triage_budget.clone(),

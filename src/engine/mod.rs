@@ -38,6 +38,12 @@ pub const LABEL_HOST: &str = "rocmatrix.host";
 /// Label on images rocmatrix built or imported (`env`, `base`, `build` or
 /// `snapshot`) and on its cache volumes (`cache`).
 pub const LABEL_KIND: &str = "rocmatrix.kind";
+/// Label on an image build's intermediate containers: the host and pid of
+/// the rocmatrix process that builds (`host/pid`), so that the sweep of
+/// dead runs removes what an interrupted build left; empty on the finished
+/// image. Here, beside the other owner labels, so that the sweep
+/// (`src/stop/`) needs nothing of `src/image/`.
+pub const LABEL_BUILDER: &str = "rocmatrix.builder";
 
 /// Label on a cache volume naming its key (`cache:`).
 pub const LABEL_CACHE_KEY: &str = "rocmatrix.cache.key";

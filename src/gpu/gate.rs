@@ -182,7 +182,16 @@ impl GpuGate for KfdGate {
                 grant.gpus = lease
                     .gpus
                     .iter()
-                    .map(|g| crate::gpu::identity::kfd(&g.gpu, &self.sysfs_root))
+                    .map(|l| {
+                        let g = &l.gpu;
+                        let model = if g.name.is_empty() || g.name == g.processor {
+                            g.processor.clone()
+                        } else {
+                            format!("{} ({})", g.name, g.processor)
+                        };
+                        let id = g.uuid.as_deref().unwrap_or(&g.pci);
+                        crate::host::identity::amd(id, &g.pci, model, &self.sysfs_root)
+                    })
                     .collect();
                 grant.release = Some(Box::new(move || lease.release()));
                 Ok(grant)
@@ -341,7 +350,12 @@ impl NvidiaGate {
         grant.gpus = uuids
             .iter()
             .filter_map(|u| self.inventory.gpus.iter().find(|g| &g.uuid == u))
-            .map(crate::gpu::identity::nvidia)
+            .map(|g| crate::store::host::GpuFacts {
+                id: g.uuid.clone(),
+                pci: g.pci.clone(),
+                model: g.model.clone(),
+                firmware: g.firmware.clone(),
+            })
             .collect();
         Ok(grant)
     }

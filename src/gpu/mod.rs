@@ -8,7 +8,6 @@ pub mod cdi;
 pub mod checks;
 pub mod compat;
 pub mod gate;
-pub mod identity;
 pub mod inventory;
 pub mod lease;
 pub mod nvidia;

@@ -200,5 +200,15 @@ mod tests {
         g.compute_cap = caps.get(&g.uuid).cloned();
         assert_eq!(g.target().as_deref(), Some("sm_90"));
         assert!(g.runs("sm_90") && g.runs("sm_90a") && !g.runs("sm_80"));
+        assert!(g.firmware.is_empty(), "none shown: none kept");
+        // The driver's own file, as the lent H100 machine gave it.
+        let real = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/nvidia/h100/proc/driver/nvidia/gpus/0000:00:06.0/information"
+        ))
+        .unwrap();
+        let h = parse_information(&real).unwrap();
+        assert_eq!(h.firmware["vbios"], "96.00.cf.00.01");
+        assert_eq!(h.firmware["gsp"], "580.159.04");
     }
 }

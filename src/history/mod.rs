@@ -9,8 +9,8 @@
 //! - [`record`]: what a run leaves in it;
 //! - [`schema`], [`backend`], [`sqlite`], [`postgres`]: the tables and the
 //!   two databases;
-//! - [`verdict`]: flaky, regression, known, fixed — the rules;
-//! - [`place`]: where a flaky test is flaky (axes, hosts, GPUs);
+//! - [`verdict`], [`place`] (`src/timeline/`): flaky, regression, known,
+//!   fixed — the rules — and where a flaky test is flaky (axes, hosts, GPUs);
 //! - [`hosts`]: failures and flakes per host and GPU (`history hosts`);
 //! - [`past`]: the history seen from one run, as its report shows it,
 //!   its window followed from failsets by `window`;
@@ -25,22 +25,21 @@ mod follow;
 pub mod hosts;
 pub mod location;
 pub mod past;
-pub mod place;
 mod postgres;
 pub mod query;
 pub mod record;
 pub mod schema;
 mod sqlite;
-pub mod verdict;
 mod window;
 
 use std::collections::BTreeMap;
 
+pub use crate::timeline::place::{self, flaky_places, flaky_places_of, Place};
+pub use crate::timeline::{verdict, TestHistory};
 use backend::{Backend, DbError, RunRow, StoredCell};
 pub use location::Location;
-pub use place::{flaky_places, flaky_places_of, Place};
 use record::RunRecord;
-use verdict::{HistoryVerdict, Point};
+use verdict::HistoryVerdict;
 
 /// A history that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -55,22 +54,6 @@ pub enum HistoryError {
 pub struct History {
     backend: Box<dyn Backend>,
     location: Location,
-}
-
-/// One test in one cell of one matrix, followed across the recorded runs.
-#[derive(Debug, Clone)]
-pub struct TestHistory {
-    /// The matrix's name.
-    pub matrix: String,
-    pub cell: String,
-    pub axes: std::sync::Arc<BTreeMap<String, String>>,
-    pub test: String,
-    /// Its outcome in each run its cell ran in, in run order.
-    pub points: Vec<Point>,
-    pub verdict: HistoryVerdict,
-    /// The latest failure's signature id and first line.
-    pub signature: String,
-    pub message: String,
 }
 
 impl History {

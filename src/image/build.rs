@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use super::{BaseImage, Family, ImageError};
-use crate::engine::{Engine, LABEL_KIND};
+use crate::engine::{Engine, LABEL_BUILDER, LABEL_KIND};
 use crate::plan::{Environment, Llvm};
 pub use crate::store::lock::EnvImage;
 
@@ -162,11 +162,6 @@ pub async fn ensure_env_image(
         registry: None,
     })
 }
-
-/// Label on a build's intermediate containers: the host and pid of the
-/// rocmatrix process that builds (`host/pid`), so that the sweep of dead
-/// runs removes what an interrupted build left; empty on the finished image.
-pub const LABEL_BUILDER: &str = "rocmatrix.builder";
 
 /// `containerfile` as sent to the engine: a `LABEL` after the `FROM` marks
 /// every intermediate container of the build with its owner, and one at the

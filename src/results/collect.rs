@@ -147,16 +147,13 @@ impl CellCollector<'_, '_> {
     }
 }
 
-impl Visitor for CellCollector<'_, '_> {
-    fn suite_start(&mut self, path: &str, timestamp: Option<&str>) {
-        self.sink.suite_start(path, timestamp);
-    }
-
-    fn suite_end(&mut self, path: &str) {
-        self.sink.suite_end(path);
-    }
-
-    fn case(&mut self, suite: &str, mut case: Case) {
+impl CellCollector<'_, '_> {
+    /// What the matrix's `expect:` and `flaky:` lists make of a case: its
+    /// status, the reason of the rule that moved it, and whether a `flaky:`
+    /// entry covered its failure (1: that is written as a flaky run of the
+    /// case, but no rerun ran, and it is not counted as one: the history
+    /// keeps it a failure).
+    fn by_the_lists(&self, suite: &str, case: &mut Case) -> (TestStatus, Option<String>, usize) {
         let (mut status, mut expected) = match case.outcome {
             Outcome::Passed if !case.flaky.is_empty() => (TestStatus::Flaky, None),
             Outcome::Passed => (TestStatus::Passed, None),
@@ -180,8 +177,6 @@ impl Visitor for CellCollector<'_, '_> {
                 expected = Some(e.reason.clone());
             }
         }
-        // A `flaky:` entry's failure is written as a flaky run, but no rerun
-        // ran: it is not counted as one (the history keeps it a failure).
         let mut listed = 0;
         if status.is_failure() {
             let rule = CellRules::naming(&self.rules.flaky, suite, &case.classname, &case.name);
@@ -196,6 +191,21 @@ impl Visitor for CellCollector<'_, '_> {
                 expected = Some(e.reason.clone());
             }
         }
+        (status, expected, listed)
+    }
+}
+
+impl Visitor for CellCollector<'_, '_> {
+    fn suite_start(&mut self, path: &str, timestamp: Option<&str>) {
+        self.sink.suite_start(path, timestamp);
+    }
+
+    fn suite_end(&mut self, path: &str) {
+        self.sink.suite_end(path);
+    }
+
+    fn case(&mut self, suite: &str, mut case: Case) {
+        let (mut status, expected, listed) = self.by_the_lists(suite, &mut case);
         let mut classified = None;
         if status.is_failure() {
             let (failure, text) = case_text(&case);

@@ -11,7 +11,8 @@ use super::collect::collect_classified;
 use super::junit::Limits;
 use super::source::{self, CellSource, Source};
 use super::NoSink;
-use crate::outcome::{judge_cell, CellFacts, CellJudge, Judgement};
+use crate::outcome::{judge_cell, CellFacts, Judgement};
+use crate::run::events::CellJudge;
 use crate::store::record::CellRecord;
 
 /// Judges the cells of one run by their tests; the run's rules are read

@@ -15,9 +15,20 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::image::registry::Fetched;
-use crate::outcome::{judge_cell, CellFacts, CellJudge, CellTally, Judgement, TestTally};
+use crate::outcome::{judge_cell, CellFacts, CellTally, Judgement, TestTally};
 pub use crate::store::journal::Event;
 use crate::store::record::CellRecord;
+
+/// Judges a finished cell: its record and what its JUnit files (under
+/// `cell_dir`) say. The results room implements it over the same reading
+/// the reports do; the runner asks it as each cell finishes.
+pub trait CellJudge: Send + Sync {
+    fn judge(
+        &self,
+        record: &crate::store::record::CellRecord,
+        cell_dir: &std::path::Path,
+    ) -> Judgement;
+}
 
 /// Consumes events. Implementations must be cheap: they run inline.
 pub trait Listener: Send + Sync {

@@ -45,7 +45,7 @@ pub struct RunRequest {
     pub gpus: Arc<dyn GpuGate>,
     /// Judges each finished cell by its JUnit files too (the results
     /// room's); without one, by its steps and whole-cell expectation.
-    pub judge: Option<Arc<dyn crate::outcome::CellJudge>>,
+    pub judge: Option<Arc<dyn super::events::CellJudge>>,
 }
 
 /// What the run did, for the CLI's summary.

@@ -164,9 +164,14 @@ async fn run_suite(
     suite: &crate::plan::TestSuite,
     log: &mut StepLog,
 ) -> Result<(RunStatus, Option<String>, Option<PathBuf>), CellError> {
+    use crate::plan::TestSuite;
     let mut write = |b: &[u8]| log.write(b);
     let shared = std::sync::Mutex::new(&mut write as &mut (dyn FnMut(&[u8]) + Send));
-    let outcome = crate::suite::run(sc, suite, &shared).await?;
+    let outcome = match suite {
+        TestSuite::Gtest(g) => crate::suite::gtest::run(sc, g, &shared).await?,
+        TestSuite::Ctest(c) => crate::suite::ctest::run(sc, c, &shared).await?,
+        TestSuite::Autopkgtest(a) => crate::autopkgtest::run(sc, a, &shared).await?,
+    };
     let summary = outcome.summary();
     let text = format!("rocmatrix: {summary}\n");
     (*shared.lock().unwrap_or_else(|p| p.into_inner()))(text.as_bytes());

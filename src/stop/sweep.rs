@@ -3,8 +3,8 @@
 //! of an image build whose process is gone (`rocmatrix.builder`).
 
 use crate::engine::labels::hostname;
+use crate::engine::LABEL_BUILDER;
 use crate::engine::{Engine, EngineError, LABEL_CELL, LABEL_HOST, LABEL_PID, LABEL_RUN};
-use crate::image::build::LABEL_BUILDER;
 
 fn process_alive(pid: &str) -> bool {
     pid.parse::<u32>()

@@ -64,43 +64,7 @@ impl RunManifest {
     }
 }
 
-/// How running something ended: a step, a build, or a cell (its steps'
-/// status made worse by its tests). It is what `cell.json`, `build.json` and
-/// the journal record as `status`; what a cell's ending *means*, after
-/// `expect:` and `classify:`, is its [`crate::outcome::CellVerdict`], and a
-/// single test's status is `crate::results::TestStatus`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum RunStatus {
-    Passed,
-    Failed,
-    Timeout,
-    Oom,
-    /// Infrastructure trouble: the cell could not be judged.
-    Error,
-    Skipped,
-}
-
-impl RunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Passed => "passed",
-            RunStatus::Failed => "failed",
-            RunStatus::Timeout => "timeout",
-            RunStatus::Oom => "oom",
-            RunStatus::Error => "error",
-            RunStatus::Skipped => "skipped",
-        }
-    }
-
-    /// Whether this outcome fails the run.
-    pub fn is_failure(self) -> bool {
-        matches!(
-            self,
-            RunStatus::Failed | RunStatus::Timeout | RunStatus::Oom | RunStatus::Error
-        )
-    }
-}
+pub use crate::outcome::RunStatus;
 
 /// `cells/<cell-id>/cell.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]

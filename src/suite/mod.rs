@@ -10,9 +10,10 @@
 //!   timeouts and crashes named as its console lines name them.
 //!
 //! The adapters talk to the container through [`crate::engine`] only; the
-//! cell runner (`src/run/cell.rs`) calls [`run`] and records what it returns.
-//! `autopkgtest:` steps go on to [`crate::autopkgtest`], which returns the
-//! same outcome.
+//! cell runner (`src/run/steps.rs`) picks the adapter for a step's suite
+//! and records what it returns. `autopkgtest:` steps have an adapter of
+//! their own room (`src/autopkgtest/`), standing on this one and returning
+//! the same outcome; this room never calls it.
 
 pub mod crash_backtrace;
 pub mod ctest;
@@ -29,7 +30,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::engine::{Engine, EngineError};
-use crate::plan::TestSuite;
 
 /// How one test case ended, as the suite adapters judge it (from its
 /// process, its output and its per-test timeout), before the step's JUnit
@@ -154,20 +154,6 @@ pub enum SuiteError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// Runs `suite` in the cell's container, writing its output to `log`.
-pub async fn run(
-    cx: &SuiteContext<'_>,
-    suite: &TestSuite,
-    log: &Log<'_>,
-) -> Result<SuiteOutcome, SuiteError> {
-    let outcome = match suite {
-        TestSuite::Gtest(g) => gtest::run(cx, g, log).await?,
-        TestSuite::Ctest(c) => ctest::run(cx, c, log).await?,
-        TestSuite::Autopkgtest(a) => crate::autopkgtest::run(cx, a, log).await?,
-    };
-    Ok(outcome)
 }
 
 /// Largest listing or report read back from the container.

@@ -770,6 +770,7 @@ fn clone_options(o: &crate::bisect::Options) -> crate::bisect::Options {
         progress: o.progress,
         gpus: o.gpus.clone(),
         cache: o.cache.clone(),
+        probe_reports: o.probe_reports,
     }
 }
 

@@ -6,6 +6,9 @@
 //!   `use crate::{a, b::c}` included) from a floor above its own. The floors
 //!   live in [`FLOORS`] here, and the doc's marked floor table must say the
 //!   same, so neither can drift from the other;
+//! - no loops between modules: no two top-level modules import each other,
+//!   directly or through others (a loop on one floor is as hard to read as
+//!   an import that climbs);
 //! - the blocking rule: no `block_in_place` in the code of `src/`;
 //! - library functions return typed errors, not `Result<_, String>`;
 //! - nothing in the repository points at the design file the project
@@ -31,10 +34,12 @@ const FLOORS: &[(&str, u32)] = &[
     ("plan", 2),
     ("store", 3),
     ("outcome", 3),
+    ("timeline", 3),
     ("engine", 4),
     ("image", 4),
     ("source", 4),
     ("gpu", 4),
+    ("host", 4),
     ("bundle", 4),
     ("debugger", 4),
     ("suite", 4),
@@ -646,6 +651,97 @@ fn architecture_one_way_between_neighbours() {
         );
     }
     fail_with("imports against a one-way pair", &problems);
+}
+
+/// Every module's imports of other top-level modules, with the first place
+/// each is imported from (`file:line`).
+fn module_graph() -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>
+{
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> =
+        std::collections::BTreeMap::new();
+    for rel in src_files() {
+        let Some(module) = module_of(&rel) else {
+            continue;
+        };
+        let text = code(&read(&rel));
+        let uses = graph.entry(module.to_string()).or_default();
+        for (at, used) in crate_uses(&text) {
+            if used != module {
+                uses.entry(used)
+                    .or_insert_with(|| format!("{rel}:{}", line_at(&text, at)));
+            }
+        }
+    }
+    graph
+}
+
+/// The loops of `graph`: each as the modules around it, from its smallest
+/// name, and where each step of it is imported.
+fn loops(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+) -> Vec<String> {
+    let mut found: BTreeSet<Vec<String>> = BTreeSet::new();
+    let mut out = Vec::new();
+    // A depth-first walk from every module; a path that comes back to its
+    // start is a loop (kept once, rotated to start at its smallest name).
+    fn walk(
+        graph: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+        path: &mut Vec<String>,
+        found: &mut BTreeSet<Vec<String>>,
+    ) {
+        let last = path.last().cloned().unwrap_or_default();
+        for next in graph.get(&last).map(|m| m.keys()).into_iter().flatten() {
+            if *next == path[0] {
+                let min = path
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, m)| *m)
+                    .map(|(i, _)| i)
+                    .unwrap_or(0);
+                let mut cycle = path[min..].to_vec();
+                cycle.extend_from_slice(&path[..min]);
+                found.insert(cycle);
+            } else if !path.contains(next) && path.len() < 8 {
+                path.push(next.clone());
+                walk(graph, path, found);
+                path.pop();
+            }
+        }
+    }
+    for start in graph.keys() {
+        walk(graph, &mut vec![start.clone()], &mut found);
+    }
+    for cycle in found {
+        let steps: Vec<String> = cycle
+            .iter()
+            .zip(cycle.iter().cycle().skip(1))
+            .map(|(a, b)| format!("{a} → {b} ({})", graph[a][b]))
+            .collect();
+        out.push(steps.join(", "));
+    }
+    out
+}
+
+#[test]
+fn architecture_no_loops_between_modules() {
+    fail_with("loops between modules", &loops(&module_graph()));
+}
+
+#[test]
+fn architecture_a_loop_between_two_modules_is_found() {
+    let mut graph = module_graph();
+    // A deliberate one: the results room importing the reports.
+    graph
+        .entry("results".into())
+        .or_default()
+        .insert("report".into(), "src/results/deliberate.rs:1".into());
+    let found = loops(&graph);
+    assert!(
+        found
+            .iter()
+            .any(|l| l.contains("results → report (src/results/deliberate.rs:1)")),
+        "{found:?}"
+    );
 }
 
 #[test]

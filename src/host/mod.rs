@@ -4,7 +4,9 @@
 //! `/sys/module/amdgpu/version` (a DKMS build) or the kernel's for the
 //! in-tree one, NVIDIA's from `/proc/driver/nvidia/version`. Read once per
 //! run, bounded and never fatal: a fact that cannot be read is absent. The
-//! leased GPUs' own facts come with their grant (`crate::gpu::identity`).
+//! leased GPUs' own facts come with their grant, read by [`identity`].
+
+pub mod identity;
 
 use std::path::Path;
 

@@ -17,7 +17,7 @@
 //!   more), then passing in every run since R (`✗✗✓✓`, `✓✗✗✓`).
 //!
 //! Whether the inputs changed does not decide the verdict; it explains it
-//! ([`super::past`] says what changed, or that nothing the matrix controls
+//! (`src/history/past.rs` says what changed, or that nothing the matrix controls
 //! did, and which host facts moved).
 
 use std::collections::BTreeMap;
