@@ -133,3 +133,86 @@ fn the_h100_run_store_reports_every_cuda_test_with_its_real_outcome() {
     assert!(env["image"]["id"].as_str().unwrap().starts_with("sha256:"));
     assert_eq!(env["packages"], serde_json::json!({}));
 }
+
+/// Two cells on two real H200s (tests/fixtures/gpu-runs/h200-two/): each
+/// cell's record says where it ran — the NVIDIA driver and its own GPU's
+/// UUID — locally and as a Slurm array with real gres, and the report made
+/// again from the run store shows it.
+#[test]
+fn two_h200_cells_record_the_driver_and_each_its_own_gpu() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gpu-runs/h200-two");
+    let host = |cell: &Path| -> Value {
+        let text = std::fs::read_to_string(cell.join("cell.json")).unwrap();
+        serde_json::from_str::<Value>(&text).unwrap()["host"].clone()
+    };
+    let mut shards: Vec<PathBuf> = Vec::new();
+    for task in ["1", "2"] {
+        let runs = fixture.join("slurm/shards").join(task).join("runs");
+        for store in std::fs::read_dir(&runs).unwrap() {
+            shards.push(store.unwrap().path());
+        }
+        assert!(
+            !fixture
+                .join("slurm/shards")
+                .join(task)
+                .join("history.sqlite")
+                .exists(),
+            "task {task} recorded a history of its own"
+        );
+    }
+    let mut cells: Vec<PathBuf> = ["sm_90.a", "sm_90.b"]
+        .iter()
+        .map(|c| fixture.join("run/cells").join(c))
+        .collect();
+    for store in &shards {
+        for cell in std::fs::read_dir(store.join("cells")).unwrap() {
+            cells.push(cell.unwrap().path());
+        }
+    }
+    assert_eq!(cells.len(), 4, "{cells:?}");
+    let mut uuids = Vec::new();
+    for cell in &cells {
+        let h = host(cell);
+        assert_eq!(
+            h["driver"],
+            "nvidia 580.159.04",
+            "{}: {h:#}",
+            cell.display()
+        );
+        let gpus = h["gpus"].as_array().unwrap();
+        assert_eq!(gpus.len(), 1, "{}: one GPU each: {h:#}", cell.display());
+        assert_eq!(gpus[0]["model"], "NVIDIA H200");
+        assert!(gpus[0]["firmware"]["vbios"]
+            .as_str()
+            .is_some_and(|v| !v.is_empty()));
+        uuids.push(gpus[0]["id"].as_str().unwrap().to_string());
+    }
+    assert!(uuids.iter().all(|u| u.starts_with("GPU-")), "{uuids:?}");
+    assert_ne!(uuids[0], uuids[1], "the local cells had a GPU each");
+    assert_ne!(uuids[2], uuids[3], "the Slurm tasks had a GPU each");
+
+    // The report, made again here from the local run store.
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(fixture.join("run"))
+        .arg(&run)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Rocmatrix::new()
+        .arg("report")
+        .arg(&run)
+        .args(["--history", "off"])
+        .run()
+        .assert_success();
+    let summary = std::fs::read_to_string(run.join("report/summary.md")).unwrap();
+    assert!(summary.contains("## Where the cells ran"), "{summary}");
+    for u in &uuids[..2] {
+        assert!(
+            summary.contains(&format!("nvidia 580.159.04, GPU {u} (NVIDIA H200, ")),
+            "{summary}"
+        );
+    }
+}
