@@ -61,10 +61,27 @@ pub fn restrict_nvidia(mut inv: NvidiaInventory, given: &[String]) -> NvidiaInve
 
 /// [`slurm_share`] for the NVIDIA inventory.
 pub fn slurm_share_nvidia(inv: NvidiaInventory) -> NvidiaInventory {
-    match given(&|k| std::env::var(k).ok()) {
-        Some(given) => restrict_nvidia(inv, &given),
-        None => inv,
+    let Some(given) = given(&|k| std::env::var(k).ok()) else {
+        return inv;
+    };
+    let before = inv.gpus.len();
+    let inv = restrict_nvidia(inv, &given);
+    say_share("NVIDIA", before, inv.gpus.len(), &given);
+    inv
+}
+
+/// The log's line of what a Slurm job leases of the node's GPUs of one
+/// kind; none for a kind the node has none of (an NVIDIA node has no KFD
+/// GPUs: "leasing 0 of the node's 0" said nothing true of its job).
+fn say_share(kind: &str, before: usize, kept: usize, given: &[String]) {
+    if before == 0 {
+        return;
     }
+    tracing::info!(
+        "in Slurm job {}: leasing {kept} of the node's {before} {kind} GPUs (SLURM_JOB_GPUS={})",
+        std::env::var("SLURM_JOB_ID").unwrap_or_default(),
+        given.join(",")
+    );
 }
 
 /// `inv` as this process may lease it: inside a Slurm job, only the GPUs
@@ -75,12 +92,7 @@ pub fn slurm_share(inv: Inventory) -> Inventory {
     };
     let before = inv.gpus.len();
     let inv = restrict(inv, &given);
-    tracing::info!(
-        "in Slurm job {}: leasing {} of the node's {before} GPUs (SLURM_JOB_GPUS={})",
-        std::env::var("SLURM_JOB_ID").unwrap_or_default(),
-        inv.gpus.len(),
-        given.join(",")
-    );
+    say_share("AMD", before, inv.gpus.len(), &given);
     inv
 }
 
