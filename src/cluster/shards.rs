@@ -107,6 +107,9 @@ pub fn mark_unfinished(
         store.write_cell(&record)?;
         marked += 1;
     }
+    // A task that never started, or was killed, wrote no run.json: without
+    // one the merged run could not be recorded into the history.
+    store.close_unfinished(&manifest.run_id)?;
     Ok(marked)
 }
 

@@ -191,6 +191,21 @@ impl RunStore {
     }
 
     /// Writes `value` as pretty JSON to `rel`, atomically.
+    /// Writes the `run.json` of a run whose own process never wrote one (a
+    /// Slurm task killed, or never started), marked interrupted, so that
+    /// the run reads (and records into the history) as one; a `run.json`
+    /// that exists is left as it is.
+    pub fn close_unfinished(&self, run_id: &str) -> Result<(), StoreError> {
+        if self.dir.join(layout::RUN).exists() {
+            return Ok(());
+        }
+        let now = now_rfc3339();
+        let info = serde_json::json!({
+            "run_id": run_id, "started": now, "finished": now, "interrupted": true,
+        });
+        self.write_json(layout::RUN, &info)
+    }
+
     pub fn write_json<T: serde::Serialize>(&self, rel: &str, value: &T) -> Result<(), StoreError> {
         let text = serde_json::to_vec_pretty(value).map_err(|e| StoreError::Corrupt {
             path: self.dir.join(rel),
@@ -270,6 +285,19 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_its_process_never_closed_is_closed_interrupted_and_a_closed_one_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RunStore::create(dir.path(), "20261128-155023-8448").unwrap();
+        store.close_unfinished("20261128-155023-8448").unwrap();
+        let info = store.run_info().unwrap();
+        assert_eq!(info.run_id, "20261128-155023-8448");
+        assert!(info.interrupted);
+        let written = std::fs::read(store.dir.join(layout::RUN)).unwrap();
+        store.close_unfinished("another").unwrap();
+        assert_eq!(std::fs::read(store.dir.join(layout::RUN)).unwrap(), written);
+    }
 
     #[test]
     fn write_atomic_leaves_no_temporary_behind() {
