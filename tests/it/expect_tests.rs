@@ -128,7 +128,7 @@ fn expect_proposes_writes_and_keeps_the_matrix_file() {
         "-  # broken on ROCm 6.2, fixed since\n-  - tests: [Suite.Fixed]\n-    reason: wrong results on ROCm 6.2\n",
         want_known.as_str(),
         "+  - tests: [Suite.Known]\n+    reason: \"known failure: no device\"\n",
-        "+flaky:\n+  # Suite.Flaky: flaky, 1 of 4 runs failed (passed and failed with the same inputs), only where gfx=gfx1151\n+  - cells: {gfx: gfx1151}\n+    tests: [Suite.Flaky]\n+    reason: \"flaky: 1 of 4 runs failed, only where gfx=gfx1151\"\n",
+        "+flaky:\n+  # Suite.Flaky: flaky, 1 of 4 runs failed (failed once between passes), only where gfx=gfx1151\n+  - cells: {gfx: gfx1151}\n+    tests: [Suite.Flaky]\n+    reason: \"flaky: 1 of 4 runs failed, only where gfx=gfx1151\"\n",
     ] {
         assert!(diff.contains(want), "{want}\nnot in:\n{diff}\n{}", p.context());
     }
