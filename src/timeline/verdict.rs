@@ -164,17 +164,6 @@ pub const WHY_STRETCHES: &str = "failed in separate stretches of runs";
 /// Why a test is flaky: it failed once between passes.
 pub const WHY_ONCE: &str = "failed once between passes";
 
-/// Whether the inputs of the run `at` differ from those of the run before
-/// it that the test ran in: what a regression's words say changed.
-pub fn inputs_moved(points: &[Point], at: usize) -> Option<bool> {
-    let began = points.iter().find(|p| p.run == at)?;
-    let before = points
-        .iter()
-        .rev()
-        .find(|p| p.run < at && p.obs != Obs::Absent)?;
-    Some(began.inputs != before.inputs)
-}
-
 /// The axis values that single out the cells in `flaky` among all cells
 /// that ran the test (`flaky` and `steady`): `gfx=gfx1151` when every flaky
 /// cell has it and no steady one does. Empty when no one value does.
@@ -352,14 +341,6 @@ mod tests {
             }
         }
         assert_eq!(count, 87_380);
-    }
-
-    #[test]
-    fn what_moved_at_a_regression_is_asked_of_the_run_before_it_ran_in() {
-        let p = points("✓✓·✗✗", "aabcc");
-        assert_eq!(inputs_moved(&p, 3), Some(true));
-        assert_eq!(inputs_moved(&points("✓✓✗", "aaa"), 2), Some(false));
-        assert_eq!(inputs_moved(&points("✗✗", "ab"), 0), None);
     }
 
     #[test]
