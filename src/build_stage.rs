@@ -473,6 +473,7 @@ async fn run_steps(
             reason,
             log_tail: tail,
             backtrace: None,
+            package: None,
         });
     }
     if verdict.is_some() {

@@ -96,10 +96,8 @@ impl Judged {
         missing: &[Option<String>],
     ) {
         for ((s, n), m) in stanzas.iter().zip(names).zip(missing) {
-            let message = match (&s.problem, m) {
-                (Some(p), _) => p.clone(),
-                (None, Some(m)) => format!("debian/tests/control:{}: {m}", s.line),
-                (None, None) => continue,
+            let Some(message) = why_left_out(s, m) else {
+                continue;
             };
             for name in n {
                 self.cases.push(Case {
@@ -257,4 +255,24 @@ fn collect_xml(dir: &Path, depth: usize, out: &mut Vec<std::path::PathBuf>) {
             out.push(p);
         }
     }
+}
+
+/// Why a stanza was left out of the run (`debian/tests/control:5:
+/// debian/tests/x does not exist`), if it was (`missing`: the first test
+/// file it names that the tree lacks).
+fn why_left_out(s: &Stanza, missing: &Option<String>) -> Option<String> {
+    match (&s.problem, missing) {
+        (Some(p), _) => Some(p.clone()),
+        (None, Some(m)) => Some(format!("debian/tests/control:{}: {m}", s.line)),
+        (None, None) => None,
+    }
+}
+
+/// Why each stanza left out of the run was, in control-file order.
+pub fn left_out(stanzas: &[Stanza], missing: &[Option<String>]) -> Vec<String> {
+    stanzas
+        .iter()
+        .zip(missing)
+        .filter_map(|(s, m)| why_left_out(s, m))
+        .collect()
 }

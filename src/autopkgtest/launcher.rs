@@ -75,7 +75,8 @@ pub(super) async fn run(
             slug: &slug,
             junit_dir: out.join("gtest").join(&l.name).join(base),
             // Ends before the step does, so that its report is written.
-            step_timeout: super::left(deadline)
+            step_timeout: deadline
+                .saturating_duration_since(std::time::Instant::now())
                 .saturating_sub(std::time::Duration::from_secs(10))
                 .max(std::time::Duration::from_secs(1)),
             per_gpu: cx.per_gpu,
@@ -129,6 +130,7 @@ fn judge(cases: &[Case], problems: &[String]) -> (Option<(String, String)>, Stri
         junit: None,
         step_timed_out: false,
         problem: None,
+        package: None,
     };
     let failing: Vec<String> = cases
         .iter()

@@ -20,6 +20,7 @@ pub mod control;
 pub mod launcher;
 pub mod script;
 pub mod summary;
+pub mod verdict;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 use crate::engine::ExecOutcome;
 use crate::plan::suite::Autopkgtest;
 use crate::spec::source_pin::parse_source;
+use crate::store::record::PackageVerdict;
 use crate::suite::{Case, CaseVerdict, Log, SuiteContext, SuiteError, SuiteOutcome};
 
 /// Where the step's work lives in the container.
@@ -43,20 +45,69 @@ const LOG_BYTES: u64 = 8 * 1024 * 1024;
 /// The largest output directory copied out of the container.
 const MAX_OUTPUT: u64 = 512 * 1024 * 1024;
 
+/// One autopkgtest step as it runs: the cell, the step's settings, its log,
+/// its work directory in the container and its deadline.
+struct Step<'s, 'l> {
+    cx: &'s SuiteContext<'s>,
+    a: &'s Autopkgtest,
+    log: &'s Log<'l>,
+    /// `WORK_ROOT/<step slug>`.
+    work: String,
+    deadline: Instant,
+}
+
+impl Step<'_, '_> {
+    /// What is left of the step.
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// Runs bash `script` with `args` within what is left of the step.
+    async fn shell(
+        &self,
+        script: &str,
+        args: &[&str],
+    ) -> Result<(Option<i64>, String), SuiteError> {
+        shell(self.cx, script, args, self.log, self.left()).await
+    }
+
+    /// A line of rocmatrix's own in the step log.
+    fn say(&self, line: &str) {
+        (*self.log.lock().unwrap_or_else(|p| p.into_inner()))(line.as_bytes());
+    }
+}
+
+/// The tree's `debian/tests/control` as read: its text, its stanzas, and
+/// which of them run (the others autopkgtest would refuse the whole run
+/// over, with why).
+struct Control {
+    text: String,
+    stanzas: Vec<control::Stanza>,
+    names: Vec<Vec<String>>,
+    /// Per stanza, the first test file it names that the tree lacks.
+    missing: Vec<Option<String>>,
+    keep: Vec<bool>,
+}
+
 /// Runs the step's autopkgtests in the cell.
 pub async fn run(
     cx: &SuiteContext<'_>,
     a: &Autopkgtest,
     log: &Log<'_>,
 ) -> Result<SuiteOutcome, SuiteError> {
-    let deadline = Instant::now() + cx.step_timeout;
-    let work = format!("{WORK_ROOT}/{}", cx.slug);
+    let s = Step {
+        cx,
+        a,
+        log,
+        work: format!("{WORK_ROOT}/{}", cx.slug),
+        deadline: Instant::now() + cx.step_timeout,
+    };
     let (tree, mut package) = match (&a.source, &a.path) {
-        (Some(src), None) => fetch(cx, src, &work, log, deadline).await?,
+        (Some(src), None) => fetch(&s, src).await?,
         (None, Some(p)) => (p.clone(), String::new()),
-        (Some(s), Some(p)) => {
+        (Some(src), Some(p)) => {
             return Ok(problem(&format!(
-                "autopkgtest's source ({s}) and path ({p}) both rendered non-empty for this cell: give one"
+                "autopkgtest's source ({src}) and path ({p}) both rendered non-empty for this cell: give one"
             )))
         }
         (None, None) => {
@@ -65,8 +116,7 @@ pub async fn run(
             ))
         }
     };
-    let installed = shell(cx, script::INSTALL, &[], log, left(deadline)).await?;
-    if installed.0 != Some(0) {
+    if s.shell(script::INSTALL, &[]).await?.0 != Some(0) {
         return Err(infra(
             "autopkgtest",
             "could not be installed from the cell's archive (apt-get install autopkgtest dpkg-dev failed; see the step log)",
@@ -81,83 +131,146 @@ pub async fn run(
     if package.is_empty() {
         package = source_name(cx, &tree).await?;
     }
-    let stanzas = control::parse("debian/tests/control", &text);
-    let names = control::test_names(&stanzas);
-    let bad = missing_files(cx, &tree, &stanzas).await?;
-    let keep: Vec<bool> = stanzas
-        .iter()
-        .zip(&bad)
-        .map(|(s, b)| s.problem.is_none() && b.is_none())
-        .collect();
+    let control = read_control(cx, &tree, text).await?;
     let launched = if a.gtest_adapter {
-        launcher::find(&stanzas, &names, &keep)
+        launcher::find(&control.stanzas, &control.names, &control.keep)
     } else {
         Vec::new()
     };
-    let control = (&text[..], &stanzas[..], &keep[..]);
-    let run_tree = run_tree(cx, &tree, &work, control, &launched, log, deadline).await?;
-    let ran = if keep.iter().any(|k| *k) {
-        Some(run_autopkgtest(cx, a, &run_tree, &work, log, deadline).await?)
+    let run_tree = run_tree(&s, &tree, &control, &launched).await?;
+    let ran = if control.keep.iter().any(|k| *k) {
+        Some(run_autopkgtest(&s, &run_tree).await?)
     } else {
         None
     };
+    judge(&s, &package, &control, &launched, ran).await
+}
+
+/// The control file's stanzas, and which of them run.
+async fn read_control(
+    cx: &SuiteContext<'_>,
+    tree: &str,
+    text: String,
+) -> Result<Control, SuiteError> {
+    let stanzas = control::parse("debian/tests/control", &text);
+    let names = control::test_names(&stanzas);
+    let missing = missing_files(cx, tree, &stanzas).await?;
+    let keep = stanzas
+        .iter()
+        .zip(&missing)
+        .map(|(s, m)| s.problem.is_none() && m.is_none())
+        .collect();
+    Ok(Control {
+        text,
+        stanzas,
+        names,
+        missing,
+        keep,
+    })
+}
+
+/// Judges how autopkgtest's run went (`None`: every stanza was left out):
+/// its summary and output directory copied out, the launched tests run
+/// through the gtest adapter, the JUnit file written, and the package's
+/// verdict from its exit status — a testbed failure an infrastructure
+/// error of the cell.
+async fn judge(
+    s: &Step<'_, '_>,
+    package: &str,
+    control: &Control,
+    launched: &[launcher::Launched],
+    ran: Option<Ran>,
+) -> Result<SuiteOutcome, SuiteError> {
+    let (cx, work) = (s.cx, &s.work);
     let host_out = cell_dir(cx).join(CELL_DIR).join(cx.slug);
-    let mut judged = cases::Judged::new(&package);
+    let mut judged = cases::Judged::new(package);
     let mut adapter_timed_out = false;
+    let mut lines = Vec::new();
+    let mut adapter_failed = 0;
     if let Some(ran) = &ran {
         copy_out(cx, &format!("{work}/out"), &host_out).await?;
         let summary_text = cat(cx, &format!("{work}/summary"))
             .await?
             .unwrap_or_default();
-        judged.add_summary(&summary::parse(&summary_text), &host_out);
-        judged.not_run(&names, &keep, &ran.ending());
-        let at = (host_out.as_path(), deadline);
-        adapter_timed_out = adapt(cx, a, &launched, &stanzas, &mut judged, at, log).await?;
-        let copy = summary_text.clone();
+        lines = summary::parse(&summary_text);
+        judged.add_summary(&lines, &host_out);
+        judged.not_run(&control.names, &control.keep, &ran.ending());
+        let adapted: Vec<&str> = launched
+            .iter()
+            .map(|l| l.name.as_str())
+            .filter(|n| judged.passed(n))
+            .collect();
+        adapter_timed_out = adapt(s, launched, &control.stanzas, &mut judged, &host_out).await?;
+        adapter_failed = adapted.iter().filter(|n| !judged.passed(n)).count();
         let at = host_out.join("summary");
         on_disk(at, move |p| {
-            crate::suite::junit_out::save(p, copy.as_bytes())
+            crate::suite::junit_out::save(p, summary_text.as_bytes())
         })
         .await?;
     }
-    judged.bad_stanzas(&stanzas, &names, &bad);
+    judged.bad_stanzas(&control.stanzas, &control.names, &control.missing);
     judged.artifacts(&host_out);
     let cases = judged.into_cases();
     let path = cx.junit_dir.join("autopkgtest.xml");
     let for_write = cases.clone();
-    let at = path.clone();
-    on_disk(at, move |p| {
+    on_disk(path.clone(), move |p| {
         crate::suite::junit_out::write(p, "autopkgtest", &for_write)
     })
     .await?;
     let step_timed_out = ran.as_ref().is_some_and(|r| r.timed_out) || adapter_timed_out;
+    // A run cut short has no status to judge the package by.
+    let package = match &ran {
+        Some(r) if r.timed_out => None,
+        _ => Some(verdict::judge(&verdict::Seen {
+            exit: ran.as_ref().and_then(|r| r.exit),
+            lines: &lines,
+            left_out: &cases::left_out(&control.stanzas, &control.missing),
+            adapter_failed,
+        })),
+    };
+    if let Some(p) = package
+        .as_ref()
+        .filter(|p| p.verdict == PackageVerdict::Tmpfail)
+    {
+        let said = ran
+            .as_ref()
+            .and_then(|r| r.error.as_ref())
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
+        return Err(infra("autopkgtest", &format!("{}{said}", p.line())));
+    }
+    if let Some(p) = &package {
+        s.say(&format!("rocmatrix: the package: {}\n", p.line()));
+    }
     Ok(SuiteOutcome {
-        problem: ran.as_ref().and_then(|r| r.problem()),
+        problem: None,
         cases,
         junit: Some(path),
         step_timed_out,
+        package,
     })
 }
 
 /// The tree autopkgtest runs: `tree` itself, or a copy at `WORK/tree`
-/// whose control file leaves out the bad stanzas (`control`: the file's
-/// text, its stanzas, which to keep) and gives the `launched` tests
-/// `rocm-test-launcher … true` (`gtest: adapter`).
+/// whose control file leaves out the bad stanzas and gives the `launched`
+/// tests `rocm-test-launcher … true` (`gtest: adapter`).
 async fn run_tree(
-    cx: &SuiteContext<'_>,
+    s: &Step<'_, '_>,
     tree: &str,
-    work: &str,
-    control: (&str, &[control::Stanza], &[bool]),
+    control: &Control,
     launched: &[launcher::Launched],
-    log: &Log<'_>,
-    deadline: Instant,
 ) -> Result<String, SuiteError> {
-    let (text, stanzas, keep) = control;
+    let Control {
+        text,
+        stanzas,
+        keep,
+        ..
+    } = control;
     let partial = keep.iter().any(|k| !k) && keep.iter().any(|k| *k);
     if !partial && launched.is_empty() {
         return Ok(tree.to_string());
     }
-    let run_tree = format!("{work}/tree");
+    let run_tree = format!("{}/tree", s.work);
     let filtered = if launched.is_empty() {
         control::filtered(text, stanzas, keep)
     } else {
@@ -165,7 +278,7 @@ async fn run_tree(
     };
     let copy = "rm -rf \"$2\" && mkdir -p \"${2%/*}\" && cp -a \"$1\" \"$2\" && printf %s \"$3\" > \"$2/debian/tests/control\"";
     let args = [tree, run_tree.as_str(), filtered.as_str()];
-    if shell(cx, copy, &args, log, left(deadline)).await?.0 != Some(0) {
+    if s.shell(copy, &args).await?.0 != Some(0) {
         return Err(infra(
             &run_tree,
             "could not copy the test tree to leave out its bad stanzas",
@@ -176,24 +289,21 @@ async fn run_tree(
 
 /// `gtest: adapter`: each launched test that autopkgtest passed (the
 /// launcher found a GPU) has its googletest binary run through the gtest
-/// adapter (`at`: the output directory on the host, the step's deadline);
-/// whether the step's time ran out in it.
+/// adapter (`out`: the output directory on the host); whether the step's
+/// time ran out in it.
 async fn adapt(
-    cx: &SuiteContext<'_>,
-    a: &Autopkgtest,
+    s: &Step<'_, '_>,
     launched: &[launcher::Launched],
     stanzas: &[control::Stanza],
     judged: &mut cases::Judged,
-    at: (&Path, Instant),
-    log: &Log<'_>,
+    out: &Path,
 ) -> Result<bool, SuiteError> {
-    let (out, deadline) = at;
     let mut timed_out = false;
     for l in launched {
         if !judged.passed(&l.name) {
             continue;
         }
-        let got = launcher::run(cx, a.timeout_per_test, l, out, log, deadline).await?;
+        let got = launcher::run(s.cx, s.a.timeout_per_test, l, out, s.log, s.deadline).await?;
         timed_out |= got.timed_out;
         let flaky = stanzas[l.stanza].restrictions().contains(&"flaky");
         judged.adapted(&l.name, flaky, got);
@@ -222,53 +332,31 @@ impl Ran {
             (None, None) => "not run: autopkgtest did not finish".into(),
         }
     }
-
-    /// A testbed failure (exit 16) or a run that said nothing: the step
-    /// fails with autopkgtest's words.
-    fn problem(&self) -> Option<String> {
-        match self.exit {
-            Some(16) => Some(format!(
-                "autopkgtest: testbed failure (exit 16){}",
-                self.error
-                    .as_ref()
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
-            )),
-            _ => None,
-        }
-    }
 }
 
 /// Runs [`script::RUN`] on `tree` within what is left of the step.
-async fn run_autopkgtest(
-    cx: &SuiteContext<'_>,
-    a: &Autopkgtest,
-    tree: &str,
-    work: &str,
-    log: &Log<'_>,
-    deadline: Instant,
-) -> Result<Ran, SuiteError> {
+async fn run_autopkgtest(s: &Step<'_, '_>, tree: &str) -> Result<Ran, SuiteError> {
     // autopkgtest and `timeout` end before the step does, so that its
     // summary and output directory are still there to read.
-    let whole = left(deadline).saturating_sub(Duration::from_secs(30));
+    let whole = s.left().saturating_sub(Duration::from_secs(30));
     let whole = whole.max(Duration::from_secs(5));
     // By default a test may take what is left, less a margin in which
     // autopkgtest still writes its own `timed out` verdict before `timeout`
     // ends it.
-    let per_test = a
-        .timeout_per_test
-        .unwrap_or(whole.saturating_sub(Duration::from_secs(15)))
-        .min(whole)
-        .max(Duration::from_secs(1));
+    let per_test =
+        s.a.timeout_per_test
+            .unwrap_or(whole.saturating_sub(Duration::from_secs(15)))
+            .min(whole)
+            .max(Duration::from_secs(1));
     let args = [
         tree.to_string(),
-        work.to_string(),
+        s.work.clone(),
         per_test.as_secs().to_string(),
         whole.as_secs().to_string(),
         LOG_BYTES.to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let (exit, text) = shell(cx, script::RUN, &args, log, left(deadline)).await?;
+    let (exit, text) = s.shell(script::RUN, &args).await?;
     let status = text
         .lines()
         .rev()
@@ -291,19 +379,13 @@ async fn run_autopkgtest(
 
 /// Fetches source package `src` (`NAME` or `NAME=VERSION`) into
 /// `WORK/src` with [`script::FETCH`]: the tree and the package's name.
-async fn fetch(
-    cx: &SuiteContext<'_>,
-    src: &str,
-    work: &str,
-    log: &Log<'_>,
-    deadline: Instant,
-) -> Result<(String, String), SuiteError> {
+async fn fetch(s: &Step<'_, '_>, src: &str) -> Result<(String, String), SuiteError> {
     // The plan holds only sources that parse (checked as it was made).
     let pin = parse_source(src)
         .map_err(|e| infra(&format!("autopkgtest source {src}"), &e.to_string()))?;
-    let dest = format!("{work}/src");
+    let dest = format!("{}/src", s.work);
     let args = [pin.name, &dest, pin.version.unwrap_or("")];
-    let (exit, text) = shell(cx, script::FETCH, &args, log, left(deadline)).await?;
+    let (exit, text) = s.shell(script::FETCH, &args).await?;
     let said = |what: &str| {
         text.lines()
             .filter_map(|l| l.strip_prefix(script::MARK))
@@ -508,11 +590,6 @@ fn cell_dir(cx: &SuiteContext<'_>) -> PathBuf {
         .unwrap_or_else(|| cx.junit_dir.clone())
 }
 
-/// What is left of the step.
-fn left(deadline: Instant) -> Duration {
-    deadline.saturating_duration_since(Instant::now())
-}
-
 /// An infrastructure error: the cell is recorded as `error` with
 /// `what: why`.
 fn infra(what: &str, why: &str) -> SuiteError {
@@ -527,6 +604,7 @@ fn problem(why: &str) -> SuiteOutcome {
         cases: Vec::new(),
         junit: None,
         step_timed_out: false,
+        package: None,
         problem: Some(why.to_string()),
     }
 }

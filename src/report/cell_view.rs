@@ -13,6 +13,7 @@ use crate::analysis::regress::Regressions;
 use crate::results::junit::clip;
 use crate::results::model::StepResult;
 use crate::results::{CellResult, CellVerdict, Counts, Results, TestResult, TestStatus};
+use crate::store::record::PackageVerdict;
 
 #[derive(Serialize)]
 pub struct CellView {
@@ -31,6 +32,11 @@ pub struct CellView {
     pub regressed: bool,
     pub reason: String,
     pub expected_failure: String,
+    /// The verdict on the package (autopkgtest's exit status in debci's
+    /// words), its word (`neutral`) and its line (`neutral (exit 8: …)`);
+    /// empty when no step gave one.
+    pub package_verdict: &'static str,
+    pub package: String,
     pub counts: Counts,
     pub duration: String,
     pub tests: Vec<TestView>,
@@ -118,6 +124,14 @@ pub(super) fn css(c: &CellResult) -> &'static str {
         CellVerdict::Skipped | CellVerdict::Classified => "skip",
         CellVerdict::Passed if c.counts.xfail > 0 => "xfail",
         CellVerdict::Passed if c.counts.flaky > 0 || c.counts.xpass > 0 => "flaky",
+        // Its tests passed, but autopkgtest says neutral (no test, or only
+        // superficial ones, ran): britney does not count it as a pass.
+        CellVerdict::Passed
+            if c.package()
+                .is_some_and(|p| p.verdict == PackageVerdict::Neutral) =>
+        {
+            "skip"
+        }
         CellVerdict::Passed => "pass",
     }
 }
@@ -195,6 +209,8 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         regressed: regressed.contains(c.id.as_str()),
         reason: c.reason.clone().unwrap_or_default(),
         expected_failure: c.expected_failure.clone().unwrap_or_default(),
+        package_verdict: c.package().map(|p| p.verdict.as_str()).unwrap_or(""),
+        package: c.package().map(|p| p.line()).unwrap_or_default(),
         counts: c.counts,
         duration: secs(c.duration_secs),
         tests: listed.into_iter().map(|t| test_view(t, caps)).collect(),

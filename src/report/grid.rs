@@ -30,6 +30,9 @@ pub struct Chip {
     /// Tests it counted, of any status.
     pub tests: u64,
     pub regressed: bool,
+    /// The verdict on the package (autopkgtest's, `neutral`); empty when
+    /// no step gave one.
+    pub package: &'static str,
 }
 
 /// The report grid: which axes span rows and columns, and a chip per cell.
@@ -90,6 +93,7 @@ impl Grid {
                     counts: c.counts,
                     tests: c.counts.total(),
                     regressed: regressed.contains(c.id.as_str()),
+                    package: c.package().map(|p| p.verdict.as_str()).unwrap_or(""),
                 });
             }
         }

@@ -45,7 +45,7 @@ use history_view::Shown;
 pub const SUMMARY_LIMIT: usize = 1024 * 1024;
 
 /// The templates, by the names they include each other by.
-const TEMPLATES: [(&str, &str); 7] = [
+const TEMPLATES: [(&str, &str); 8] = [
     ("summary.md", include_str!("../../reports/summary.md.j2")),
     ("index.html", include_str!("../../reports/index.html.j2")),
     ("cell.html", include_str!("../../reports/cell.html.j2")),
@@ -60,6 +60,10 @@ const TEMPLATES: [(&str, &str); 7] = [
     (
         "expected.html",
         include_str!("../../reports/expected.html.j2"),
+    ),
+    (
+        "package.html",
+        include_str!("../../reports/package.html.j2"),
     ),
     ("report.css", include_str!("../../reports/report.css")),
 ];

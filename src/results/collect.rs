@@ -532,6 +532,7 @@ impl Recorded {
                             log_tail: tail(&s.log_tail, LOG_TAIL_LIMIT),
                             log: s.log.clone(),
                             backtrace: s.backtrace.clone(),
+                            package: s.package.clone(),
                         })
                         .collect(),
                 }

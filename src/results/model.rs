@@ -225,6 +225,9 @@ pub struct StepResult {
     /// gdb's backtrace of the failing command (`backtrace:`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<crate::store::record::Backtrace>,
+    /// The verdict on the package as a whole (autopkgtest's exit status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<crate::store::record::PackageOutcome>,
 }
 
 /// One cell's results.
@@ -300,6 +303,15 @@ impl CellResult {
             CellVerdict::ExpectedFailure => CellVerdict::ExpectedFailure.label(),
             _ => self.status.as_str(),
         }
+    }
+
+    /// The worst verdict on a package among its steps (autopkgtest's exit
+    /// status: badpkg, fail, tmpfail, neutral, pass), if a step gave one.
+    pub fn package(&self) -> Option<&crate::store::record::PackageOutcome> {
+        self.steps
+            .iter()
+            .filter_map(|s| s.package.as_ref())
+            .max_by_key(|p| p.verdict)
     }
 
     /// Whether this cell fails the run (its verdict is failing).

@@ -131,6 +131,7 @@ async fn run_step(
         reran = Some(r);
     }
     let mut suite_junit = None;
+    let mut package = None;
     if let (Some(suite), RunStatus::Passed) = (&step.suite, status) {
         let remaining = step.timeout.saturating_sub(t.elapsed());
         let sc = SuiteContext {
@@ -144,26 +145,40 @@ async fn run_step(
             backtrace: at.step.backtrace.as_ref(),
         };
         let judged = run_suite(&sc, suite, log).await?;
-        (status, exit_code, reason) = (judged.0, None, judged.1);
-        suite_junit = judged.2.and_then(|p| {
+        // The step's exit status is the tool's where it judges the package
+        // as a whole (autopkgtest's), else none.
+        let exit = judged.package.as_ref().and_then(|p| p.exit);
+        (status, exit_code, reason) = (judged.status, exit, judged.reason);
+        package = judged.package;
+        suite_junit = judged.junit.and_then(|p| {
             p.strip_prefix(at.cell_dir)
                 .ok()
                 .map(|r| r.to_string_lossy().into_owned())
         });
     }
-    let record = open
+    let mut record = open
         .finish(cx, cell, step, (status, exit_code, reason))
         .await?;
+    record.package = package;
     Ok((record, suite_junit, reran))
 }
 
-/// Runs a step's suite through its adapter: the step's status, reason and
-/// the JUnit file the adapter wrote.
+/// How a step's suite ended, for its record.
+struct SuiteJudged {
+    status: RunStatus,
+    reason: Option<String>,
+    /// The JUnit file the adapter wrote.
+    junit: Option<PathBuf>,
+    /// The verdict on the package as a whole (autopkgtest's).
+    package: Option<crate::store::record::PackageOutcome>,
+}
+
+/// Runs a step's suite through its adapter and judges the step.
 async fn run_suite(
     sc: &SuiteContext<'_>,
     suite: &crate::plan::TestSuite,
     log: &mut StepLog,
-) -> Result<(RunStatus, Option<String>, Option<PathBuf>), CellError> {
+) -> Result<SuiteJudged, CellError> {
     use crate::plan::TestSuite;
     let mut write = |b: &[u8]| log.write(b);
     let shared = std::sync::Mutex::new(&mut write as &mut (dyn FnMut(&[u8]) + Send));
@@ -190,7 +205,12 @@ async fn run_suite(
     } else {
         (RunStatus::Passed, None)
     };
-    Ok((status, reason, outcome.junit))
+    Ok(SuiteJudged {
+        status,
+        reason,
+        junit: outcome.junit,
+        package: outcome.package,
+    })
 }
 
 /// Runs the step's script by exec, its output into `log`, with its

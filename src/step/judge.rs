@@ -205,6 +205,7 @@ mod tests {
             reason: reason.map(str::to_string),
             log_tail: String::new(),
             backtrace: None,
+            package: None,
         }
     }
 

@@ -87,6 +87,7 @@ impl OpenStep {
             reason,
             log_tail: tail,
             backtrace: None,
+            package: None,
         })
     }
 }
@@ -136,6 +137,7 @@ pub(crate) fn not_run_step(
         reason: Some(reason),
         log_tail: String::new(),
         backtrace: None,
+        package: None,
     })
 }
 

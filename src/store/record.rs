@@ -187,6 +187,59 @@ pub struct StepRecord {
     /// The debugger's view of the failing command (`backtrace:`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backtrace: Option<Backtrace>,
+    /// The verdict on the package as a whole, for a step whose tool gives
+    /// one beside its tests' (autopkgtest's exit status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<PackageOutcome>,
+}
+
+/// A package's verdict from the tool that ran its tests, in debci's words:
+/// autopkgtest's exit status 0 and 2 are `pass`, 8 `neutral` (no tests, or
+/// only superficial ones passed: britney does not count it as a pass), 4
+/// and 6 `fail`, 12 and 14 `badpkg`, 16 and anything unexpected `tmpfail`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PackageVerdict {
+    Pass,
+    Neutral,
+    Tmpfail,
+    Fail,
+    Badpkg,
+}
+
+impl PackageVerdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PackageVerdict::Pass => "pass",
+            PackageVerdict::Neutral => "neutral",
+            PackageVerdict::Tmpfail => "tmpfail",
+            PackageVerdict::Fail => "fail",
+            PackageVerdict::Badpkg => "badpkg",
+        }
+    }
+}
+
+/// A [`PackageVerdict`] with the exit status it came from and what that
+/// status means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackageOutcome {
+    pub verdict: PackageVerdict,
+    /// The tool's exit status; `None` when it did not run.
+    pub exit: Option<i64>,
+    /// What the status means, in the tool's words (`no tests in this
+    /// package or all non-superficial tests were skipped`), and what
+    /// rocmatrix adds (`5 of 5 tests superficial`).
+    pub meaning: String,
+}
+
+impl PackageOutcome {
+    /// `neutral (exit 8: no tests in this package …)`.
+    pub fn line(&self) -> String {
+        match self.exit {
+            Some(code) => format!("{} (exit {code}: {})", self.verdict.as_str(), self.meaning),
+            None => format!("{} ({})", self.verdict.as_str(), self.meaning),
+        }
+    }
 }
 
 /// Backtraces taken by gdb of a step's failing command, or of a test that

@@ -60,6 +60,7 @@ pub async fn run(
             junit: None,
             step_timed_out: true,
             problem: None,
+            package: None,
         });
     }
     let Some(mut cases) = read_cases(cx, &junit, &console, c).await? else {
@@ -71,6 +72,7 @@ pub async fn run(
             cases: Vec::new(),
             junit: None,
             step_timed_out: false,
+            package: None,
             problem: Some(format!(
                 "ctest exited with code {code} and wrote no readable JUnit (is CTest at least 3.21, and {} a build directory?)",
                 c.dir
@@ -85,6 +87,7 @@ pub async fn run(
         junit: Some(path),
         step_timed_out: false,
         problem: None,
+        package: None,
     })
 }
 

@@ -112,6 +112,7 @@ pub async fn run(
         junit: Some(path),
         step_timed_out,
         problem: None,
+        package: None,
     })
 }
 
@@ -190,6 +191,7 @@ fn no_binary(g: &Gtest) -> SuiteOutcome {
         cases: Vec::new(),
         junit: None,
         step_timed_out: false,
+        package: None,
         problem: Some(format!("no executable file matches `{}`", g.binary)),
     }
 }

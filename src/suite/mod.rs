@@ -118,6 +118,9 @@ pub struct SuiteOutcome {
     pub step_timed_out: bool,
     /// Why the suite could not run at all (no binary, listing failed …).
     pub problem: Option<String>,
+    /// The verdict on the package as a whole, where the tool gives one
+    /// (autopkgtest's exit status); `None` for gtest and ctest.
+    pub package: Option<crate::store::record::PackageOutcome>,
 }
 
 impl SuiteOutcome {

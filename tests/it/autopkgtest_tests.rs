@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::harness::*;
 
 /// The tests share one environment image: the second waits and reuses it.
-static IMAGE: Mutex<()> = Mutex::new(());
+pub(crate) static IMAGE: Mutex<()> = Mutex::new(());
 
 /// What autopkgtest 6.0 (sid, November 2026) wrote for `restrictions/`,
 /// by hand with `autopkgtest --no-built-binaries … -- null` in a sid
@@ -66,7 +66,7 @@ const RESTRICTIONS: [(&str, &str, &str); 14] = [
 
 /// tests/it/data/autopkgtest as a git repository under `root` (the trees'
 /// executable bits kept), for `sources:`.
-fn tree_repo(root: &Path) -> PathBuf {
+pub(crate) fn tree_repo(root: &Path) -> PathBuf {
     let repo = root.join("trees");
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/data/autopkgtest");
     let o = Command::new("cp")
@@ -82,7 +82,7 @@ fn tree_repo(root: &Path) -> PathBuf {
     repo
 }
 
-fn matrix(repo: &Path, steps: &str) -> String {
+pub(crate) fn matrix(repo: &Path, steps: &str) -> String {
     format!(
         "name: autopkgtest\nmatrix:\n  suite: [sid]\nenvironment:\n  base: debian:sid\n  packages: [autopkgtest, dpkg-dev]\n\
          timeout: 20m\nsources:\n  - name: trees\n    url: {}\n    ref: main\nsteps:\n{steps}",
@@ -388,53 +388,257 @@ fn autopkgtest_a_source_the_archive_does_not_serve_is_a_cell_error_naming_file_a
     }
 }
 
-/// The flagship's run store (tests/fixtures/debian-autopkgtest/NOTES.md).
+/// What the mirror served of the flagship's packages on 2026-11-28 and what
+/// autopkgtest made of them, read in the kept run by hand: (suite, package,
+/// the version fetched, the package verdict, autopkgtest's exit status, each
+/// test and its verdict in autopkgtest's summary). hip-compile is the
+/// matrix's own packaging checkout. Every other (suite, package) of the
+/// matrix is an `error`: the mirror answers 404 for its `debian.tar.xz`.
+const FLAGSHIP_SERVED: [(&str, &str, &str, &str, i64, &[(&str, &str)]); 7] = [
+    (
+        "sid",
+        "gloo-rocm",
+        "0.0~git20250912.d97133a-2+rocm1",
+        "pass",
+        0,
+        &[("example1.sh", "PASS")],
+    ),
+    (
+        "sid",
+        "hipsolver",
+        "6.4.1-1",
+        "neutral",
+        8,
+        &[("libhipsolver0-tests", "SKIP")],
+    ),
+    (
+        "sid",
+        "rocfft",
+        "6.4.3-1",
+        "neutral",
+        8,
+        &[("librocfft0-tests", "SKIP")],
+    ),
+    (
+        "sid",
+        "rocm-hipamd",
+        "6.4.3-5",
+        "neutral",
+        8,
+        &[
+            ("cmake-hip-config", "PASS"),
+            ("cmake-hip-lang", "PASS"),
+            ("cmake-hip-module", "PASS"),
+            ("g++", "PASS"),
+            ("gcc", "PASS"),
+        ],
+    ),
+    (
+        "sid",
+        "rocsolver",
+        "6.4.3-2",
+        "neutral",
+        8,
+        &[("librocsolver0-tests", "SKIP")],
+    ),
+    (
+        "sid",
+        "hip-compile",
+        "1.0-1",
+        "pass",
+        2,
+        &[("compile-for-target", "PASS"), ("run-on-gpu", "SKIP")],
+    ),
+    (
+        "experimental",
+        "hip-compile",
+        "1.0-1",
+        "pass",
+        2,
+        &[("compile-for-target", "PASS"), ("run-on-gpu", "SKIP")],
+    ),
+];
+
+/// The flagship's run store (tests/fixtures/debian-autopkgtest/NOTES.md):
+/// every ROCm source package of sid and experimental with autopkgtests
+/// (scripts/rocm-autopkgtests) and the hip-compile checkout, × gfx90a,
+/// gfx1030, gfx1100, 180 cells. The served packages ran (their JUnit cases
+/// and package verdict as [`FLAGSHIP_SERVED`] says, the same on every
+/// target); every other cell is an `error` whose reason names the file the
+/// mirror does not serve, the version fetched and the suite.
 #[test]
 fn autopkgtest_flagship_run_store() {
     let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debian-autopkgtest/run");
     let launcher = "exit status 77 and marked as skippable: /dev/kfd not present, system either lacks AMD GPU or &apos;amdgpu&apos; driver is not loaded.";
-    for suite in ["sid", "experimental"] {
-        for gfx in ["gfx90a", "gfx1030", "gfx1100"] {
-            let id = format!("{suite}.{gfx}.hip-compile");
-            let cell = cell_json(&run, &id);
-            assert_eq!(cell["status"], "passed", "{cell:#}");
-            let all = cases(
-                &run.join("cells")
-                    .join(&id)
-                    .join(cell["junit"][0].as_str().unwrap()),
+    let read = |p: PathBuf| {
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let plan: Value = serde_json::from_str(&read(run.join("plan.json"))).unwrap();
+    let planned = plan["cells"].as_array().unwrap();
+    assert_eq!(planned.len(), 180, "60 (suite, package) × 3 gfx targets");
+    let mut groups: std::collections::BTreeMap<(String, String), Vec<String>> =
+        std::collections::BTreeMap::new();
+    let (mut passed, mut errors) = (0, 0);
+    for p in planned {
+        let id = p["id"].as_str().unwrap();
+        let suite = p["values"]["suite"].as_str().unwrap();
+        let package = p["values"]["package"].as_str().unwrap();
+        let gfx = p["values"]["gfx"].as_str().unwrap();
+        groups
+            .entry((suite.to_string(), package.to_string()))
+            .or_default()
+            .push(gfx.to_string());
+        let cell = cell_json(&run, id);
+        let log = read(run.join("cells").join(id).join("logs/02-autopkgtest.log"));
+        let served = FLAGSHIP_SERVED
+            .iter()
+            .find(|s| s.0 == suite && s.1 == package);
+        if let Some(&(_, _, version, verdict, exit, tests)) = served {
+            passed += 1;
+            assert_eq!(cell["status"], "passed", "{id}: {cell:#}");
+            // The package verdict, autopkgtest's exit status in debci's words.
+            let step = step_of(&cell, "autopkgtest");
+            assert_eq!(step["exit_code"], exit, "{id}: {step:#}");
+            assert_eq!(step["package"]["verdict"], verdict, "{id}: {step:#}");
+            assert_eq!(step["package"]["exit"], exit, "{id}: {step:#}");
+            let meaning = match exit {
+                0 => "all applicable tests passed",
+                2 => "at least one test was skipped",
+                _ => "no tests in this package or all non-superficial tests were skipped",
+            };
+            let said = step["package"]["meaning"].as_str().unwrap_or("");
+            assert!(said.starts_with(meaning), "{id}: {step:#}");
+            let dir = run.join("cells").join(id).join("autopkgtest/02-autopkgtest");
+            assert_eq!(
+                read(dir.join("testpkg-version")).trim(),
+                format!("{package} {version}"),
+                "{id}"
             );
-            assert_verdict(
-                case(&all, "compile-for-target"),
-                "compile-for-target",
-                "PASS",
-                "",
-            );
-            assert!(case(&all, "run-on-gpu").contains(launcher), "{all:#?}");
-            let rocfft = cell_json(&run, &format!("{suite}.{gfx}.rocfft"));
-            if suite == "sid" {
-                assert_eq!(rocfft["status"], "passed", "{rocfft:#}");
-                let junit = run
-                    .join("cells")
-                    .join(format!("{suite}.{gfx}.rocfft"))
-                    .join(rocfft["junit"][0].as_str().unwrap());
-                let all = cases(&junit);
-                assert_eq!(all.len(), 1);
+            if package != "hip-compile" {
                 assert!(
-                    case(&all, "librocfft0-tests").contains(launcher),
-                    "{all:#?}"
-                );
-                assert!(std::fs::read_to_string(&junit)
-                    .unwrap()
-                    .contains("classname=\"rocfft\""));
-            } else {
-                assert_eq!(rocfft["status"], "error", "{rocfft:#}");
-                assert_eq!(
-                    rocfft["reason"],
-                    "autopkgtest source rocfft: the mirror does not serve http://deb.debian.org/debian/pool/main/r/rocfft/rocfft_7.2.4-1%7eexp1.debian.tar.xz (rocfft 7.2.4-1~exp1, suite experimental): E: Download Failed"
+                    log.contains(&format!("rocmatrix-autopkgtest: source {package} {version} {suite}\n")),
+                    "{id}: {log}"
                 );
             }
+            // autopkgtest's own summary: each test, once, with its verdict.
+            let summary: Vec<(String, String)> = read(dir.join("summary"))
+                .lines()
+                .filter_map(|l| {
+                    let mut w = l.split_whitespace();
+                    Some((w.next()?.to_string(), w.next()?.to_string()))
+                })
+                .collect();
+            let want: Vec<(String, String)> = tests
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect();
+            assert_eq!(summary, want, "{id}");
+            // One JUnit case per test, autopkgtest's verdict; a skip carries
+            // rocm-test-launcher's own reason.
+            let junit = cell_step_junit(&run, id, &cell, 1);
+            let all = cases(&junit);
+            assert_eq!(all.len(), tests.len(), "{id}: {all:#?}");
+            for &(name, v) in tests {
+                let body = case(&all, name);
+                match v {
+                    "PASS" => assert_verdict(body, name, "PASS", ""),
+                    _ => {
+                        assert_verdict(body, name, "SKIP", "exit status 77 and marked as skippable");
+                        assert!(body.contains(launcher), "{id}: {body}");
+                    }
+                }
+            }
+            assert!(
+                read(junit).contains(&format!("classname=\"{package}\"")),
+                "{id}"
+            );
+        } else {
+            errors += 1;
+            assert_eq!(cell["status"], "error", "{id}: {cell:#}");
+            assert!(
+                cell["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|s| s.get("package").map_or(true, Value::is_null)),
+                "{id}: no package verdict without autopkgtest: {cell:#}"
+            );
+            // The version fetched, as the step log says, from the cell's suite.
+            let source = log
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("rocmatrix-autopkgtest: source {package} ")))
+                .unwrap_or_else(|| panic!("{id}: {log}"));
+            let (version, from) = source.split_once(' ').unwrap();
+            assert_eq!(from, suite, "{id}: {log}");
+            let reason = cell["reason"].as_str().unwrap();
+            let pool = if package.starts_with("lib") {
+                &package[..4]
+            } else {
+                &package[..1]
+            };
+            let prefix = format!(
+                "autopkgtest source {package}: the mirror does not serve http://deb.debian.org/debian/pool/main/{pool}/{package}/"
+            );
+            assert!(reason.starts_with(&prefix), "{id}: {reason}");
+            assert!(
+                reason.ends_with(&format!(" ({package} {version}, suite {suite}): E: Download Failed")),
+                "{id}: {reason}"
+            );
+            let file = reason[prefix.len()..]
+                .split(' ')
+                .next()
+                .unwrap()
+                .replace("%2b", "+")
+                .replace("%2B", "+")
+                .replace("%7e", "~")
+                .replace("%7E", "~");
+            let bare = version.split_once(':').map_or(version, |(_, v)| v);
+            assert!(
+                file == format!("{package}_{bare}.debian.tar.xz")
+                    || file == format!("{package}_{bare}.tar.xz"),
+                "{id}: {file} in {reason}"
+            );
+            let unserved = &reason[format!("autopkgtest source {package}: ").len()..];
+            assert!(
+                log.contains(&format!("rocmatrix-autopkgtest: unserved: {unserved}")),
+                "{id}: {log}"
+            );
         }
     }
+    assert_eq!((passed, errors), (21, 159));
+    // Every (suite, package) on the three targets, alike.
+    assert_eq!(groups.len(), 60, "{groups:#?}");
+    for ((suite, package), gfx) in &groups {
+        let mut gfx = gfx.clone();
+        gfx.sort();
+        assert_eq!(gfx, ["gfx1030", "gfx1100", "gfx90a"], "{suite} {package}");
+    }
+    for s in FLAGSHIP_SERVED {
+        assert!(groups.contains_key(&(s.0.to_string(), s.1.to_string())), "{s:?}");
+    }
+    // A few facts checked by hand: experimental's rocFFT, sid's two
+    // rocm-hipamd versions, a native package (pkg-rocm-tools).
+    assert_eq!(
+        cell_json(&run, "experimental.gfx1030.rocfft")["reason"],
+        "autopkgtest source rocfft: the mirror does not serve http://deb.debian.org/debian/pool/main/r/rocfft/rocfft_7.2.4-1%7eexp1.debian.tar.xz (rocfft 7.2.4-1~exp1, suite experimental): E: Download Failed"
+    );
+    assert!(read(run.join("cells/sid.gfx90a.rocm-hipamd/logs/02-autopkgtest.log")).contains(
+        "rocmatrix-autopkgtest: rocm-hipamd: 2 versions in the index (5.7.1-7, 6.4.3-5); chose 6.4.3-5, the newest, as apt-get source does"
+    ));
+    assert_eq!(
+        cell_json(&run, "sid.gfx1100.pkg-rocm-tools")["reason"],
+        "autopkgtest source pkg-rocm-tools: the mirror does not serve http://deb.debian.org/debian/pool/main/p/pkg-rocm-tools/pkg-rocm-tools_0.9.8.tar.xz (pkg-rocm-tools 0.9.8, suite sid): E: Download Failed"
+    );
+    let rocfft = cell_json(&run, "sid.gfx1030.rocfft");
+    assert_eq!(
+        step_of(&rocfft, "autopkgtest")["package"],
+        serde_json::json!({
+            "verdict": "neutral",
+            "exit": 8,
+            "meaning": "no tests in this package or all non-superficial tests were skipped"
+        }),
+        "{rocfft:#}"
+    );
 }
 
 /// A cell's JUnit file of step `index` (0-based).

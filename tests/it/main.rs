@@ -3,6 +3,7 @@
 mod architecture_tests;
 mod autopkgtest_source_tests;
 mod autopkgtest_tests;
+mod autopkgtest_verdict_tests;
 mod bisect_tests;
 mod build_jobs_tests;
 mod build_stage_tests;
