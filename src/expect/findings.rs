@@ -179,10 +179,11 @@ fn failing_cells(
     }
     let (mut failing, mut others) = (Vec::new(), Vec::new());
     for (id, seq) in &by_cell {
-        // Outcomes that judge the cell: infrastructure errors and skips do not.
+        // Outcomes that judge the cell: infrastructure errors, skips and
+        // cells that failed only in classified tests (not judged here) do not.
         let judged: Vec<&&CellRun> = seq
             .iter()
-            .filter(|c| !matches!(c.cell.outcome.as_str(), "error" | "skipped"))
+            .filter(|c| !matches!(c.cell.outcome.as_str(), "error" | "skipped" | "classified"))
             .collect();
         let Some(last) = judged.last() else {
             continue;

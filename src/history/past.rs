@@ -393,7 +393,7 @@ fn cell_strip(named: &[String], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
             let (mark, css) = match c.outcome.as_str() {
                 "passed" => ('✓', "pass"),
                 "expected failure" => ('☑', "xfail"),
-                "skipped" => ('·', "skip"),
+                "skipped" | "classified" => ('·', "skip"),
                 "failed" => ('✗', "fail"),
                 _ => ('!', "error"),
             };

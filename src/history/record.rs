@@ -5,8 +5,8 @@
 //!   millisecond, the earliest shard), the matrix's name and hash, the
 //!   source commits its cells checked out, and each environment's identity
 //!   with the versions that matter and a digest of every installed package;
-//! - each cell: axis values, outcome (`passed`, `failed`, `expected
-//!   failure`, …), a digest of its inputs (the cell's definition, its
+//! - each cell: axis values, outcome (its verdict: `passed`, `failed`, `expected
+//!   failure`, `classified`, `skipped`), a digest of its inputs (the cell's definition, its
 //!   environment's installed packages, its source commits: two runs of a
 //!   cell with the same digest ran the same thing), its signatures, and
 //!   its passing tests as a set of identity hashes (stored once per
@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use super::verdict::Obs;
 use crate::results::findings::Signature;
-use crate::results::model::{display_name, test_hash, CellResult, Results, TestResult, TestStatus};
+use crate::results::model::{
+    display_name, test_hash, CellResult, CellVerdict, Results, TestResult, TestStatus,
+};
 use crate::store::RunStore;
 
 /// One run, ready to be written.
@@ -343,15 +345,19 @@ fn test_rows(c: &CellResult, signature_of: &SignaturesByPlace<'_>) -> Vec<TestRo
     rows
 }
 
-/// A cell's outcome in the report's words.
+/// A cell's outcome as the history keeps it: its verdict
+/// ([`CellResult::verdict`], the reports' one judge) in a word. A cell that
+/// failed only in classified tests is `classified` (it could not be judged
+/// here), not `failed`; one an `expect:` rule covers that passed is
+/// `passed`.
 pub fn cell_outcome(c: &CellResult) -> &'static str {
-    if c.is_failure() {
-        return "failed";
+    match c.verdict() {
+        CellVerdict::Failing => "failed",
+        CellVerdict::ExpectedFailure => "expected failure",
+        CellVerdict::Classified => "classified",
+        CellVerdict::Skipped => "skipped",
+        CellVerdict::Passed => "passed",
     }
-    if c.expected_failure.is_some() || (c.status.is_failure() && c.counts.xfail > 0) {
-        return "expected failure";
-    }
-    c.status.as_str()
 }
 
 /// The signatures of each place (test), in the results' order: a failure's

@@ -2,7 +2,9 @@
 //! failing JUnit test, one whose only failure a `classify:` rule moves, and
 //! one whose failing test an `expect:` foretells each get the same verdict
 //! on their live line, the last progress line, the run's summary table, the
-//! exit code's reason line, the journal and `summary.md`.
+//! exit code's reason line, the journal and `summary.md` — and the
+//! history keeps that verdict: the classified cell is `classified`, not
+//! `failed` (issue 50), and `history show` gives each test's own outcome.
 
 use crate::harness::*;
 
@@ -121,4 +123,60 @@ fn a_cell_has_one_verdict_live_in_the_table_the_exit_reason_and_the_report() {
         "{md}"
     );
     assert!(md.contains("❌ 1 of 3 cells failing"), "{md}");
+
+    // The history's rows: each cell's verdict, from the JUnit up.
+    let db = rusqlite::Connection::open(dir.path().join("history.sqlite")).unwrap();
+    let mut rows: Vec<(String, String)> = db
+        .prepare("SELECT cell, outcome FROM cells ORDER BY cell")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    rows.sort();
+    assert_eq!(
+        rows,
+        [
+            ("classified".to_string(), "classified".to_string()),
+            ("expected".into(), "expected failure".into()),
+            ("junit".into(), "failed".into()),
+        ]
+    );
+    // `history show`: each test where it ran, its mark and its verdict; a
+    // classified test (moved to skipped) is no failure, so not found.
+    let show = |name: &str| {
+        Rocmatrix::new()
+            .args(["history", "--json", "--out"])
+            .arg(dir.path())
+            .args(["show", name])
+            .run()
+    };
+    let fetch = show("c.fetch");
+    fetch.assert_code(2);
+    assert!(
+        fetch
+            .stderr()
+            .contains("c.fetch: no failure of it is recorded"),
+        "{}",
+        fetch.context()
+    );
+    let mut shown = Vec::new();
+    for name in ["c.broken", "c.known_bug"] {
+        let out = show(name).assert_success().stdout();
+        let rows: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for r in rows.as_array().unwrap() {
+            shown.push(format!(
+                "{name} {} {} {}",
+                r["cell"].as_str().unwrap_or(""),
+                r["runs"][0]["outcome"].as_str().unwrap_or(""),
+                r["verdict"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    // An expected failure still fails: its strip marks it so.
+    assert_eq!(
+        shown,
+        ["c.broken junit ✗ new", "c.known_bug expected ✗ new"],
+        "{shown:#?}"
+    );
 }
