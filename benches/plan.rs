@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::time::Instant;
 
+use rocmatrix::matrix_file::{expand, Spec};
 use rocmatrix::plan::Plan;
-use rocmatrix::spec::{expand, Spec};
 
 fn matrix() -> String {
     // 104,000 combinations; the exclude removes 4,000 and the include adds a key.

@@ -94,7 +94,7 @@ impl Built {
 
 /// The container name of a build stage.
 pub fn container_name(run: &str, key: &str) -> String {
-    let mut key = crate::spec::cell_id::sanitize(key);
+    let mut key = crate::matrix_file::cell_id::sanitize(key);
     key.truncate(100);
     format!("rocmatrix-{run}-build-{key}")
 }

@@ -14,12 +14,12 @@ use crate::bisect::BisectError;
 use crate::bundle::BundleError;
 use crate::engine::EngineError;
 use crate::gpu::GpuError;
+use crate::matrix_file::SpecError;
 use crate::outcome::CellVerdict;
 use crate::report::{ReportError, ReportSummary};
 use crate::results::ResultsError;
 use crate::run::runner::RunReport;
 use crate::run::RunError;
-use crate::spec::SpecError;
 use crate::store::StoreError;
 
 /// Exit codes documented in the README and docs/architecture.md.

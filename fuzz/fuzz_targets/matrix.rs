@@ -8,7 +8,7 @@ use std::path::Path;
 
 use libfuzzer_sys::fuzz_target;
 use rocmatrix::plan::Plan;
-use rocmatrix::spec::Spec;
+use rocmatrix::matrix_file::Spec;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

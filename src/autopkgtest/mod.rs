@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::engine::ExecOutcome;
+use crate::matrix_file::source_pin::parse_source;
 use crate::plan::suite::Autopkgtest;
-use crate::spec::source_pin::parse_source;
 use crate::store::record::PackageVerdict;
 use crate::suite::{Case, CaseVerdict, Log, SuiteContext, SuiteError, SuiteOutcome};
 

@@ -21,10 +21,10 @@ use super::store::{Answer, AnswerOutcome, BisectStore, Bisection, Probe, Request
 use super::BisectError;
 use crate::engine::Engine;
 use crate::gpu::gate::GpuGate;
+use crate::matrix_file::Spec;
 use crate::plan::Plan;
 use crate::run::progress::ProgressMode;
 use crate::run::RunOptions;
-use crate::spec::Spec;
 use crate::stop::signals::Interrupt;
 use crate::store::record::RunStatus;
 
@@ -328,7 +328,7 @@ impl Driver<'_> {
                         "rocmatrix export {} {} repro-{}",
                         run.display(),
                         p.cell,
-                        crate::spec::cell_id::sanitize(&label(p.point))
+                        crate::matrix_file::cell_id::sanitize(&label(p.point))
                     ),
                 ]
             })

@@ -38,7 +38,7 @@ pub enum BisectError {
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]
-    Spec(#[from] crate::spec::SpecError),
+    Spec(#[from] crate::matrix_file::SpecError),
     #[error(transparent)]
     Run(#[from] crate::run::RunError),
     #[error(transparent)]

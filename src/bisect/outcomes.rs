@@ -103,7 +103,7 @@ mod tests {
         let text = format!(
             "matrix:\n  a: [x]\nsources:\n  - name: s\n    url: /r\n    ref: '{reference}'\nsteps:\n  - name: t\n    run: 'true'\n"
         );
-        let s = crate::spec::Spec::parse(Path::new("m.yaml"), &text).unwrap();
+        let s = crate::matrix_file::Spec::parse(Path::new("m.yaml"), &text).unwrap();
         Plan::build(&s, 16).unwrap()
     }
 

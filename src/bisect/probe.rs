@@ -14,11 +14,11 @@ use super::store::ProbeBuild;
 use super::BisectError;
 use crate::engine::Engine;
 use crate::gpu::gate::GpuGate;
+use crate::matrix_file::Spec;
 use crate::plan::Plan;
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunRequest, RunSource};
 use crate::run::RunOptions;
-use crate::spec::Spec;
 use crate::stop::signals::Interrupt;
 use crate::store::record::RunStatus;
 

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::judge::Regress;
 use super::BisectError;
+use crate::matrix_file::Spec;
 use crate::plan::{Cell, Plan};
-use crate::spec::Spec;
 
 /// What is searched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::scan::FileReport;
 use crate::gpu::compat::{best_for, How};
 use crate::gpu::TargetId;
-use crate::spec::GpuPolicy;
+use crate::matrix_file::GpuPolicy;
 use crate::store::coverage::{GfxVerdict, LibraryCoverage, VerdictKind};
 
 /// One cell of the table.

@@ -13,8 +13,8 @@ use crate::bisect::store::Request;
 use crate::bisect::{Begin, Options, What};
 use crate::error::{Error, ExitCode};
 use crate::image::network::NetworkChoice;
+use crate::matrix_file::DEFAULT_MAX_CELLS;
 use crate::run::progress::ProgressMode;
-use crate::spec::DEFAULT_MAX_CELLS;
 use crate::stop::signals::Interrupt;
 use crate::store::DEFAULT_OUT;
 

@@ -10,7 +10,7 @@ use clap::Args;
 use super::history::HistoryOption;
 use crate::error::{Error, ExitCode};
 use crate::expect::{self, ExpectError};
-use crate::spec::SpecError;
+use crate::matrix_file::SpecError;
 
 #[derive(Debug, Args)]
 pub struct ExpectArgs {
@@ -38,7 +38,7 @@ pub fn run(args: ExpectArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let path = &args.matrix;
     let text = crate::safe_read::read_bounded_string(
         path,
-        crate::spec::MAX_MATRIX_BYTES,
+        crate::matrix_file::MAX_MATRIX_BYTES,
         "matrix files",
         "",
     )

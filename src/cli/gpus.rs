@@ -20,8 +20,8 @@ use crate::gpu::checks::{
 };
 use crate::gpu::nvidia::NvidiaInventory;
 use crate::gpu::{Inventory, TargetId};
+use crate::matrix_file::{GpuUse, Spec, DEFAULT_MAX_CELLS};
 use crate::plan::Plan;
-use crate::spec::{GpuUse, Spec, DEFAULT_MAX_CELLS};
 
 #[derive(Debug, Args)]
 pub struct GpusArgs {
@@ -42,7 +42,9 @@ pub struct GpusArgs {
 }
 
 /// The gfx targets of cells that need or may use a GPU, and the matrix policy.
-fn matrix_targets(file: &Path) -> Result<(Vec<TargetId>, Option<crate::spec::GpuPolicy>), Error> {
+fn matrix_targets(
+    file: &Path,
+) -> Result<(Vec<TargetId>, Option<crate::matrix_file::GpuPolicy>), Error> {
     let spec = Spec::load(file)?;
     let plan = Plan::build(&spec, DEFAULT_MAX_CELLS)?;
     let mut targets: Vec<TargetId> = Vec::new();

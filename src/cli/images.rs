@@ -21,7 +21,7 @@ use clap::Args;
 
 use crate::error::{Error, ExitCode};
 use crate::image::inventory;
-use crate::spec::parse_duration;
+use crate::matrix_file::parse_duration;
 
 #[derive(Debug, Args)]
 pub struct ImagesArgs {

@@ -155,9 +155,9 @@ pub enum PolicyArg {
     Extended,
 }
 
-impl From<PolicyArg> for crate::spec::GpuPolicy {
+impl From<PolicyArg> for crate::matrix_file::GpuPolicy {
     fn from(p: PolicyArg) -> Self {
-        use crate::spec::GpuPolicy as P;
+        use crate::matrix_file::GpuPolicy as P;
         match p {
             PolicyArg::Exact => P::Exact,
             PolicyArg::Compatible => P::Compatible,
@@ -308,10 +308,10 @@ pub(crate) fn replanned_options(
 /// commit now (the one `lock` names for its URL and ref, under a lock), so
 /// that a bad URL, ref or tree is the matrix's error at its line.
 pub(crate) fn plan_of(
-    spec: &crate::spec::Spec,
+    spec: &crate::matrix_file::Spec,
     max_cells: usize,
     lock: Option<&crate::store::lock::Lock>,
-) -> Result<crate::plan::Plan, crate::spec::SpecError> {
+) -> Result<crate::plan::Plan, crate::matrix_file::SpecError> {
     let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
     let resolve = |url: &str, r: &str| sources.tree_commit(url, r, lock).map_err(|e| e.detail());
     crate::plan::Plan::build_with(spec, max_cells, Some(&resolve))

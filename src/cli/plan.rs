@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use crate::error::{Error, ExitCode};
+use crate::matrix_file::{Spec, DEFAULT_MAX_CELLS};
 use crate::plan::jobs::{self, CiLimits, JobError, JobRequest, Runners};
 use crate::plan::k8s::{self, K8sSettings};
 use crate::plan::slurm::{self, ScriptPaths, SlurmSettings};
 use crate::plan::{ci, Plan, Shard};
-use crate::spec::{Spec, DEFAULT_MAX_CELLS};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Format {

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use crate::error::{Error, ExitCode, FailOn};
+use crate::matrix_file::JunitFiles;
 use crate::report;
 use crate::results::Source;
-use crate::spec::JunitFiles;
 
 #[derive(Debug, Args)]
 pub struct Judge {

@@ -8,12 +8,12 @@ use clap::Args;
 
 use crate::error::{Error, ExitCode, RunExit};
 use crate::image::network::NetworkChoice;
+use crate::matrix_file::{Spec, DEFAULT_MAX_CELLS};
 use crate::outcome::CellVerdict;
 use crate::plan::Shard;
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunReport, RunRequest, RunSource};
 use crate::run::{RunOptions, RunStore};
-use crate::spec::{Spec, DEFAULT_MAX_CELLS};
 use crate::stop::signals::Interrupt;
 use crate::store::DEFAULT_OUT;
 
@@ -74,7 +74,7 @@ pub struct RunArgs {
     /// Share environment images through this registry repository (e.g.
     /// ghcr.io/org/rocmatrix): pull `<REF>/env:<hash>` before building,
     /// push after; overrides the matrix file's `registry:`.
-    #[arg(long, value_name = "REF", value_parser = crate::spec::parse_registry)]
+    #[arg(long, value_name = "REF", value_parser = crate::matrix_file::parse_registry)]
     pub registry: Option<String>,
     #[command(flatten)]
     pub cluster: super::slurm_run::ClusterArgs,

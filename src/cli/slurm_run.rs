@@ -11,10 +11,10 @@ use super::run::RunArgs;
 use crate::cluster::state::{ArrayState, TaskState};
 use crate::cluster::{controller, shards, ClusterError};
 use crate::error::{Error, ExitCode};
+use crate::matrix_file::Spec;
 use crate::plan::jobs::{self, JobError, JobRequest, Runners};
 use crate::plan::slurm;
 use crate::plan::Plan;
-use crate::spec::Spec;
 
 /// Where the cells run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -254,7 +254,7 @@ fn run_args(args: &RunArgs) -> Vec<String> {
     if args.coverage {
         a.push("--coverage".into());
     }
-    if args.max_cells != crate::spec::DEFAULT_MAX_CELLS {
+    if args.max_cells != crate::matrix_file::DEFAULT_MAX_CELLS {
         a.extend(["--max-cells".to_string(), args.max_cells.to_string()]);
     }
     // Where the tasks find GPUs, when not the standard places.

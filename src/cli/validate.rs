@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{Error, ExitCode};
-use crate::spec::{Spec, DEFAULT_MAX_CELLS};
+use crate::matrix_file::{Spec, DEFAULT_MAX_CELLS};
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use super::state::{self, ArrayState, TaskState};
 use super::{array, shards, ClusterError};
+use crate::matrix_file::Spec;
 use crate::plan::jobs::Job;
 use crate::plan::slurm::{self, ScriptPaths, SlurmSettings};
 use crate::plan::Plan;
-use crate::spec::Spec;
 
 /// Submitted arrays: (job, task indices) each.
 pub type Jobs = Vec<(String, Vec<usize>)>;

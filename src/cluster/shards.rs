@@ -130,7 +130,7 @@ pub fn merge(
     dir: &Path,
     state: &ArrayState,
     baseline: Option<&Path>,
-    junit: Option<crate::spec::JunitFiles>,
+    junit: Option<crate::matrix_file::JunitFiles>,
     history: &crate::history::Location,
 ) -> Result<crate::report::ReportSummary, ClusterError> {
     let runs = stores(dir, state);

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ClusterError;
+use crate::matrix_file::Spec;
 use crate::plan::Plan;
-use crate::spec::Spec;
 use crate::store::record::{RunManifest, STORE_VERSION};
 
 /// The state file in the shared directory.

@@ -115,7 +115,7 @@ pub async fn take(
     engine: &crate::engine::Engine,
     container: &str,
     tree: &Tree<'_>,
-    spec: &crate::spec::BacktraceSpec,
+    spec: &crate::matrix_file::BacktraceSpec,
 ) -> String {
     let budget = spec.timeout.as_secs().max(1);
     let mut out = Vec::new();

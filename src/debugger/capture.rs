@@ -14,7 +14,7 @@
 //! a function or a command with redirections is noted as such.
 
 use super::{gdb, DIR};
-use crate::spec::{BacktraceOn, BacktraceSpec};
+use crate::matrix_file::{BacktraceOn, BacktraceSpec};
 
 /// The files of step `slug` under [`DIR`]: command, gdb commands, output.
 pub fn files(slug: &str) -> (String, String, String) {

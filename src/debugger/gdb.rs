@@ -1,7 +1,7 @@
 //! gdb's command file for a backtrace, and the shell that runs a command
 //! under it within bounds.
 
-use crate::spec::{BacktraceOn, BacktraceSpec};
+use crate::matrix_file::{BacktraceOn, BacktraceSpec};
 
 /// The line gdb echoes right before the backtrace, so that the parser
 /// knows where the program's own output ends.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::spec::tree::{Node, NodeKind};
+use crate::matrix_file::tree::{Node, NodeKind};
 
 use super::findings::{Drop, Findings, NewEntry, Section};
 use super::ExpectError;
@@ -477,7 +477,7 @@ mod tests {
     }
 
     fn edited(text: &str, f: &Findings) -> (String, String) {
-        let root = crate::spec::tree::parse(text).unwrap();
+        let root = crate::matrix_file::tree::parse(text).unwrap();
         let doc = Doc::new("m.yaml", text, &root);
         let edits = doc.edits(f).unwrap();
         (doc.apply(&edits), doc.diff("m.yaml", &edits))
@@ -517,7 +517,7 @@ mod tests {
             "name: m   # the name\nmatrix:\n  gfx: [a, b]\n\
 # expected failures\nexpect:\n    # old one\n    - cells: {gfx: a}\n      tests: [T.Keep]\n      reason: \"old\"\n    # why\n    - cells: {gfx: b}\n      tests: [T.New]\n      reason: \"known failure: boom: 1\"\n\n# reports\nreport: {rows: [gfx]}\n\nflaky:\n  # why\n  - tests: [T.Flaky]\n    reason: \"flaky: 1 of 4 runs failed\"\n"
         );
-        crate::spec::Spec::parse(std::path::Path::new("m.yaml"), &text)
+        crate::matrix_file::Spec::parse(std::path::Path::new("m.yaml"), &text)
             .map(|_| ())
             .unwrap_or_else(|e| panic!("{e}\n{text}"));
         // One hunk: the edits' contexts touch.
@@ -548,7 +548,7 @@ mod tests {
         let (text, _) = edited("name: m\nexpect:\n  - cells: {gfx: a}\n    reason: r\n", &f);
         assert_eq!(text, "name: m\nexpect: []\n");
         let text = "name: m\nexpect: [{tests: [A], reason: r}]\n";
-        let root = crate::spec::tree::parse(text).unwrap();
+        let root = crate::matrix_file::tree::parse(text).unwrap();
         let f = Findings {
             expect: vec![entry(&[], &["B"], "r")],
             ..Findings::default()
@@ -596,7 +596,7 @@ mod tests {
             text.contains("  - tests:\n      - A.a\n      - A.b\n"),
             "{text}"
         );
-        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), &text).unwrap();
+        let spec = crate::matrix_file::Spec::parse(std::path::Path::new("m.yaml"), &text).unwrap();
         assert_eq!(spec.expect[0].tests, names);
     }
 

@@ -10,8 +10,8 @@ use crate::history::backend::RunRow;
 use crate::history::query::CellRun;
 use crate::history::verdict::{where_flaky, HistoryVerdict, Obs};
 use crate::history::{flaky_places, record, History, HistoryError, TestHistory};
+use crate::matrix_file::{Expectation, Spec};
 use crate::plan::glob;
-use crate::spec::{Expectation, Spec};
 
 /// Which list of the matrix file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -250,7 +250,7 @@ fn failing_cells(
 /// The current matrix's cells as axis values; `None` when it cannot be
 /// expanded (then every recorded cell counts).
 fn current_cells(spec: &Spec) -> Option<HashSet<BTreeMap<String, String>>> {
-    let combos = crate::spec::expand(spec, crate::spec::DEFAULT_MAX_CELLS).ok()?;
+    let combos = crate::matrix_file::expand(spec, crate::matrix_file::DEFAULT_MAX_CELLS).ok()?;
     Some(
         combos
             .into_iter()

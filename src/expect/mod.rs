@@ -15,7 +15,7 @@ pub mod findings;
 use std::path::{Path, PathBuf};
 
 use crate::history::{History, HistoryError, Location};
-use crate::spec::{Spec, SpecError};
+use crate::matrix_file::{Spec, SpecError};
 
 /// Why `expect` could not propose anything.
 #[derive(Debug, thiserror::Error)]
@@ -111,8 +111,8 @@ pub fn propose(
         });
     }
     let found = findings::find(&spec, history, drop_after)?;
-    let root =
-        crate::spec::tree::parse(text).map_err(|e| SpecError::new(path, Some(e.pos), e.message))?;
+    let root = crate::matrix_file::tree::parse(text)
+        .map_err(|e| SpecError::new(path, Some(e.pos), e.message))?;
     let name = path.display().to_string();
     let doc = edit::Doc::new(&name, text, &root);
     let edits = doc.edits(&found)?;

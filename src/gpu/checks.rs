@@ -15,7 +15,7 @@ use super::compat::{best_for, policy_name};
 use super::inventory::Inventory;
 use super::target::TargetId;
 use crate::engine::rootless::{KeepGroups, KEEP_GROUPS};
-use crate::spec::GpuPolicy;
+use crate::matrix_file::GpuPolicy;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

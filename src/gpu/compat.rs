@@ -13,7 +13,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::target::{generic_members, override_value, version_of, TargetId};
-use crate::spec::GpuPolicy;
+use crate::matrix_file::GpuPolicy;
 
 /// Why code for a target runs on an agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

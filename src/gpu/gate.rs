@@ -324,8 +324,8 @@ impl NvidiaGate {
             .map(|g| g.uuid.clone())
             .collect();
         let count = match request.count {
-            crate::spec::GpuCount::N(n) => n.max(1) as usize,
-            crate::spec::GpuCount::All => candidates.len().max(1),
+            crate::matrix_file::GpuCount::N(n) => n.max(1) as usize,
+            crate::matrix_file::GpuCount::All => candidates.len().max(1),
         };
         if candidates.len() < count {
             return Err(Refusal(format!(

@@ -19,7 +19,7 @@ use super::compat::{policy_name, runs_on, How};
 use super::inventory::{Gpu, Inventory};
 use super::target::TargetId;
 use super::GpuError;
-use crate::spec::{GpuCount, GpuPolicy};
+use crate::matrix_file::{GpuCount, GpuPolicy};
 
 /// What a cell asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

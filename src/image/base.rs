@@ -293,7 +293,7 @@ async fn bootstrap(engine: &Engine, b: &Bootstrapping<'_>) -> Result<BaseImage, 
     // share (and delete) each other's root file system.
     let scratch = format!(
         "rootfs-{}-{}",
-        crate::spec::cell_id::sanitize(b.reference),
+        crate::matrix_file::cell_id::sanitize(b.reference),
         std::process::id()
     );
     let root = b.work.join(&scratch);
@@ -412,7 +412,7 @@ async fn import_tarball(engine: &Engine, tarball: &Path) -> Result<BaseImage, Im
         .to_ascii_lowercase();
     let reference = format!(
         "rocmatrix/base:{}-{}",
-        crate::spec::cell_id::sanitize(&stem).trim_matches(['.', '-']),
+        crate::matrix_file::cell_id::sanitize(&stem).trim_matches(['.', '-']),
         &sha[..12]
     );
     let origin = BaseOrigin::Imported {

@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use super::{render, Cell, Renderer, SourceRef, Step};
-use crate::spec::{BuildTemplate, Spec, SpecError};
+use crate::matrix_file::{BuildTemplate, Spec, SpecError};
 
 /// What a build makes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -129,7 +129,7 @@ pub fn assign(
                 suite: None,
                 timeout: s.timeout.unwrap_or(spec.timeout),
                 junit: Vec::new(),
-                gpu: crate::spec::GpuUse::None,
+                gpu: crate::matrix_file::GpuUse::None,
                 continue_on_error: s.continue_on_error,
                 backtrace: s.backtrace.clone(),
                 rerun_failures: 0,
@@ -210,7 +210,7 @@ fn keys(groups: &[Group]) -> Vec<String> {
                 "all".to_string()
             } else {
                 let joined: Vec<&str> = per.iter().map(|(_, v)| v.as_str()).collect();
-                crate::spec::cell_id::sanitize(&joined.join("-"))
+                crate::matrix_file::cell_id::sanitize(&joined.join("-"))
             }
         })
         .collect();

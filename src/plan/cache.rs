@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::render::Subject;
 use super::Renderer;
-use crate::spec::{Spec, SpecError};
+use crate::matrix_file::{Spec, SpecError};
 
 /// Prefix of every cache volume's name.
 pub const VOLUME_PREFIX: &str = "rocmatrix-cache-";

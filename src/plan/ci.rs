@@ -59,7 +59,7 @@ pub fn gitlab(name: &str, cells: usize, jobs: &[Job]) -> String {
         "stages".into(),
         serde_json::json!([RUN_STAGE, REPORT_STAGE]),
     );
-    let prefix = crate::spec::cell_id::sanitize(name);
+    let prefix = crate::matrix_file::cell_id::sanitize(name);
     for j in jobs {
         let mut job = serde_json::json!({
             "stage": RUN_STAGE,

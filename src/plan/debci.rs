@@ -98,7 +98,7 @@ mod tests {
         ))
         .unwrap();
         let path = std::path::Path::new("matrix/debian-autopkgtest.yaml");
-        let spec = crate::spec::Spec::parse(path, &text).unwrap();
+        let spec = crate::matrix_file::Spec::parse(path, &text).unwrap();
         let plan = crate::plan::Plan::build(&spec, 4096).unwrap();
         let out = render(&plan.cells);
         let lines: Vec<&str> = out.lines().collect();

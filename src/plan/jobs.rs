@@ -13,7 +13,7 @@ use std::path::Path;
 
 use super::ci::shell_quote;
 use super::{render, Cell, Plan, Renderer, Shard};
-use crate::spec::{Spec, SpecError, Template};
+use crate::matrix_file::{Spec, SpecError, Template};
 
 /// What a CI system allows: its name for messages, and its job limit.
 #[derive(Debug, Clone, Copy)]
@@ -263,7 +263,7 @@ fn job_name(group: &[(String, String)], shard: Shard, grouped: bool) -> String {
     }
     let values: Vec<String> = group
         .iter()
-        .map(|(_, v)| crate::spec::cell_id::sanitize(v))
+        .map(|(_, v)| crate::matrix_file::cell_id::sanitize(v))
         .collect();
     let base = values.join("-");
     if shard.total > 1 {

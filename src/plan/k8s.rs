@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use super::jobs::{CiLimits, Job};
 use super::slurm::processor;
 use super::Plan;
-use crate::spec::GpuUse;
+use crate::matrix_file::GpuUse;
 
 /// An Indexed Job's `completions` is at most 100000; a generated file
 /// keeps to the limit of the other formats.
@@ -269,8 +269,8 @@ pub fn dns_label(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matrix_file::Spec;
     use crate::plan::jobs::{jobs, JobRequest, Runners};
-    use crate::spec::Spec;
     use std::path::Path;
 
     #[test]

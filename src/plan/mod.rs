@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::{Serialize, Serializer};
 
-use crate::spec::{self, cell_id, GpuCount, GpuPolicy, GpuUse, Spec, SpecError};
+use crate::matrix_file::{self, cell_id, GpuCount, GpuPolicy, GpuUse, Spec, SpecError};
 pub use build::Build;
 pub use cache::CacheMount;
 pub use render::Renderer;
@@ -109,7 +109,7 @@ pub struct Step {
     pub continue_on_error: bool,
     /// Run the failing command again under gdb (`backtrace:`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backtrace: Option<spec::BacktraceSpec>,
+    pub backtrace: Option<matrix_file::BacktraceSpec>,
     /// Run the step again, up to this many times, while its JUnit has
     /// failing tests (a `run:` step with `junit:`; suites rerun their own).
     #[serde(default, skip_serializing_if = "suite::is_zero")]
@@ -243,7 +243,7 @@ impl Plan {
         max_cells: usize,
         resolve: Option<ResolveTree>,
     ) -> Result<Plan, SpecError> {
-        let combos = spec::expand(spec, max_cells)?;
+        let combos = matrix_file::expand(spec, max_cells)?;
         let ids = cell_id::cell_ids(spec, &combos);
         let mut r = Renderer::new(&spec.file);
         for t in all_templates(spec) {
@@ -405,7 +405,7 @@ impl Plan {
     }
 }
 
-fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
+fn all_templates(spec: &Spec) -> Vec<&matrix_file::Template> {
     let mut out = Vec::new();
     if let Some(e) = &spec.environment {
         out.extend([&e.family, &e.base]);
@@ -445,11 +445,11 @@ fn all_templates(spec: &Spec) -> Vec<&spec::Template> {
 fn render_llvm(
     spec: &Spec,
     r: &Renderer,
-    l: &spec::LlvmTemplate,
+    l: &matrix_file::LlvmTemplate,
     ctx: &minijinja::Value,
     id: &str,
 ) -> Result<Llvm, SpecError> {
-    let list = |ts: &[spec::Template]| -> Result<Vec<String>, SpecError> {
+    let list = |ts: &[matrix_file::Template]| -> Result<Vec<String>, SpecError> {
         let mut out = Vec::new();
         for t in ts {
             out.extend(r.render(t, ctx, id)?.split_whitespace().map(str::to_string));
@@ -524,7 +524,7 @@ fn render_llvm(
 fn llvm_patches(
     spec: &Spec,
     r: &Renderer,
-    templates: &[spec::Template],
+    templates: &[matrix_file::Template],
     ctx: &minijinja::Value,
     id: &str,
 ) -> Result<Vec<patch_file::LlvmPatch>, SpecError> {
@@ -619,11 +619,11 @@ fn render_gpu(
 fn render_environment(
     spec: &Spec,
     r: &Renderer,
-    e: &spec::EnvironmentTemplate,
+    e: &matrix_file::EnvironmentTemplate,
     (ctx, id): (&minijinja::Value, &str),
     resolve: Option<ResolveTree>,
 ) -> Result<Environment, SpecError> {
-    let opt = |t: &Option<spec::Template>| -> Result<Option<String>, SpecError> {
+    let opt = |t: &Option<matrix_file::Template>| -> Result<Option<String>, SpecError> {
         Ok(match t {
             Some(t) => Some(r.render(t, ctx, id)?.trim().to_string()).filter(|s| !s.is_empty()),
             None => None,

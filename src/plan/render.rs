@@ -9,7 +9,7 @@ use std::path::Path;
 
 use minijinja::{Environment, UndefinedBehavior, Value};
 
-use crate::spec::{Pos, SpecError, Template};
+use crate::matrix_file::{Pos, SpecError, Template};
 
 /// Instructions one template may run for one cell (minijinja's fuel). A
 /// template that substitutes values and takes a branch or two runs a few

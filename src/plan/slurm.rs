@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use super::ci::shell_quote;
 use super::jobs::{CiLimits, Job};
 use super::Plan;
-use crate::spec::GpuUse;
+use crate::matrix_file::GpuUse;
 
 /// Slurm's default `MaxArraySize` is 1001: task ids 0–1000.
 pub const SLURM: CiLimits = CiLimits {
@@ -222,7 +222,7 @@ pub fn common_options(name: &str, s: &SlurmSettings, paths: &ScriptPaths) -> Vec
     let mut o = vec![
         format!(
             "--job-name=rocmatrix-{}",
-            crate::spec::cell_id::sanitize(name)
+            crate::matrix_file::cell_id::sanitize(name)
         ),
         format!("--output={}/logs/%a.out", paths.dir),
     ];
@@ -338,8 +338,8 @@ fn body(tasks: &[Task], paths: &ScriptPaths) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matrix_file::Spec;
     use crate::plan::jobs::{jobs, JobRequest, Runners};
-    use crate::spec::Spec;
     use std::path::Path;
 
     const MATRIX: &str = "name: m

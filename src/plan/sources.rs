@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Renderer;
-use crate::spec::{SourceTemplate, Spec, SpecError};
+use crate::matrix_file::{SourceTemplate, Spec, SpecError};
 
 /// A source as one cell sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

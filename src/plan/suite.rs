@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::render::Renderer;
-use crate::spec::{source_pin, SpecError, SuiteTemplate};
+use crate::matrix_file::{source_pin, SpecError, SuiteTemplate};
 
 /// A rendered `gtest:`, `ctest:` or `autopkgtest:`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -88,13 +88,13 @@ pub(super) fn render(
     ctx: &minijinja::Value,
     id: &str,
 ) -> Result<TestSuite, SpecError> {
-    let opt = |t: &Option<crate::spec::Template>| -> Result<Option<String>, SpecError> {
+    let opt = |t: &Option<crate::matrix_file::Template>| -> Result<Option<String>, SpecError> {
         Ok(match t {
             Some(t) => Some(r.render(t, ctx, id)?).filter(|s| !s.trim().is_empty()),
             None => None,
         })
     };
-    let args = |a: &[crate::spec::Template]| -> Result<Vec<String>, SpecError> {
+    let args = |a: &[crate::matrix_file::Template]| -> Result<Vec<String>, SpecError> {
         a.iter().map(|t| r.render(t, ctx, id)).collect()
     };
     Ok(match t {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::build::{Build, BuildKind};
 use super::{CacheMount, Cell, Llvm, LlvmSource, Renderer, ResolveTree, SourceRef, Step};
-use crate::spec::{GpuUse, LlvmTemplate, Spec, SpecError};
+use crate::matrix_file::{GpuUse, LlvmTemplate, Spec, SpecError};
 
 /// The name of an LLVM git tree among its toolchain build's sources.
 pub const TREE: &str = "llvm-tree";

@@ -42,7 +42,7 @@ impl Preparer {
         let images = self.store.dir.join("images");
         let log = images.join(format!(
             "base-{}.log",
-            crate::spec::cell_id::sanitize(&env.base)
+            crate::matrix_file::cell_id::sanitize(&env.base)
         ));
         let _ = tokio::fs::create_dir_all(&images).await;
         let mut share = self.opts.registry.as_deref().map(|registry| BaseShare {

@@ -279,7 +279,7 @@ mod tests {
     #[test]
     fn the_first_environment_of_each_base_goes_first() {
         let text = "matrix:\n  n: [a]\nenvironment:\n  base: debian:sid\nsteps:\n  - name: t\n    run: 'true'\n";
-        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), text).unwrap();
+        let spec = crate::matrix_file::Spec::parse(std::path::Path::new("m.yaml"), text).unwrap();
         let p = crate::plan::Plan::build(&spec, 64).unwrap();
         let env = |base: &str| {
             let mut e = p.cells[0].environment.clone().unwrap();

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::bundle::coverage::{verdict_of, CoverageVerdict};
 use crate::gpu::TargetId;
+use crate::matrix_file::GpuPolicy;
 use crate::results::Results;
-use crate::spec::GpuPolicy;
 use crate::store::coverage::{EnvironmentCoverage, VerdictKind};
 
 /// One environment image's gfx coverage table.

@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 
 use super::cell_pages::{file_stem, remove_stale};
 use super::ReportError;
+use crate::matrix_file::JunitFiles;
 use crate::merged_junit::JunitWriter;
 use crate::results::collect::Sink;
 use crate::results::junit::Case;
 use crate::results::source::CellSource;
 use crate::results::{CellResult, TestStatus};
-use crate::spec::JunitFiles;
 
 /// The JUnit output of one report, as the layout asks.
 pub enum JunitOut {

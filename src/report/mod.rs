@@ -179,7 +179,7 @@ impl ReportSummary {
 pub fn write_reports(
     run_dir: &Path,
     baseline: Option<&Path>,
-    junit: Option<crate::spec::JunitFiles>,
+    junit: Option<crate::matrix_file::JunitFiles>,
 ) -> Result<ReportSummary, ReportError> {
     write_reports_with(run_dir, baseline, junit, None)
 }
@@ -189,7 +189,7 @@ pub fn write_reports(
 pub fn write_reports_with(
     run_dir: &Path,
     baseline: Option<&Path>,
-    junit: Option<crate::spec::JunitFiles>,
+    junit: Option<crate::matrix_file::JunitFiles>,
     history: Option<&Recorder>,
 ) -> Result<ReportSummary, ReportError> {
     let mut source = Source::run(run_dir)?;
@@ -340,10 +340,10 @@ fn summarise(
     let mut warnings = Vec::new();
     if junit_written.largest > crate::merged_junit::GITLAB_LIMIT {
         let (file, hint) = match source.report.junit {
-            crate::spec::JunitFiles::Merged => {
+            crate::matrix_file::JunitFiles::Merged => {
                 ("junit.xml", "; `--junit per-cell` writes a file per cell")
             }
-            crate::spec::JunitFiles::PerCell => ("the largest file in junit/", ""),
+            crate::matrix_file::JunitFiles::PerCell => ("the largest file in junit/", ""),
         };
         warnings.push(format!(
             "{file} is {:.1} MB, above GitLab's 30 MB limit even with all output trimmed ({} test cases){hint}",

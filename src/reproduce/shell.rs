@@ -160,10 +160,10 @@ async fn snapshot_after(
         })?;
     let tag = format!(
         "{SNAPSHOT_REPO}:{}-after-{}-{}",
-        crate::spec::cell_id::sanitize(&cell.id)
+        crate::matrix_file::cell_id::sanitize(&cell.id)
             .to_ascii_lowercase()
             .trim_matches(['.', '-']),
-        crate::spec::cell_id::sanitize(step).to_ascii_lowercase(),
+        crate::matrix_file::cell_id::sanitize(step).to_ascii_lowercase(),
         &cell.hash[..12]
     );
     if engine.image(&tag).await?.is_some() {
@@ -252,7 +252,7 @@ async fn start_cell_container(
 ) -> Result<String, RunError> {
     let name = format!(
         "rocmatrix-{owner}-{}-{}",
-        crate::spec::cell_id::sanitize(&cell.id),
+        crate::matrix_file::cell_id::sanitize(&cell.id),
         std::process::id()
     );
     let spec = container_spec(owner, cell, image, grant, name);

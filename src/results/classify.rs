@@ -9,7 +9,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 use super::model::TestStatus;
-use crate::spec::{ClassifyAs, ClassifyRule, GpuCondition};
+use crate::matrix_file::{ClassifyAs, ClassifyRule, GpuCondition};
 
 /// The reason the built-in rule gives.
 pub const NO_GPU_REASON: &str = "needs a GPU (no device on this host)";

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::spec::Expectation;
+use crate::matrix_file::Expectation;
 use crate::store::record::RunStatus as CellStatus;
 
 use super::classify::{Classified, Classifier};

@@ -226,8 +226,8 @@ mod tests {
         let text = "matrix:\n  suite: [bookworm, trixie, sid]\n  gfx: [gfx900, gfx1030, gfx1100]\n\
             environment:\n  family: debian\n  base: \"debian:{{ matrix.suite }}\"\n  packages: [hipcc]\n\
             steps:\n  - name: compile\n    run: hipcc --offload-arch={{ matrix.gfx }}\n";
-        let spec =
-            crate::spec::Spec::parse(Path::new("m.yaml"), text).unwrap_or_else(|e| panic!("{e}"));
+        let spec = crate::matrix_file::Spec::parse(Path::new("m.yaml"), text)
+            .unwrap_or_else(|e| panic!("{e}"));
         let plan = crate::plan::Plan::build(&spec, 100).unwrap_or_else(|e| panic!("{e}"));
         let mut environments = serde_json::Map::new();
         let mut cells = serde_json::Map::new();

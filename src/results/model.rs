@@ -334,7 +334,7 @@ pub struct Results {
     #[serde(default)]
     pub matrix_hash: String,
     pub keys: Vec<String>,
-    pub report: crate::spec::ReportLayout,
+    pub report: crate::matrix_file::ReportLayout,
     pub cells: Vec<CellResult>,
     /// Problems about the whole set (missing shards …).
     #[serde(default)]

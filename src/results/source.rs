@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::spec::{Expectation, ReportLayout};
+use crate::matrix_file::{Expectation, ReportLayout};
 use crate::store::coverage::EnvironmentCoverage;
 use crate::store::record::{CellRecord, RunManifest};
 use crate::store::StoreError;
@@ -37,7 +37,7 @@ pub struct Source {
     pub keys: Vec<String>,
     pub expect: Vec<Expectation>,
     /// `classify:` rules of the matrix file.
-    pub classify: Vec<crate::spec::ClassifyRule>,
+    pub classify: Vec<crate::matrix_file::ClassifyRule>,
     pub report: ReportLayout,
     pub cells: Vec<CellSource>,
     pub messages: Vec<String>,

@@ -13,8 +13,8 @@ use super::steps::{run_steps, GpuAt, StepsOutcome};
 use crate::engine::labels::owner_labels;
 use crate::engine::ContainerSpec;
 use crate::gpu::gate::GpuGrant;
+use crate::matrix_file::GpuUse;
 use crate::plan::{Cell, Step};
-use crate::spec::GpuUse;
 use crate::step::main_process;
 use crate::step::protocol::env_key;
 use crate::step::setup::{fresh_dir, prepare_sources, upload_long_scripts};
@@ -300,7 +300,7 @@ pub fn container_spec(
 
 /// Container names are unique per run, cell and attempt.
 pub fn container_name(run: &str, cell: &str, attempt: u32) -> String {
-    let mut cell = crate::spec::cell_id::sanitize(cell);
+    let mut cell = crate::matrix_file::cell_id::sanitize(cell);
     cell.truncate(100);
     format!("rocmatrix-{run}-{cell}-{attempt}")
 }

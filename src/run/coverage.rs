@@ -14,8 +14,8 @@ use crate::engine::Engine;
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
 use crate::image::libraries::{copy_libraries, ScratchDir, DEFAULT_DIRS};
+use crate::matrix_file::GpuPolicy;
 use crate::plan::Cell;
-use crate::spec::GpuPolicy;
 pub use crate::store::coverage::{EnvironmentCoverage, GfxVerdict, LibraryCoverage, VerdictKind};
 use crate::store::RunStore;
 

@@ -54,7 +54,10 @@ pub struct RunContext {
 
 impl RunContext {
     /// The context of a run of `cells` under the matrix's `expect:` rules.
-    pub fn new(cells: &[crate::plan::Cell], expect: &[crate::spec::Expectation]) -> RunContext {
+    pub fn new(
+        cells: &[crate::plan::Cell],
+        expect: &[crate::matrix_file::Expectation],
+    ) -> RunContext {
         let expected = cells
             .iter()
             .filter_map(|c| {

@@ -528,7 +528,7 @@ mod tests {
             environment:\n  family: debian\n  base: \"debian:{{ matrix.suite }}\"\n  packages: [hipcc]\n\
             steps:\n  - name: compile\n    run: hipcc --offload-arch={{ matrix.gfx }}\n\
             expect:\n  - cells: {suite: bookworm, gfx: gfx1100}\n    reason: no gfx1100 device libraries\n";
-        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), text)
+        let spec = crate::matrix_file::Spec::parse(std::path::Path::new("m.yaml"), text)
             .unwrap_or_else(|e| panic!("{e}"));
         let plan = crate::plan::Plan::build(&spec, 100).unwrap_or_else(|e| panic!("{e}"));
         RunContext::new(&plan.cells, &spec.expect)

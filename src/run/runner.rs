@@ -16,8 +16,8 @@ use super::RunError;
 use crate::engine::Engine;
 use crate::gpu::gate::GpuGate;
 use crate::image::{BaseImage, EnvImage};
+use crate::matrix_file::Spec;
 use crate::plan::Plan;
-use crate::spec::Spec;
 use crate::stop::signals::Interrupt;
 use crate::store::lock::{Lock, LockedBuild, LockedCell, LOCK_VERSION};
 use crate::store::record::{CellRecord, RunManifest, RunStatus, STORE_VERSION};
@@ -62,7 +62,7 @@ pub struct RunReport {
 
 impl RunReport {
     /// The whole-cell expectation (`expect:` without `tests:`) covering `record`.
-    pub fn expectation(&self, record: &CellRecord) -> Option<&crate::spec::Expectation> {
+    pub fn expectation(&self, record: &CellRecord) -> Option<&crate::matrix_file::Expectation> {
         expectation(&self.manifest, record)
     }
 
@@ -84,7 +84,7 @@ impl RunReport {
 fn expectation<'m>(
     manifest: &'m RunManifest,
     record: &CellRecord,
-) -> Option<&'m crate::spec::Expectation> {
+) -> Option<&'m crate::matrix_file::Expectation> {
     manifest
         .expect
         .iter()

@@ -433,7 +433,7 @@ mod tests {
              llvm:\n    debug: \"{{{{ 'source' if matrix.flavour == 'debug' else 'none' }}}}\"\n    \
              tools: [llvm-mc]\n{build}steps:\n  - name: t\n    run: 'true'\n"
         );
-        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), &text).unwrap();
+        let spec = crate::matrix_file::Spec::parse(std::path::Path::new("m.yaml"), &text).unwrap();
         crate::plan::Plan::build(&spec, 64).unwrap()
     }
 

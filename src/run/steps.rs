@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::step_reruns;
 use crate::plan::Cell;
-use crate::spec::GpuUse;
+use crate::matrix_file::GpuUse;
 use crate::step::clock;
 use crate::step::judge::{judge_exec, Progress};
 use crate::step::junit::collect_junit;

@@ -6,8 +6,8 @@ use super::log::StepLog;
 use super::protocol::EXIT_SKIPPED;
 use super::CellError;
 use crate::engine::{Engine, ExecOutcome};
+use crate::matrix_file::GpuUse;
 use crate::plan::Step;
-use crate::spec::GpuUse;
 use crate::store::record::{RunStatus, StepRecord};
 
 /// A step's status, exit code and reason from how its exec ended: 0 passed,

@@ -115,14 +115,14 @@ pub(crate) fn place_junit(
     abs: &str,
 ) -> Result<Vec<String>, CellError> {
     let mut files = Vec::new();
-    let flat = crate::spec::cell_id::sanitize(abs.trim_start_matches('/'));
+    let flat = crate::matrix_file::cell_id::sanitize(abs.trim_start_matches('/'));
     for rel in rels {
         let name = if u_single(rel) {
             flat.clone()
         } else {
             format!(
                 "{flat}-{}",
-                crate::spec::cell_id::sanitize(&rel.to_string_lossy())
+                crate::matrix_file::cell_id::sanitize(&rel.to_string_lossy())
             )
         };
         let final_path = dest.join(&name);

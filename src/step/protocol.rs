@@ -230,7 +230,11 @@ pub fn nonce() -> String {
 
 /// `NN-name` for step files: sortable and file-system safe.
 pub fn step_slug(index: usize, name: &str) -> String {
-    format!("{:02}-{}", index + 1, crate::spec::cell_id::sanitize(name))
+    format!(
+        "{:02}-{}",
+        index + 1,
+        crate::matrix_file::cell_id::sanitize(name)
+    )
 }
 
 pub fn env_key(k: &str) -> String {
@@ -400,7 +404,7 @@ mod tests {
             suite: None,
             timeout: std::time::Duration::from_secs(5),
             junit: Vec::new(),
-            gpu: crate::spec::GpuUse::None,
+            gpu: crate::matrix_file::GpuUse::None,
             continue_on_error,
             backtrace: None,
             rerun_failures: 0,
@@ -447,7 +451,7 @@ mod tests {
             suite: None,
             timeout: std::time::Duration::from_secs(5),
             junit: Vec::new(),
-            gpu: crate::spec::GpuUse::None,
+            gpu: crate::matrix_file::GpuUse::None,
             continue_on_error: false,
             backtrace: None,
             rerun_failures: 0,

@@ -21,8 +21,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{read, StoreError};
+use crate::matrix_file::{Expectation, ReportLayout};
 use crate::plan::Cell;
-use crate::spec::{Expectation, ReportLayout};
 
 /// Version of the run-store layout; bumped on incompatible changes.
 pub const STORE_VERSION: u32 = 1;
@@ -41,7 +41,7 @@ pub struct RunManifest {
     pub keys: Vec<String>,
     pub expect: Vec<Expectation>,
     /// `classify:` rules, applied when results are collected.
-    pub classify: Vec<crate::spec::ClassifyRule>,
+    pub classify: Vec<crate::matrix_file::ClassifyRule>,
     pub report: ReportLayout,
     pub shard: Option<String>,
     pub cells: Vec<Cell>,

@@ -7,7 +7,7 @@
 use super::{Case, CaseVerdict, SuiteContext};
 use crate::debugger::gdb;
 use crate::debugger::gdb_output::{self, HEADING};
-use crate::spec::BacktraceSpec;
+use crate::matrix_file::BacktraceSpec;
 
 /// At most this many crashing tests of one binary are run again.
 const MAX_RERUNS: usize = 5;

@@ -104,7 +104,7 @@ pub struct SuiteContext<'a> {
     /// The step's variables (`ROCMATRIX_STEP=…`), given to every process.
     pub env: Vec<String>,
     /// The step's `backtrace:`: crashing tests run again under gdb.
-    pub backtrace: Option<&'a crate::spec::BacktraceSpec>,
+    pub backtrace: Option<&'a crate::matrix_file::BacktraceSpec>,
 }
 
 /// How the suite ran, for the step's record.

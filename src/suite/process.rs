@@ -50,7 +50,7 @@ pub struct Process<'a> {
     pub then_read: Option<(&'a str, usize)>,
     /// `backtrace: {on: timeout}`: gdb attaches to the process tree before
     /// a kill, within the spec's `timeout`.
-    pub attach: Option<&'a crate::spec::BacktraceSpec>,
+    pub attach: Option<&'a crate::matrix_file::BacktraceSpec>,
 }
 
 /// Numbers the markers, which also carry the controller's pid and the time.

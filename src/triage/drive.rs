@@ -229,7 +229,7 @@ fn prepare(
 ) -> Result<Prepared, TriageError> {
     let mut run = targets::read(run_dir)?;
     let matrix = Path::new(&run.manifest.matrix_file);
-    let spec = crate::spec::Spec::load(matrix).map_err(|e| {
+    let spec = crate::matrix_file::Spec::load(matrix).map_err(|e| {
         TriageError::Usage(format!(
             "run {}: its matrix file {} cannot be read ({e}); triage runs probes from the \
              file the run was made from",

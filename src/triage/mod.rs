@@ -36,7 +36,7 @@ pub enum TriageError {
     #[error(transparent)]
     Bisect(#[from] crate::bisect::BisectError),
     #[error(transparent)]
-    Spec(#[from] crate::spec::SpecError),
+    Spec(#[from] crate::matrix_file::SpecError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]

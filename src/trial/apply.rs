@@ -279,7 +279,7 @@ mod tests {
                     llvm:\n    debug: \"{{ 'source' if matrix.flavour == 'debug' else 'none' }}\"\n    \
                     tools: [llvm-mc]\nbuild:\n  per: [flavour]\n  steps:\n    - name: make\n      run: make\n\
                     steps:\n  - name: assemble\n    run: llvm-mc --version\n";
-        let spec = crate::spec::Spec::parse(std::path::Path::new("m.yaml"), text).unwrap();
+        let spec = crate::matrix_file::Spec::parse(std::path::Path::new("m.yaml"), text).unwrap();
         let plan = crate::plan::Plan::build(&spec, 64).unwrap();
         RunManifest {
             store_version: crate::store::record::STORE_VERSION,

@@ -1,8 +1,8 @@
 //! A positioned YAML tree: every node knows its line and column.
 //!
 //! A room of its own on the lowest floor: it depends on nothing of the
-//! crate. `spec` reads matrix files through it (and re-exports it as
-//! `spec::tree`), `expect` edits them through it.
+//! crate. `matrix_file` reads matrix files through it (and re-exports it as
+//! `matrix_file::tree`), `expect` edits them through it.
 //!
 //! The one parse of a matrix file (yaml-rust2's marked events): the tree
 //! keeps every scalar exactly as written and where it was written, so the

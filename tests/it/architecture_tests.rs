@@ -30,7 +30,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("safe_read", 0),
     ("junit", 0),
     ("yaml", 0),
-    ("spec", 1),
+    ("matrix_file", 1),
     ("plan", 2),
     ("store", 3),
     ("outcome", 3),

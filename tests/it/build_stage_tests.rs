@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
+use rocmatrix::matrix_file::Spec;
 use rocmatrix::plan::Plan;
-use rocmatrix::spec::Spec;
 use serde_json::Value;
 
 use crate::harness::*;

@@ -10,8 +10,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::harness::*;
+use rocmatrix::matrix_file::Spec;
 use rocmatrix::plan::Plan;
-use rocmatrix::spec::Spec;
 
 fn plan(text: &str) -> Result<Plan, String> {
     let s = Spec::parse(Path::new("m.yaml"), text).map_err(|e| e.to_string())?;

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use rocmatrix::spec::{expand, Origin, Spec};
+use rocmatrix::matrix_file::{expand, Origin, Spec};
 
 #[derive(Debug, Clone)]
 struct Case {

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
+use rocmatrix::matrix_file::Spec;
 use rocmatrix::plan::Plan;
 use rocmatrix::results::junit::{self, Case, Limits, Visitor};
-use rocmatrix::spec::Spec;
 
 fn cases() -> u32 {
     std::env::var("ROCMATRIX_FUZZ_CASES")

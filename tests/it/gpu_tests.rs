@@ -8,7 +8,7 @@ use rocmatrix::gpu::checks::{
     rootless_checks, run_checks, Account, CheckStatus as Status, Identity, RootlessEngine,
 };
 use rocmatrix::gpu::{How, Inventory, LeaseRequest, Leaser, Outcome, TargetId};
-use rocmatrix::spec::GpuPolicy;
+use rocmatrix::matrix_file::GpuPolicy;
 
 fn fixture(machine: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -87,7 +87,7 @@ fn fake_dev(inv: &Inventory) -> tempfile::TempDir {
 fn request(target: &str, count: u32, policy: GpuPolicy) -> LeaseRequest {
     LeaseRequest {
         target: TargetId::parse(target).unwrap(),
-        count: rocmatrix::spec::GpuCount::N(count),
+        count: rocmatrix::matrix_file::GpuCount::N(count),
         policy,
     }
 }

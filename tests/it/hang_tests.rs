@@ -12,8 +12,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::harness::*;
+use rocmatrix::matrix_file::Spec;
 use rocmatrix::plan::Plan;
-use rocmatrix::spec::Spec;
 
 /// Cells: `spin-*` hang in their first step (the main process), `gtest-*`
 /// in a googletest test and then in a step run by exec; `nogdb` has no
@@ -75,7 +75,7 @@ fn plan(text: &str) -> Result<Plan, String> {
 fn backtrace_on_takes_a_word_or_a_list_and_refuses_others_with_their_line() {
     let p = plan(MATRIX).unwrap();
     let bt = p.cells[0].steps[0].backtrace.as_ref().unwrap();
-    assert_eq!(bt.on, Some(rocmatrix::spec::BacktraceOn::Error));
+    assert_eq!(bt.on, Some(rocmatrix::matrix_file::BacktraceOn::Error));
     assert!(bt.on_timeout);
     let bt = p.cells[0].steps[1].backtrace.as_ref().unwrap();
     assert_eq!((bt.on, bt.on_timeout), (None, true));

@@ -10,9 +10,9 @@
 
 use std::path::Path;
 
+use rocmatrix::matrix_file::Spec;
 use rocmatrix::plan::{build::BuildKind, Build, Plan};
 use rocmatrix::source::Sources;
-use rocmatrix::spec::Spec;
 use serde_json::Value;
 
 use crate::harness::*;

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use rocmatrix::matrix_file::{expand, Spec, SpecError};
 use rocmatrix::plan::Plan;
-use rocmatrix::spec::{expand, Spec, SpecError};
 
 fn spec(text: &str) -> Spec {
     Spec::parse(Path::new("m.yaml"), text).unwrap_or_else(|e| panic!("{e}"))
@@ -443,10 +443,13 @@ fn suite_steps_and_classify_rules_are_validated_with_positions() {
         "{base}  - name: t\n    gtest:\n      binary: /usr/libexec/*/miopen_gtest\n      filter: 'CPU_*'\n      timeout_per_test: 5m\n\
          gpu:\n  count: all\nclassify:\n  - match: \"Handle wasn't obtained\"\n    as: xfail\n    reason: needs a GPU\n    when: {{gpu: none}}\n"
     ));
-    assert_eq!(s.gpu.count, rocmatrix::spec::GpuCount::All);
-    assert_eq!(s.classify[0].gpu, rocmatrix::spec::GpuCondition::None);
+    assert_eq!(s.gpu.count, rocmatrix::matrix_file::GpuCount::All);
+    assert_eq!(
+        s.classify[0].gpu,
+        rocmatrix::matrix_file::GpuCondition::None
+    );
     match &s.steps[0].suite {
-        Some(rocmatrix::spec::SuiteTemplate::Gtest(g)) => {
+        Some(rocmatrix::matrix_file::SuiteTemplate::Gtest(g)) => {
             assert_eq!(
                 g.timeout_per_test,
                 Some(std::time::Duration::from_secs(300))
@@ -458,7 +461,7 @@ fn suite_steps_and_classify_rules_are_validated_with_positions() {
 
 #[test]
 fn report_junit_files_are_merged_unless_asked_per_cell() {
-    use rocmatrix::spec::JunitFiles;
+    use rocmatrix::matrix_file::JunitFiles;
     assert_eq!(spec("matrix:\n  a: [1]\n").report.junit, JunitFiles::Merged);
     let s = spec("matrix:\n  a: [1]\nreport:\n  junit: per-cell\n");
     assert_eq!(s.report.junit, JunitFiles::PerCell);
@@ -468,7 +471,7 @@ fn report_junit_files_are_merged_unless_asked_per_cell() {
 
 #[test]
 fn rerun_failures_is_a_steps_own_or_the_matrix_files_default() {
-    use rocmatrix::spec::SuiteTemplate;
+    use rocmatrix::matrix_file::SuiteTemplate;
     let s = spec(
         "matrix:\n  a: [1]\nrerun_failures: 2\nsteps:\n  - name: g\n    gtest:\n      binary: /t\n  \
          - name: c\n    ctest:\n      dir: /b\n      rerun_failures: 0\n  - name: own\n    gtest:\n      binary: /u\n      rerun_failures: 3\n",

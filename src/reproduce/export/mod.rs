@@ -15,10 +15,10 @@ use std::sync::Arc;
 use super::load_cell;
 use crate::image::build::recipe;
 use crate::image::{BaseImage, BaseOrigin, Family};
+use crate::matrix_file::GpuUse;
 use crate::plan::{Cell, Environment};
 use crate::run::{RunError, RunStore};
 use crate::source::Prepared;
-use crate::spec::GpuUse;
 use crate::step::protocol::{env_key, step_slug, EXIT_SKIPPED};
 use crate::store::lock::{LockedEnvironment, LockedSource};
 use crate::store::record::{CellRecord, RunManifest};
@@ -260,7 +260,7 @@ impl<'a> ExportDir<'a> {
 fn run_script(manifest: &RunManifest, cell: &Cell, pin: &BasePin) -> String {
     let tag = format!(
         "rocmatrix-repro/{}:{}",
-        crate::spec::cell_id::sanitize(&cell.id)
+        crate::matrix_file::cell_id::sanitize(&cell.id)
             .to_ascii_lowercase()
             .trim_matches(['.', '-']),
         &cell.hash[..12]

@@ -1,7 +1,7 @@
 //! The run store's file schemas: the serde types that say, field by field,
 //! what `plan.json` (and the plan part of `build.json` and a cluster's
 //! `array.json`) hold on disk, apart from the `crate::plan` and
-//! `crate::spec` types the rest of the program works with.
+//! `crate::matrix_file` types the rest of the program works with.
 //!
 //! The domain types may change (a field renamed, a default moved) without
 //! the files changing: each schema type here is converted to and from its
@@ -255,14 +255,14 @@ mod tests {
     fn what_no_fixture_has_reads_into_the_plan_types_and_back() {
         let file: PlanFile = serde_json::from_str(RARE).unwrap();
         let m = RunManifest::from(file.clone());
-        assert!(m.expect[0].flaky && m.classify[0].gpu == crate::spec::GpuCondition::None);
-        assert_eq!(m.report.junit, crate::spec::JunitFiles::PerCell);
+        assert!(m.expect[0].flaky && m.classify[0].gpu == crate::matrix_file::GpuCondition::None);
+        assert_eq!(m.report.junit, crate::matrix_file::JunitFiles::PerCell);
         let c = &m.cells[0];
         assert_eq!(
             c.values,
             [("os".into(), "a".into()), ("cc".into(), "b".into())]
         );
-        assert_eq!(c.gpu.count, crate::spec::GpuCount::N(2));
+        assert_eq!(c.gpu.count, crate::matrix_file::GpuCount::N(2));
         assert_eq!(c.memory, Some(1 << 30));
         assert_eq!(c.steps[0].timeout, std::time::Duration::from_secs(60));
         let Some(crate::plan::TestSuite::Ctest(ctest)) = &c.steps[0].suite else {
@@ -283,7 +283,10 @@ mod tests {
     #[test]
     fn a_gpu_count_is_a_number_or_all_and_nothing_else() {
         let all: spec::GpuCount = serde_json::from_str(r#""all""#).unwrap();
-        assert_eq!(crate::spec::GpuCount::from(all), crate::spec::GpuCount::All);
+        assert_eq!(
+            crate::matrix_file::GpuCount::from(all),
+            crate::matrix_file::GpuCount::All
+        );
         assert_eq!(serde_json::to_string(&all).unwrap(), r#""all""#);
         assert!(serde_json::from_str::<spec::GpuCount>(r#""some""#).is_err());
     }

@@ -1,15 +1,15 @@
 //! The matrix file's parts that `plan.json` keeps, as the file spells them:
 //! `expect:`/`flaky:` entries, `classify:` rules, the report layout, and the
 //! GPU and backtrace settings of the cells' steps, each with its
-//! conversions to and from `crate::spec`.
+//! conversions to and from `crate::matrix_file`.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::spec;
+use crate::matrix_file;
 
-/// An `expect:` (or `flaky:`) entry (`spec::Expectation`).
+/// An `expect:` (or `flaky:`) entry (`matrix_file::Expectation`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Expectation {
     pub cells: BTreeMap<String, String>,
@@ -19,7 +19,7 @@ pub struct Expectation {
     pub flaky: bool,
 }
 
-/// A `classify:` rule (`spec::ClassifyRule`).
+/// A `classify:` rule (`matrix_file::ClassifyRule`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassifyRule {
     #[serde(rename = "match")]
@@ -31,7 +31,7 @@ pub struct ClassifyRule {
     pub gpu: GpuCondition,
 }
 
-/// `spec::ClassifyAs`.
+/// `matrix_file::ClassifyAs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ClassifyAs {
@@ -40,7 +40,7 @@ pub enum ClassifyAs {
     Error,
 }
 
-/// `spec::GpuCondition`.
+/// `matrix_file::GpuCondition`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuCondition {
@@ -49,7 +49,7 @@ pub enum GpuCondition {
     None,
 }
 
-/// Which axes span the report grid (`spec::ReportLayout`).
+/// Which axes span the report grid (`matrix_file::ReportLayout`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReportLayout {
     pub rows: Vec<String>,
@@ -62,7 +62,7 @@ pub struct ReportLayout {
     pub junit: JunitFiles,
 }
 
-/// `spec::JunitFiles`.
+/// `matrix_file::JunitFiles`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum JunitFiles {
@@ -77,7 +77,7 @@ impl JunitFiles {
     }
 }
 
-/// `spec::GpuUse`.
+/// `matrix_file::GpuUse`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuUse {
@@ -86,7 +86,7 @@ pub enum GpuUse {
     Required,
 }
 
-/// `spec::GpuPolicy`.
+/// `matrix_file::GpuPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum GpuPolicy {
@@ -96,7 +96,7 @@ pub enum GpuPolicy {
     Extended,
 }
 
-/// A GPU count: a number, or `"all"` (`spec::GpuCount`).
+/// A GPU count: a number, or `"all"` (`matrix_file::GpuCount`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum GpuCount {
@@ -111,7 +111,7 @@ pub enum All {
     All,
 }
 
-/// A step's `backtrace:` (`spec::BacktraceSpec`); `timeout` in seconds.
+/// A step's `backtrace:` (`matrix_file::BacktraceSpec`); `timeout` in seconds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BacktraceSpec {
     /// None with only `on: timeout`.
@@ -125,7 +125,7 @@ pub struct BacktraceSpec {
     pub frames: usize,
 }
 
-/// `spec::BacktraceOn`.
+/// `matrix_file::BacktraceOn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BacktraceOn {
@@ -133,8 +133,8 @@ pub enum BacktraceOn {
     Crash,
 }
 
-impl From<&spec::Expectation> for Expectation {
-    fn from(e: &spec::Expectation) -> Self {
+impl From<&matrix_file::Expectation> for Expectation {
+    fn from(e: &matrix_file::Expectation) -> Self {
         Expectation {
             cells: e.cells.clone(),
             tests: e.tests.clone(),
@@ -144,9 +144,9 @@ impl From<&spec::Expectation> for Expectation {
     }
 }
 
-impl From<Expectation> for spec::Expectation {
+impl From<Expectation> for matrix_file::Expectation {
     fn from(e: Expectation) -> Self {
-        spec::Expectation {
+        matrix_file::Expectation {
             cells: e.cells,
             tests: e.tests,
             reason: e.reason,
@@ -155,138 +155,138 @@ impl From<Expectation> for spec::Expectation {
     }
 }
 
-impl From<&spec::ClassifyRule> for ClassifyRule {
-    fn from(r: &spec::ClassifyRule) -> Self {
+impl From<&matrix_file::ClassifyRule> for ClassifyRule {
+    fn from(r: &matrix_file::ClassifyRule) -> Self {
         ClassifyRule {
             pattern: r.pattern.clone(),
             outcome: match r.outcome {
-                spec::ClassifyAs::Skipped => ClassifyAs::Skipped,
-                spec::ClassifyAs::Xfail => ClassifyAs::Xfail,
-                spec::ClassifyAs::Error => ClassifyAs::Error,
+                matrix_file::ClassifyAs::Skipped => ClassifyAs::Skipped,
+                matrix_file::ClassifyAs::Xfail => ClassifyAs::Xfail,
+                matrix_file::ClassifyAs::Error => ClassifyAs::Error,
             },
             reason: r.reason.clone(),
             gpu: match r.gpu {
-                spec::GpuCondition::Any => GpuCondition::Any,
-                spec::GpuCondition::None => GpuCondition::None,
+                matrix_file::GpuCondition::Any => GpuCondition::Any,
+                matrix_file::GpuCondition::None => GpuCondition::None,
             },
         }
     }
 }
 
-impl From<ClassifyRule> for spec::ClassifyRule {
+impl From<ClassifyRule> for matrix_file::ClassifyRule {
     fn from(r: ClassifyRule) -> Self {
-        spec::ClassifyRule {
+        matrix_file::ClassifyRule {
             pattern: r.pattern,
             outcome: match r.outcome {
-                ClassifyAs::Skipped => spec::ClassifyAs::Skipped,
-                ClassifyAs::Xfail => spec::ClassifyAs::Xfail,
-                ClassifyAs::Error => spec::ClassifyAs::Error,
+                ClassifyAs::Skipped => matrix_file::ClassifyAs::Skipped,
+                ClassifyAs::Xfail => matrix_file::ClassifyAs::Xfail,
+                ClassifyAs::Error => matrix_file::ClassifyAs::Error,
             },
             reason: r.reason,
             gpu: match r.gpu {
-                GpuCondition::Any => spec::GpuCondition::Any,
-                GpuCondition::None => spec::GpuCondition::None,
+                GpuCondition::Any => matrix_file::GpuCondition::Any,
+                GpuCondition::None => matrix_file::GpuCondition::None,
             },
         }
     }
 }
 
-impl From<&spec::ReportLayout> for ReportLayout {
-    fn from(r: &spec::ReportLayout) -> Self {
+impl From<&matrix_file::ReportLayout> for ReportLayout {
+    fn from(r: &matrix_file::ReportLayout) -> Self {
         ReportLayout {
             rows: r.rows.clone(),
             columns: r.columns.clone(),
             packages: r.packages.clone(),
             gfx_targets: r.gfx_targets.clone(),
             junit: match r.junit {
-                spec::JunitFiles::Merged => JunitFiles::Merged,
-                spec::JunitFiles::PerCell => JunitFiles::PerCell,
+                matrix_file::JunitFiles::Merged => JunitFiles::Merged,
+                matrix_file::JunitFiles::PerCell => JunitFiles::PerCell,
             },
         }
     }
 }
 
-impl From<ReportLayout> for spec::ReportLayout {
+impl From<ReportLayout> for matrix_file::ReportLayout {
     fn from(r: ReportLayout) -> Self {
-        spec::ReportLayout {
+        matrix_file::ReportLayout {
             rows: r.rows,
             columns: r.columns,
             packages: r.packages,
             gfx_targets: r.gfx_targets,
             junit: match r.junit {
-                JunitFiles::Merged => spec::JunitFiles::Merged,
-                JunitFiles::PerCell => spec::JunitFiles::PerCell,
+                JunitFiles::Merged => matrix_file::JunitFiles::Merged,
+                JunitFiles::PerCell => matrix_file::JunitFiles::PerCell,
             },
         }
     }
 }
 
-impl From<spec::GpuUse> for GpuUse {
-    fn from(g: spec::GpuUse) -> Self {
+impl From<matrix_file::GpuUse> for GpuUse {
+    fn from(g: matrix_file::GpuUse) -> Self {
         match g {
-            spec::GpuUse::None => GpuUse::None,
-            spec::GpuUse::Optional => GpuUse::Optional,
-            spec::GpuUse::Required => GpuUse::Required,
+            matrix_file::GpuUse::None => GpuUse::None,
+            matrix_file::GpuUse::Optional => GpuUse::Optional,
+            matrix_file::GpuUse::Required => GpuUse::Required,
         }
     }
 }
 
-impl From<GpuUse> for spec::GpuUse {
+impl From<GpuUse> for matrix_file::GpuUse {
     fn from(g: GpuUse) -> Self {
         match g {
-            GpuUse::None => spec::GpuUse::None,
-            GpuUse::Optional => spec::GpuUse::Optional,
-            GpuUse::Required => spec::GpuUse::Required,
+            GpuUse::None => matrix_file::GpuUse::None,
+            GpuUse::Optional => matrix_file::GpuUse::Optional,
+            GpuUse::Required => matrix_file::GpuUse::Required,
         }
     }
 }
 
-impl From<spec::GpuPolicy> for GpuPolicy {
-    fn from(p: spec::GpuPolicy) -> Self {
+impl From<matrix_file::GpuPolicy> for GpuPolicy {
+    fn from(p: matrix_file::GpuPolicy) -> Self {
         match p {
-            spec::GpuPolicy::Exact => GpuPolicy::Exact,
-            spec::GpuPolicy::Compatible => GpuPolicy::Compatible,
-            spec::GpuPolicy::Override => GpuPolicy::Override,
-            spec::GpuPolicy::Extended => GpuPolicy::Extended,
+            matrix_file::GpuPolicy::Exact => GpuPolicy::Exact,
+            matrix_file::GpuPolicy::Compatible => GpuPolicy::Compatible,
+            matrix_file::GpuPolicy::Override => GpuPolicy::Override,
+            matrix_file::GpuPolicy::Extended => GpuPolicy::Extended,
         }
     }
 }
 
-impl From<GpuPolicy> for spec::GpuPolicy {
+impl From<GpuPolicy> for matrix_file::GpuPolicy {
     fn from(p: GpuPolicy) -> Self {
         match p {
-            GpuPolicy::Exact => spec::GpuPolicy::Exact,
-            GpuPolicy::Compatible => spec::GpuPolicy::Compatible,
-            GpuPolicy::Override => spec::GpuPolicy::Override,
-            GpuPolicy::Extended => spec::GpuPolicy::Extended,
+            GpuPolicy::Exact => matrix_file::GpuPolicy::Exact,
+            GpuPolicy::Compatible => matrix_file::GpuPolicy::Compatible,
+            GpuPolicy::Override => matrix_file::GpuPolicy::Override,
+            GpuPolicy::Extended => matrix_file::GpuPolicy::Extended,
         }
     }
 }
 
-impl From<spec::GpuCount> for GpuCount {
-    fn from(c: spec::GpuCount) -> Self {
+impl From<matrix_file::GpuCount> for GpuCount {
+    fn from(c: matrix_file::GpuCount) -> Self {
         match c {
-            spec::GpuCount::N(n) => GpuCount::N(n),
-            spec::GpuCount::All => GpuCount::All(All::All),
+            matrix_file::GpuCount::N(n) => GpuCount::N(n),
+            matrix_file::GpuCount::All => GpuCount::All(All::All),
         }
     }
 }
 
-impl From<GpuCount> for spec::GpuCount {
+impl From<GpuCount> for matrix_file::GpuCount {
     fn from(c: GpuCount) -> Self {
         match c {
-            GpuCount::N(n) => spec::GpuCount::N(n),
-            GpuCount::All(All::All) => spec::GpuCount::All,
+            GpuCount::N(n) => matrix_file::GpuCount::N(n),
+            GpuCount::All(All::All) => matrix_file::GpuCount::All,
         }
     }
 }
 
-impl From<&spec::BacktraceSpec> for BacktraceSpec {
-    fn from(b: &spec::BacktraceSpec) -> Self {
+impl From<&matrix_file::BacktraceSpec> for BacktraceSpec {
+    fn from(b: &matrix_file::BacktraceSpec) -> Self {
         BacktraceSpec {
             on: b.on.map(|on| match on {
-                spec::BacktraceOn::Error => BacktraceOn::Error,
-                spec::BacktraceOn::Crash => BacktraceOn::Crash,
+                matrix_file::BacktraceOn::Error => BacktraceOn::Error,
+                matrix_file::BacktraceOn::Crash => BacktraceOn::Crash,
             }),
             on_timeout: b.on_timeout,
             breaks: b.breaks.clone(),
@@ -296,12 +296,12 @@ impl From<&spec::BacktraceSpec> for BacktraceSpec {
     }
 }
 
-impl From<BacktraceSpec> for spec::BacktraceSpec {
+impl From<BacktraceSpec> for matrix_file::BacktraceSpec {
     fn from(b: BacktraceSpec) -> Self {
-        spec::BacktraceSpec {
+        matrix_file::BacktraceSpec {
             on: b.on.map(|on| match on {
-                BacktraceOn::Error => spec::BacktraceOn::Error,
-                BacktraceOn::Crash => spec::BacktraceOn::Crash,
+                BacktraceOn::Error => matrix_file::BacktraceOn::Error,
+                BacktraceOn::Crash => matrix_file::BacktraceOn::Crash,
             }),
             on_timeout: b.on_timeout,
             breaks: b.breaks,

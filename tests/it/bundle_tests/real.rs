@@ -505,7 +505,7 @@ fn an_extended_verdict_from_a_real_compressed_bundle_is_its_own_kind() {
             match rocmatrix::bundle::coverage::verdict(
                 &carried_ids,
                 &parse(g),
-                rocmatrix::spec::GpuPolicy::Extended,
+                rocmatrix::matrix_file::GpuPolicy::Extended,
             ) {
                 rocmatrix::bundle::coverage::CoverageVerdict::Compatible {
                     target,

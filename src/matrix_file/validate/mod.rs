@@ -164,7 +164,7 @@ fn read_ci(cx: &Ctx, raw: Option<&RawCi>) -> CiTemplate {
         slurm: c
             .slurm
             .as_ref()
-            .map(|r| crate::spec::SlurmCi {
+            .map(|r| crate::matrix_file::SlurmCi {
                 partition: r.partition.clone(),
                 account: r.account.clone(),
                 time: r.time.clone(),
@@ -175,7 +175,7 @@ fn read_ci(cx: &Ctx, raw: Option<&RawCi>) -> CiTemplate {
         k8s: c
             .k8s
             .as_ref()
-            .map(|r| crate::spec::K8sCi {
+            .map(|r| crate::matrix_file::K8sCi {
                 image: r.image.clone(),
                 namespace: r.namespace.clone(),
                 claim: r.claim.clone(),

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The keys a cell can have: the axes in order, then keys only includes add.
-pub(in crate::spec) fn spec_keys(axes: &[Axis], include: &[Entry]) -> Vec<String> {
+pub(in crate::matrix_file) fn spec_keys(axes: &[Axis], include: &[Entry]) -> Vec<String> {
     let mut keys: Vec<String> = axes.iter().map(|a| a.name.clone()).collect();
     let mut seen: HashSet<&str> = axes.iter().map(|a| a.name.as_str()).collect();
     for e in include {

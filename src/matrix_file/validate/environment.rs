@@ -48,8 +48,11 @@ pub(super) fn read_environment(
     })
 }
 
-fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::LlvmTemplate {
-    use crate::spec::raw::RawLlvm;
+fn read_llvm(
+    cx: &Ctx,
+    l: Option<&crate::matrix_file::raw::RawLlvm>,
+) -> crate::matrix_file::LlvmTemplate {
+    use crate::matrix_file::raw::RawLlvm;
     let list = |field: &str, items: &[String]| -> Vec<Template> {
         items
             .iter()
@@ -58,7 +61,7 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
             .collect()
     };
     match l {
-        None => crate::spec::LlvmTemplate {
+        None => crate::matrix_file::LlvmTemplate {
             debug: cx.template("environment.llvm", "release"),
             git: None,
             reference: None,
@@ -67,7 +70,7 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
             targets: Vec::new(),
             patches: Vec::new(),
         },
-        Some(RawLlvm::Flavour(s)) => crate::spec::LlvmTemplate {
+        Some(RawLlvm::Flavour(s)) => crate::matrix_file::LlvmTemplate {
             debug: cx.template("environment.llvm", s),
             git: None,
             reference: None,
@@ -76,7 +79,7 @@ fn read_llvm(cx: &Ctx, l: Option<&crate::spec::raw::RawLlvm>) -> crate::spec::Ll
             targets: Vec::new(),
             patches: Vec::new(),
         },
-        Some(RawLlvm::Source(m)) => crate::spec::LlvmTemplate {
+        Some(RawLlvm::Source(m)) => crate::matrix_file::LlvmTemplate {
             debug: cx.template("environment.llvm.debug", &m.debug),
             git: m
                 .git

@@ -166,8 +166,8 @@ pub(super) fn read_steps(
 pub(super) fn read_backtrace(
     cx: &Ctx,
     f: &str,
-    b: &crate::spec::raw::RawBacktrace,
-) -> Result<crate::spec::BacktraceSpec, SpecError> {
+    b: &crate::matrix_file::raw::RawBacktrace,
+) -> Result<crate::matrix_file::BacktraceSpec, SpecError> {
     let (on, on_timeout) = read_backtrace_on(cx, f, &b.on)?;
     if let Some(bad) = b
         .breaks
@@ -192,7 +192,7 @@ pub(super) fn read_backtrace(
             format!("backtrace.frames must be between 1 and 256, not {frames}"),
         ));
     }
-    Ok(crate::spec::BacktraceSpec {
+    Ok(crate::matrix_file::BacktraceSpec {
         on,
         on_timeout,
         breaks: b.breaks.iter().map(|x| x.trim().to_string()).collect(),
@@ -207,10 +207,10 @@ pub(super) fn read_backtrace(
 fn read_backtrace_on(
     cx: &Ctx,
     f: &str,
-    on: &crate::spec::raw::RawBacktraceOn,
-) -> Result<(Option<crate::spec::BacktraceOn>, bool), SpecError> {
-    use crate::spec::raw::RawBacktraceOn;
-    use crate::spec::BacktraceOn;
+    on: &crate::matrix_file::raw::RawBacktraceOn,
+) -> Result<(Option<crate::matrix_file::BacktraceOn>, bool), SpecError> {
+    use crate::matrix_file::raw::RawBacktraceOn;
+    use crate::matrix_file::BacktraceOn;
     let words: Vec<(String, &str)> = match on {
         RawBacktraceOn::One(w) => vec![(format!("{f}.on"), w.as_str())],
         RawBacktraceOn::Many(ws) => ws

@@ -1,7 +1,7 @@
 //! The raw, serde-shaped model of a matrix file.
 //!
 //! It mirrors the YAML one to one and rejects unknown keys; it is never used
-//! outside `spec`: [`super::validate`] turns it into the typed [`super::Spec`].
+//! outside `matrix_file`: [`super::validate`] turns it into the typed [`super::Spec`].
 //! Every scalar that a user may write unquoted (axis values, versions) is read
 //! as a `String`, which the tree's deserializer (`src/yaml/de.rs`) fills
 //! with the scalar exactly as written.
