@@ -446,23 +446,8 @@ async fn run_steps(
             exit_code,
             secs,
         });
-        // Exit 77 means nothing to a build: it did not make what cells need.
-        let stops =
-            status != RunStatus::Passed && !(status == RunStatus::Failed && step.continue_on_error);
-        if stops {
-            let status = if status == RunStatus::Skipped {
-                RunStatus::Failed
-            } else {
-                status
-            };
-            verdict = Some((
-                status,
-                format!(
-                    "step `{}`: {}",
-                    step.name,
-                    reason.clone().unwrap_or_default()
-                ),
-            ));
+        if let Some(stop) = stops_the_build(step, status, reason.as_deref()) {
+            verdict = Some(stop);
         }
         records.push(StepRecord {
             name: step.name.clone(),
@@ -480,6 +465,25 @@ async fn run_steps(
         collect_backtraces(cx, build, &steps, container, dir, &mut records).await?;
     }
     Ok((records, verdict))
+}
+
+/// The build's status and reason when a step that ended with `status`
+/// stops it: any ending but a pass, except a failure the step may have.
+fn stops_the_build(
+    step: &crate::plan::Step,
+    status: RunStatus,
+    reason: Option<&str>,
+) -> Option<(RunStatus, String)> {
+    if status == RunStatus::Passed || (status == RunStatus::Failed && step.continue_on_error) {
+        return None;
+    }
+    // Exit 77 means nothing to a build: it did not make what cells need.
+    let status = match status {
+        RunStatus::Skipped => RunStatus::Failed,
+        s => s,
+    };
+    let why = format!("step `{}`: {}", step.name, reason.unwrap_or_default());
+    Some((status, why))
 }
 
 /// The backtraces of a failed build's steps (`backtrace:`, as a cell's

@@ -4,11 +4,11 @@
 //! the cell makes the rest skipped with the reason, and the cell's verdict
 //! comes from its steps.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::step_reruns;
-use crate::plan::Cell;
 use crate::matrix_file::GpuUse;
+use crate::plan::Cell;
 use crate::step::clock;
 use crate::step::judge::{judge_exec, Progress};
 use crate::step::junit::collect_junit;
@@ -144,13 +144,14 @@ async fn run_step(
             env,
             backtrace: at.step.backtrace.as_ref(),
         };
-        let judged = run_suite(&sc, suite, log).await?;
+        let outcome = run_suite(&sc, suite, log).await?;
+        let (judged, why) = outcome.step_status(sc.step_timeout);
         // The step's exit status is the tool's where it judges the package
         // as a whole (autopkgtest's), else none.
-        let exit = judged.package.as_ref().and_then(|p| p.exit);
-        (status, exit_code, reason) = (judged.status, exit, judged.reason);
-        package = judged.package;
-        suite_junit = judged.junit.and_then(|p| {
+        let exit = outcome.package.as_ref().and_then(|p| p.exit);
+        (status, exit_code, reason) = (judged, exit, why);
+        package = outcome.package;
+        suite_junit = outcome.junit.and_then(|p| {
             p.strip_prefix(at.cell_dir)
                 .ok()
                 .map(|r| r.to_string_lossy().into_owned())
@@ -163,22 +164,12 @@ async fn run_step(
     Ok((record, suite_junit, reran))
 }
 
-/// How a step's suite ended, for its record.
-struct SuiteJudged {
-    status: RunStatus,
-    reason: Option<String>,
-    /// The JUnit file the adapter wrote.
-    junit: Option<PathBuf>,
-    /// The verdict on the package as a whole (autopkgtest's).
-    package: Option<crate::store::record::PackageOutcome>,
-}
-
-/// Runs a step's suite through its adapter and judges the step.
+/// Runs a step's suite through its adapter, its summary line into the log.
 async fn run_suite(
     sc: &SuiteContext<'_>,
     suite: &crate::plan::TestSuite,
     log: &mut StepLog,
-) -> Result<SuiteJudged, CellError> {
+) -> Result<crate::suite::SuiteOutcome, CellError> {
     use crate::plan::TestSuite;
     let mut write = |b: &[u8]| log.write(b);
     let shared = std::sync::Mutex::new(&mut write as &mut (dyn FnMut(&[u8]) + Send));
@@ -187,30 +178,9 @@ async fn run_suite(
         TestSuite::Ctest(c) => crate::suite::ctest::run(sc, c, &shared).await?,
         TestSuite::Autopkgtest(a) => crate::autopkgtest::run(sc, a, &shared).await?,
     };
-    let summary = outcome.summary();
-    let text = format!("rocmatrix: {summary}\n");
+    let text = format!("rocmatrix: {}\n", outcome.summary());
     (*shared.lock().unwrap_or_else(|p| p.into_inner()))(text.as_bytes());
-    let (status, reason) = if let Some(problem) = outcome.problem {
-        (RunStatus::Failed, Some(problem))
-    } else if outcome.step_timed_out {
-        (
-            RunStatus::Timeout,
-            Some(format!(
-                "timed out after {} s ({summary})",
-                sc.step_timeout.as_secs()
-            )),
-        )
-    } else if outcome.failures() > 0 {
-        (RunStatus::Failed, Some(summary))
-    } else {
-        (RunStatus::Passed, None)
-    };
-    Ok(SuiteJudged {
-        status,
-        reason,
-        junit: outcome.junit,
-        package: outcome.package,
-    })
+    Ok(outcome)
 }
 
 /// Runs the step's script by exec, its output into `log`, with its

@@ -30,6 +30,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::engine::{Engine, EngineError};
+use crate::outcome::RunStatus;
 
 /// How one test case ended, as the suite adapters judge it (from its
 /// process, its output and its per-test timeout), before the step's JUnit
@@ -139,6 +140,23 @@ impl SuiteOutcome {
         }
         let parts: Vec<String> = counts.iter().map(|(w, n)| format!("{n} {w}")).collect();
         format!("{} tests: {}", self.cases.len(), parts.join(", "))
+    }
+
+    /// The step's status and reason from how its suite ran (`timeout`: the
+    /// step's, for the reason's words): failed when the suite could not
+    /// run or a test failed, timed out when the step ran past its timeout.
+    pub fn step_status(&self, timeout: Duration) -> (RunStatus, Option<String>) {
+        let summary = self.summary();
+        if let Some(problem) = &self.problem {
+            (RunStatus::Failed, Some(problem.clone()))
+        } else if self.step_timed_out {
+            let why = format!("timed out after {} s ({summary})", timeout.as_secs());
+            (RunStatus::Timeout, Some(why))
+        } else if self.failures() > 0 {
+            (RunStatus::Failed, Some(summary))
+        } else {
+            (RunStatus::Passed, None)
+        }
     }
 
     pub fn failures(&self) -> usize {
