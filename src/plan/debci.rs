@@ -102,12 +102,14 @@ mod tests {
         let plan = crate::plan::Plan::build(&spec, 4096).unwrap();
         let out = render(&plan.cells);
         let lines: Vec<&str> = out.lines().collect();
-        // rocfft on three gfx targets in two suites; the packaging
-        // checkout (path:) is not a debci job.
-        assert_eq!(lines.len(), 6, "{out}");
+        // The ROCm team's 58 (suite, source) pairs with autopkgtests in sid
+        // and experimental (scripts/rocm-autopkgtests, November 2026) on
+        // three gfx targets; the packaging checkout (path:) is not a debci
+        // job.
+        assert_eq!(lines.len(), 58 * 3, "{out}");
         assert_eq!(
             lines[0],
-            "amd64+gfx1030 experimental rocfft  # cells: experimental.gfx1030.rocfft"
+            "amd64+gfx1030 experimental composable-kernel  # cells: experimental.gfx1030.composable-kernel"
         );
         assert!(
             out.contains("amd64+gfx90a sid rocfft  # cells: sid.gfx90a.rocfft\n"),
