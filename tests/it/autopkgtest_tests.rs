@@ -394,7 +394,17 @@ fn autopkgtest_a_source_the_archive_does_not_serve_is_a_cell_error_naming_file_a
 /// test and its verdict in autopkgtest's summary). hip-compile is the
 /// matrix's own packaging checkout. Every other (suite, package) of the
 /// matrix is an `error`: the mirror answers 404 for its `debian.tar.xz`.
-const FLAGSHIP_SERVED: [(&str, &str, &str, &str, i64, &[(&str, &str)]); 7] = [
+/// One served (suite, package): see [`FLAGSHIP_SERVED`].
+type Served = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    i64,
+    &'static [(&'static str, &'static str)],
+);
+
+const FLAGSHIP_SERVED: [Served; 7] = [
     (
         "sid",
         "gloo-rocm",
@@ -470,9 +480,8 @@ const FLAGSHIP_SERVED: [(&str, &str, &str, &str, i64, &[(&str, &str)]); 7] = [
 fn autopkgtest_flagship_run_store() {
     let run = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/debian-autopkgtest/run");
     let launcher = "exit status 77 and marked as skippable: /dev/kfd not present, system either lacks AMD GPU or &apos;amdgpu&apos; driver is not loaded.";
-    let read = |p: PathBuf| {
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-    };
+    let read =
+        |p: PathBuf| std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let plan: Value = serde_json::from_str(&read(run.join("plan.json"))).unwrap();
     let planned = plan["cells"].as_array().unwrap();
     assert_eq!(planned.len(), 180, "60 (suite, package) × 3 gfx targets");
@@ -508,7 +517,10 @@ fn autopkgtest_flagship_run_store() {
             };
             let said = step["package"]["meaning"].as_str().unwrap_or("");
             assert!(said.starts_with(meaning), "{id}: {step:#}");
-            let dir = run.join("cells").join(id).join("autopkgtest/02-autopkgtest");
+            let dir = run
+                .join("cells")
+                .join(id)
+                .join("autopkgtest/02-autopkgtest");
             assert_eq!(
                 read(dir.join("testpkg-version")).trim(),
                 format!("{package} {version}"),
@@ -516,7 +528,9 @@ fn autopkgtest_flagship_run_store() {
             );
             if package != "hip-compile" {
                 assert!(
-                    log.contains(&format!("rocmatrix-autopkgtest: source {package} {version} {suite}\n")),
+                    log.contains(&format!(
+                        "rocmatrix-autopkgtest: source {package} {version} {suite}\n"
+                    )),
                     "{id}: {log}"
                 );
             }
@@ -543,7 +557,12 @@ fn autopkgtest_flagship_run_store() {
                 match v {
                     "PASS" => assert_verdict(body, name, "PASS", ""),
                     _ => {
-                        assert_verdict(body, name, "SKIP", "exit status 77 and marked as skippable");
+                        assert_verdict(
+                            body,
+                            name,
+                            "SKIP",
+                            "exit status 77 and marked as skippable",
+                        );
                         assert!(body.contains(launcher), "{id}: {body}");
                     }
                 }
@@ -560,7 +579,7 @@ fn autopkgtest_flagship_run_store() {
                     .as_array()
                     .unwrap()
                     .iter()
-                    .all(|s| s.get("package").map_or(true, Value::is_null)),
+                    .all(|s| s.get("package").is_none_or(Value::is_null)),
                 "{id}: no package verdict without autopkgtest: {cell:#}"
             );
             // The version fetched, as the step log says, from the cell's suite.
@@ -581,7 +600,9 @@ fn autopkgtest_flagship_run_store() {
             );
             assert!(reason.starts_with(&prefix), "{id}: {reason}");
             assert!(
-                reason.ends_with(&format!(" ({package} {version}, suite {suite}): E: Download Failed")),
+                reason.ends_with(&format!(
+                    " ({package} {version}, suite {suite}): E: Download Failed"
+                )),
                 "{id}: {reason}"
             );
             let file = reason[prefix.len()..]
@@ -614,7 +635,10 @@ fn autopkgtest_flagship_run_store() {
         assert_eq!(gfx, ["gfx1030", "gfx1100", "gfx90a"], "{suite} {package}");
     }
     for s in FLAGSHIP_SERVED {
-        assert!(groups.contains_key(&(s.0.to_string(), s.1.to_string())), "{s:?}");
+        assert!(
+            groups.contains_key(&(s.0.to_string(), s.1.to_string())),
+            "{s:?}"
+        );
     }
     // A few facts checked by hand: experimental's rocFFT, sid's two
     // rocm-hipamd versions, a native package (pkg-rocm-tools).
