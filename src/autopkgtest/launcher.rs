@@ -75,8 +75,7 @@ pub(super) async fn run(
             slug: &slug,
             junit_dir: out.join("gtest").join(&l.name).join(base),
             // Ends before the step does, so that its report is written.
-            step_timeout: deadline
-                .saturating_duration_since(std::time::Instant::now())
+            step_timeout: super::left(deadline)
                 .saturating_sub(std::time::Duration::from_secs(10))
                 .max(std::time::Duration::from_secs(1)),
             per_gpu: cx.per_gpu,

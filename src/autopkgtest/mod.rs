@@ -59,7 +59,7 @@ struct Step<'s, 'l> {
 impl Step<'_, '_> {
     /// What is left of the step.
     fn left(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
+        left(self.deadline)
     }
 
     /// Runs bash `script` with `args` within what is left of the step.
@@ -184,9 +184,8 @@ async fn judge(
     let (cx, work) = (s.cx, &s.work);
     let host_out = cell_dir(cx).join(CELL_DIR).join(cx.slug);
     let mut judged = cases::Judged::new(package);
-    let mut adapter_timed_out = false;
+    let mut adapted = AdapterRun::default();
     let mut lines = Vec::new();
-    let mut adapter_failed = 0;
     if let Some(ran) = &ran {
         copy_out(cx, &format!("{work}/out"), &host_out).await?;
         let summary_text = cat(cx, &format!("{work}/summary"))
@@ -195,13 +194,7 @@ async fn judge(
         lines = summary::parse(&summary_text);
         judged.add_summary(&lines, &host_out);
         judged.not_run(&control.names, &control.keep, &ran.ending());
-        let adapted: Vec<&str> = launched
-            .iter()
-            .map(|l| l.name.as_str())
-            .filter(|n| judged.passed(n))
-            .collect();
-        adapter_timed_out = adapt(s, launched, &control.stanzas, &mut judged, &host_out).await?;
-        adapter_failed = adapted.iter().filter(|n| !judged.passed(n)).count();
+        adapted = adapt(s, launched, &control.stanzas, &mut judged, &host_out).await?;
         let at = host_out.join("summary");
         on_disk(at, move |p| {
             crate::suite::junit_out::save(p, summary_text.as_bytes())
@@ -217,7 +210,7 @@ async fn judge(
         crate::suite::junit_out::write(p, "autopkgtest", &for_write)
     })
     .await?;
-    let step_timed_out = ran.as_ref().is_some_and(|r| r.timed_out) || adapter_timed_out;
+    let step_timed_out = ran.as_ref().is_some_and(|r| r.timed_out) || adapted.timed_out;
     // A run cut short has no status to judge the package by.
     let package = match &ran {
         Some(r) if r.timed_out => None,
@@ -225,7 +218,7 @@ async fn judge(
             exit: ran.as_ref().and_then(|r| r.exit),
             lines: &lines,
             left_out: &cases::left_out(&control.stanzas, &control.missing),
-            adapter_failed,
+            adapter_failed: adapted.failed,
         })),
     };
     if let Some(p) = package
@@ -287,28 +280,38 @@ async fn run_tree(
     Ok(run_tree)
 }
 
+/// How the launched tests went through the gtest adapter.
+#[derive(Default)]
+struct AdapterRun {
+    /// The step's time ran out in it.
+    timed_out: bool,
+    /// Tests that failed there and count against the package (a `flaky`
+    /// test's failure does not, as autopkgtest ignores it).
+    failed: usize,
+}
+
 /// `gtest: adapter`: each launched test that autopkgtest passed (the
 /// launcher found a GPU) has its googletest binary run through the gtest
-/// adapter (`out`: the output directory on the host); whether the step's
-/// time ran out in it.
+/// adapter (`out`: the output directory on the host).
 async fn adapt(
     s: &Step<'_, '_>,
     launched: &[launcher::Launched],
     stanzas: &[control::Stanza],
     judged: &mut cases::Judged,
     out: &Path,
-) -> Result<bool, SuiteError> {
-    let mut timed_out = false;
+) -> Result<AdapterRun, SuiteError> {
+    let mut run = AdapterRun::default();
     for l in launched {
         if !judged.passed(&l.name) {
             continue;
         }
         let got = launcher::run(s.cx, s.a.timeout_per_test, l, out, s.log, s.deadline).await?;
-        timed_out |= got.timed_out;
+        run.timed_out |= got.timed_out;
         let flaky = stanzas[l.stanza].restrictions().contains(&"flaky");
+        run.failed += usize::from(got.failure.is_some() && !flaky);
         judged.adapted(&l.name, flaky, got);
     }
-    Ok(timed_out)
+    Ok(run)
 }
 
 /// How autopkgtest's run ended.
@@ -588,6 +591,11 @@ fn cell_dir(cx: &SuiteContext<'_>) -> PathBuf {
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| cx.junit_dir.clone())
+}
+
+/// What is left until `deadline`.
+fn left(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
 }
 
 /// An infrastructure error: the cell is recorded as `error` with

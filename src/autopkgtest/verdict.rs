@@ -54,7 +54,8 @@ pub struct Seen<'a> {
     /// Why each stanza left out of the run was (`debian/tests/control:5:
     /// …`), in control-file order.
     pub left_out: &'a [String],
-    /// Launched tests the gtest adapter ran whose googletest cases failed.
+    /// Launched tests the gtest adapter ran whose googletest cases failed
+    /// (not counting a `flaky` test's failure, which autopkgtest ignores).
     pub adapter_failed: usize,
 }
 

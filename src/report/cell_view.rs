@@ -136,6 +136,12 @@ pub(super) fn css(c: &CellResult) -> &'static str {
     }
 }
 
+/// The cell's verdict on its package in a word (`neutral`), as the grid's
+/// chip and the cell's card show it; empty when no step gave one.
+pub(super) fn package_word(c: &CellResult) -> &'static str {
+    c.package().map(|p| p.verdict.as_str()).unwrap_or("")
+}
+
 /// The class of a cell's badge: its status's, or `xfail` when it failed as
 /// expected.
 fn badge(c: &CellResult) -> &'static str {
@@ -209,7 +215,7 @@ fn cell_view(c: &CellResult, keys: &[String], regressed: &HashSet<&str>, caps: C
         regressed: regressed.contains(c.id.as_str()),
         reason: c.reason.clone().unwrap_or_default(),
         expected_failure: c.expected_failure.clone().unwrap_or_default(),
-        package_verdict: c.package().map(|p| p.verdict.as_str()).unwrap_or(""),
+        package_verdict: package_word(c),
         package: c.package().map(|p| p.line()).unwrap_or_default(),
         counts: c.counts,
         duration: secs(c.duration_secs),

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-use super::cell_view::css;
+use super::cell_view::{css, package_word};
 use crate::results::{CellResult, Counts, Results};
 
 #[derive(Serialize)]
@@ -93,7 +93,7 @@ impl Grid {
                     counts: c.counts,
                     tests: c.counts.total(),
                     regressed: regressed.contains(c.id.as_str()),
-                    package: c.package().map(|p| p.verdict.as_str()).unwrap_or(""),
+                    package: package_word(c),
                 });
             }
         }
