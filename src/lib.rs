@@ -19,6 +19,7 @@ pub mod dirs;
 pub mod engine;
 pub mod error;
 pub mod expect;
+pub mod finish;
 pub mod gpu;
 pub mod history;
 pub mod host;

@@ -254,10 +254,11 @@ impl GpuSource {
     }
 }
 
-/// A bisection probe's reports, written into its run store (bisect and
-/// triage are given this: they stand below the reports).
+/// A bisection probe's reports, written into its run store and not
+/// recorded: a probe is no run of the matrix (bisect and triage are given
+/// this: they stand beside `src/finish/`).
 pub(crate) fn probe_reports(dir: &std::path::Path) {
-    if let Err(e) = crate::report::write_reports(dir, None, None) {
+    if let Err(e) = crate::finish::run_store(dir, &crate::finish::Finish::reports_only()) {
         tracing::warn!("{}: the probe's reports: {e}", dir.display());
     }
 }

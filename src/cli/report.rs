@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use crate::error::{Error, ExitCode, FailOn};
+use crate::finish::Finish;
 use crate::matrix_file::JunitFiles;
-use crate::report;
 use crate::results::Source;
 
 #[derive(Debug, Args)]
@@ -84,11 +84,14 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let (mut summary, judge, unrecorded) = match args.command {
         Some(ReportCommand::Merge { runs, out, judge }) => {
             out_dir(&out)?;
-            let mut src = Source::runs(&runs)?;
-            src.report.junit = judge.junit.unwrap_or(src.report.junit);
-            let (recorder, unrecorded) = recorder(&judge, &runs);
-            let built =
-                report::build_with(&src, &out, judge.baseline.as_deref(), recorder.as_ref())?;
+            let src = Source::runs(&runs)?;
+            let (history, unrecorded) = recorder(&judge, &runs);
+            let finish = Finish {
+                baseline: judge.baseline.as_deref(),
+                junit: judge.junit,
+                history,
+            };
+            let built = crate::finish::source_into(src, &out, &finish)?;
             (built, judge, unrecorded)
         }
         Some(ReportCommand::Junit {
@@ -104,10 +107,14 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
                 ));
             }
             out_dir(&out)?;
-            let mut src = Source::junit_dirs(&dirs)?;
-            src.report.junit = judge.junit.unwrap_or_default();
+            let src = Source::junit_dirs(&dirs)?;
+            let finish = Finish {
+                baseline: judge.baseline.as_deref(),
+                junit: Some(judge.junit.unwrap_or_default()),
+                history: None,
+            };
             (
-                report::build(&src, &out, judge.baseline.as_deref())?,
+                crate::finish::source_into(src, &out, &finish)?,
                 judge,
                 None,
             )
@@ -117,13 +124,13 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
                 return Err(Error::Usage("report needs a run directory".into()));
             };
             let judge = args.judge;
-            let (recorder, unrecorded) = recorder(&judge, std::slice::from_ref(&run));
-            let built = report::write_reports_with(
-                &run,
-                judge.baseline.as_deref(),
-                judge.junit,
-                recorder.as_ref(),
-            )?;
+            let (history, unrecorded) = recorder(&judge, std::slice::from_ref(&run));
+            let finish = Finish {
+                baseline: judge.baseline.as_deref(),
+                junit: judge.junit,
+                history,
+            };
+            let built = crate::finish::run_store(&run, &finish)?;
             (built, judge, unrecorded)
         }
     };

@@ -140,7 +140,7 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
         };
         Ok::<_, Error>((report, triaged))
     })?;
-    let (mut text, code) = judge(
+    let (mut text, code) = finish_and_judge(
         &report,
         &args.judge,
         &args.judge.history.location(&args.out),
@@ -277,34 +277,34 @@ fn options(args: &RunArgs, settings: Settings) -> Result<RunOptions, Error> {
     })
 }
 
-/// The summary table and the reports' line, and the exit code: the reports
-/// judge tests against `expect:` and the baseline; the run itself knows
-/// about interruptions and infrastructure errors.
-///
-/// The run is recorded into the history once its reports are written (the
-/// run's results are complete whatever happens there); with `--fail-on
-/// regression`, new failures the history knows as flaky are not counted.
-fn judge(
+/// Finishes the run (its reports written, the run recorded into the
+/// history: `src/finish/`) and judges it: the summary table, the reports'
+/// line and the exit code. The reports judge tests against `expect:` and
+/// the baseline; the run itself knows about interruptions and
+/// infrastructure errors. With `--fail-on regression`, new failures the
+/// history knows as flaky are not counted.
+fn finish_and_judge(
     report: &RunReport,
     judge: &super::report::Judge,
     history: &crate::history::Location,
 ) -> (String, ExitCode) {
     let mut text = summary(report);
-    let recorder = crate::history::past::Recorder {
-        location: history.clone(),
-        runs: vec![report.store.dir.clone()],
+    let finish = crate::finish::Finish {
+        baseline: judge.baseline.as_deref(),
+        junit: judge.junit,
+        history: Some(crate::history::past::Recorder {
+            location: history.clone(),
+            runs: vec![report.store.dir.clone()],
+        }),
     };
-    let code = match crate::report::write_reports_with(
-        &report.store.dir,
-        judge.baseline.as_deref(),
-        judge.junit,
-        Some(&recorder),
-    ) {
+    let code = match crate::finish::run_store(&report.store.dir, &finish) {
         Ok(mut r) => {
             text.push_str(&format!(
                 "{}report: {}\n",
                 r.lines(),
-                report.store.dir.join("report/index.html").display()
+                crate::store::layout::report_of(&report.store.dir)
+                    .join("index.html")
+                    .display()
             ));
             for w in &r.warnings {
                 text.push_str(&format!("warning: {w}\n"));

@@ -94,16 +94,15 @@ pub fn run(args: TriageArgs, cx: &super::Context, out: &mut dyn Write) -> Result
         carry_out(cx, &store.dir, args.baseline.as_deref(), &setup, interrupt).await
     })?;
     // The pages show the lines beside the signatures.
-    let recorder = crate::history::past::Recorder {
-        location: setup.history.clone(),
-        runs: vec![store.dir.clone()],
+    let finish = crate::finish::Finish {
+        baseline: args.baseline.as_deref(),
+        junit: None,
+        history: Some(crate::history::past::Recorder {
+            location: setup.history.clone(),
+            runs: vec![store.dir.clone()],
+        }),
     };
-    if let Err(e) = crate::report::write_reports_with(
-        &store.dir,
-        args.baseline.as_deref(),
-        None,
-        Some(&recorder),
-    ) {
+    if let Err(e) = crate::finish::run_store(&store.dir, &finish) {
         eprintln!("warning: the reports could not be rewritten: {e}");
     }
     let text = if args.json {

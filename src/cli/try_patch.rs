@@ -99,7 +99,11 @@ pub fn run(args: TryArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
     let dir = &report.store.dir;
     // The try's own report, against RUN; a try is not recorded into the
     // history: its cells ran on a patched source, not the matrix's.
-    let written = crate::report::write_reports_with(dir, Some(&store.dir), None, None)?;
+    let finish = crate::finish::Finish {
+        baseline: Some(&store.dir),
+        ..crate::finish::Finish::reports_only()
+    };
+    let written = crate::finish::run_store(dir, &finish)?;
     let after = load_baseline(dir).map_err(ReportError::from)?;
     let rows = compare::rows(&cells, &before, &after, &report.outcome.not_run);
     TrialFile {

@@ -134,19 +134,19 @@ pub fn merge(
     history: &crate::history::Location,
 ) -> Result<crate::report::ReportSummary, ClusterError> {
     let runs = stores(dir, state);
-    let mut src = crate::results::source::Source::runs(&runs)
+    let src = crate::results::source::Source::runs(&runs)
         .map_err(|e| ClusterError::Report(crate::report::ReportError::Results(e)))?;
-    if let Some(j) = junit {
-        src.report.junit = j;
-    }
-    let recorder = crate::history::past::Recorder {
-        location: history.clone(),
-        runs,
-    };
-    Ok(crate::report::build_with(
-        &src,
-        &dir.join("report"),
+    let finish = crate::finish::Finish {
         baseline,
-        Some(&recorder),
+        junit,
+        history: Some(crate::history::past::Recorder {
+            location: history.clone(),
+            runs,
+        }),
+    };
+    Ok(crate::finish::source_into(
+        src,
+        &crate::store::layout::report_of(dir),
+        &finish,
     )?)
 }

@@ -32,7 +32,7 @@ use serde::Serialize;
 
 use crate::analysis;
 use crate::analysis::regress::{self, NameCatcher, Regressions};
-use crate::history::past::{Past, Recorder};
+use crate::history::past::Past;
 use crate::results::collect::Sink;
 use crate::results::junit::{Case, Limits};
 use crate::results::source::CellSource;
@@ -173,30 +173,23 @@ impl ReportSummary {
     }
 }
 
-/// (Re)builds the reports of one run under `run_dir/report/`. This is what
-/// `rocmatrix run` calls when it finishes.
+/// What the history says about the results being reported, asked once
+/// they are collected (`src/finish/` records the run as it answers).
+pub type PastOf<'a> = &'a (dyn Fn(&Results) -> Past + Sync);
+
+/// (Re)builds the reports of one run under `run_dir/report/`, recording
+/// nothing (`src/finish/` finishes a run: its reports and its history).
 /// `junit` overrides the matrix file's `report.junit`.
 pub fn write_reports(
     run_dir: &Path,
     baseline: Option<&Path>,
     junit: Option<crate::matrix_file::JunitFiles>,
 ) -> Result<ReportSummary, ReportError> {
-    write_reports_with(run_dir, baseline, junit, None)
-}
-
-/// [`write_reports`], recording the run into a history as it goes and
-/// showing what the history says beside its failing tests.
-pub fn write_reports_with(
-    run_dir: &Path,
-    baseline: Option<&Path>,
-    junit: Option<crate::matrix_file::JunitFiles>,
-    history: Option<&Recorder>,
-) -> Result<ReportSummary, ReportError> {
     let mut source = Source::run(run_dir)?;
     if let Some(j) = junit {
         source.report.junit = j;
     }
-    build_with(&source, &run_dir.join("report"), baseline, history)
+    build(&source, &crate::store::layout::report_of(run_dir), baseline)
 }
 
 /// Fans every event out to two sinks.
@@ -233,13 +226,14 @@ pub fn build(
     build_with(source, out, baseline, None)
 }
 
-/// [`build`], recording the results into `history` (when given) before the
-/// pages are written, so that they show what the history says.
+/// [`build`], showing what the history says (`past_of`, when given) beside
+/// the failing tests: it is asked while results.json is written, before the
+/// pages.
 pub fn build_with(
     source: &Source,
     out: &Path,
     baseline: Option<&Path>,
-    history: Option<&Recorder>,
+    past_of: Option<PastOf<'_>>,
 ) -> Result<ReportSummary, ReportError> {
     std::fs::create_dir_all(out).map_err(io(out))?;
     let base = match baseline {
@@ -265,7 +259,7 @@ pub fn build_with(
                 path: baseline,
                 names: names.as_ref(),
             },
-            history,
+            past_of,
             out,
         );
         let junit_written = junit_done
@@ -291,13 +285,13 @@ struct Baseline<'a> {
     names: Option<&'a NameCatcher>,
 }
 
-/// Compares `results` with the baseline, if any, records them into the
-/// history, if any, and writes results.json, summary.md, index.html and the
+/// Compares `results` with the baseline, if any, asks what the history
+/// says of them, if anything, and writes results.json, summary.md, index.html and the
 /// cell pages.
 fn compare_and_write(
     results: &mut Results,
     baseline: Baseline<'_>,
-    history: Option<&Recorder>,
+    past_of: Option<PastOf<'_>>,
     out: &Path,
 ) -> Result<(Option<Regressions>, Option<Past>), ReportError> {
     let Baseline {
@@ -325,7 +319,7 @@ fn compare_and_write(
             reg.add_named_removed(catcher.found);
         }
     }
-    let past = write_outputs(results, regressions.as_ref(), history, out)?;
+    let past = write_outputs(results, regressions.as_ref(), past_of, out)?;
     Ok((regressions, past))
 }
 
@@ -381,12 +375,12 @@ fn summarise(
 }
 
 /// Writes results.json, summary.md and index.html for already collected
-/// results; with a history, records them into it (while results.json is
-/// written: it needs nothing of the history) and returns what it says.
+/// results; with `past_of`, asks what the history says of them (while
+/// results.json is written: it needs nothing of the history) and returns it.
 pub fn write_outputs(
     results: &Results,
     reg: Option<&Regressions>,
-    history: Option<&Recorder>,
+    past_of: Option<PastOf<'_>>,
     out: &Path,
 ) -> Result<Option<Past>, ReportError> {
     // Three independent files, side by side: results.json (the whole
@@ -394,7 +388,7 @@ pub fn write_outputs(
     std::thread::scope(|scope| {
         let json =
             scope.spawn(|| write_json(results, reg, &crate::store::layout::results_file(out)));
-        let past = history.map(|h| crate::history::past::record_and_read(h, results));
+        let past = past_of.map(|ask| ask(results));
         let shown = past.as_ref().map(history_view::Shown::of);
         let joined = |r: Result<Result<(), ReportError>, _>| {
             r.unwrap_or_else(|p| std::panic::resume_unwind(p))

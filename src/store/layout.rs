@@ -65,6 +65,11 @@ pub fn lock_of(run_dir: &Path) -> PathBuf {
     run_dir.join(LOCK)
 }
 
+/// A run's own reports.
+pub fn report_of(run_dir: &Path) -> PathBuf {
+    run_dir.join(REPORT)
+}
+
 /// A run's plan.
 pub fn plan_of(run_dir: &Path) -> PathBuf {
     run_dir.join(PLAN)

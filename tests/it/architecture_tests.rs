@@ -60,6 +60,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("trial", 7),
     ("history", 7),
     ("expect", 7),
+    ("finish", 7),
     ("cli", 8),
     ("error", 8),
 ];
@@ -624,6 +625,12 @@ const ONE_WAY: &[(&str, &str)] = &[
     ("step", "build_stage"),
     ("build_stage", "run"),
     ("results", "analysis"),
+    ("report", "finish"),
+    ("history", "finish"),
+    ("finish", "cluster"),
+    ("finish", "triage"),
+    ("finish", "bisect"),
+    ("finish", "trial"),
 ];
 
 #[test]
