@@ -113,11 +113,7 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
                 junit: Some(judge.junit.unwrap_or_default()),
                 history: None,
             };
-            (
-                crate::finish::source_into(src, &out, &finish)?,
-                judge,
-                None,
-            )
+            (crate::finish::source_into(src, &out, &finish)?, judge, None)
         }
         None => {
             let Some(run) = args.run else {
