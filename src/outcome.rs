@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 /// status made worse by its tests). It is what `cell.json`, `build.json` and
 /// the journal record as `status`; what a cell's ending *means*, after
 /// `expect:` and `classify:`, is its [`CellVerdict`], and a single test's
-/// status is the results' `TestStatus` (`src/results/`). `cell.json`'s
+/// status is a [`TestStatus`]. `cell.json`'s
 /// record type re-exports it (`store::record::RunStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
@@ -99,12 +99,87 @@ impl CellVerdict {
         }
     }
 
+    /// The verdict in one word, as the history's `cells` rows keep it:
+    /// `passed`, `failed`, `expected failure`, `classified`, `skipped`.
+    pub fn word(self) -> &'static str {
+        match self {
+            CellVerdict::Failing => "failed",
+            CellVerdict::Passed => "passed",
+            CellVerdict::ExpectedFailure => "expected failure",
+            CellVerdict::Classified => "classified",
+            CellVerdict::Skipped => "skipped",
+        }
+    }
+
+    /// The verdict `word` stands for ([`CellVerdict::word`]'s), if it is one.
+    pub fn of_word(word: &str) -> Option<CellVerdict> {
+        CellVerdict::ALL.into_iter().find(|v| v.word() == word)
+    }
+
     /// `1 expected failure`, `2 expected failures`.
     pub fn count(self, n: usize) -> String {
         match (self, n) {
             (CellVerdict::ExpectedFailure, n) if n != 1 => format!("{n} expected failures"),
             (v, n) => format!("{n} {}", v.label()),
         }
+    }
+}
+
+/// A test's status after expectations are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestStatus {
+    Passed,
+    Failed,
+    Error,
+    Skipped,
+    /// Failed, then passed when run again.
+    Flaky,
+    /// Failed, and an `expect:` rule (or pytest's xfail) says it should.
+    Xfail,
+    /// Passed although an `expect:` rule says it should fail.
+    Xpass,
+}
+
+impl TestStatus {
+    pub const ALL: [TestStatus; 7] = [
+        TestStatus::Passed,
+        TestStatus::Failed,
+        TestStatus::Error,
+        TestStatus::Skipped,
+        TestStatus::Flaky,
+        TestStatus::Xfail,
+        TestStatus::Xpass,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestStatus::Passed => "passed",
+            TestStatus::Failed => "failed",
+            TestStatus::Error => "error",
+            TestStatus::Skipped => "skipped",
+            TestStatus::Flaky => "flaky",
+            TestStatus::Xfail => "xfail",
+            TestStatus::Xpass => "xpass",
+        }
+    }
+
+    /// Whether the test fails the run.
+    pub fn is_failure(self) -> bool {
+        matches!(self, TestStatus::Failed | TestStatus::Error)
+    }
+
+    /// The status `word` stands for (`as_str`'s), if it is one.
+    pub fn parse(word: &str) -> Option<TestStatus> {
+        TestStatus::ALL.into_iter().find(|s| s.as_str() == word)
+    }
+
+    /// Whether the test ran and its code worked (for regression diffing).
+    pub fn is_pass(self) -> bool {
+        matches!(
+            self,
+            TestStatus::Passed | TestStatus::Flaky | TestStatus::Xpass
+        )
     }
 }
 

@@ -205,7 +205,8 @@ fn show(
                     "matrix": t.matrix, "cell": t.cell, "axes": &*t.axes, "test": t.test,
                     "verdict": history::describe(t, &runs, latest),
                     "runs": t.points.iter().map(|p| serde_json::json!({
-                        "run": runs[p.run].run, "outcome": p.obs.mark().to_string(),
+                        "run": runs[p.run].run, "outcome": p.obs.word(),
+                        "mark": p.obs.mark().to_string(),
                     })).collect::<Vec<_>>(),
                     "signature": t.signature, "message": t.message,
                 })

@@ -11,6 +11,7 @@ use crate::history::query::CellRun;
 use crate::history::verdict::{where_flaky, HistoryVerdict, Obs};
 use crate::history::{flaky_places, record, History, HistoryError, TestHistory};
 use crate::matrix_file::{Expectation, Spec};
+use crate::outcome::{CellVerdict, TestStatus};
 use crate::plan::glob;
 
 /// Which list of the matrix file.
@@ -148,7 +149,7 @@ pub fn find(
     let xfail: HashSet<(String, String)> = history
         .rows_of_runs(&latest)?
         .into_iter()
-        .filter(|t| t.outcome == "xfail")
+        .filter(|t| t.outcome == Some(TestStatus::Xfail))
         .map(|t| (t.cell, t.test))
         .collect();
     findings.expect = known_failures(spec, &runs, &all, &recorded, &xfail);
@@ -179,16 +180,22 @@ fn failing_cells(
     }
     let (mut failing, mut others) = (Vec::new(), Vec::new());
     for (id, seq) in &by_cell {
-        // Outcomes that judge the cell: infrastructure errors, skips and
-        // cells that failed only in classified tests (not judged here) do not.
+        // Outcomes that judge the cell: skips, cells that failed only in
+        // classified tests (not judged here) and words this rocmatrix does
+        // not know do not.
         let judged: Vec<&&CellRun> = seq
             .iter()
-            .filter(|c| !matches!(c.cell.outcome.as_str(), "error" | "skipped" | "classified"))
+            .filter(|c| {
+                !matches!(
+                    c.cell.outcome,
+                    None | Some(CellVerdict::Skipped | CellVerdict::Classified)
+                )
+            })
             .collect();
         let Some(last) = judged.last() else {
             continue;
         };
-        let fails = |c: &CellRun| c.cell.outcome != "passed";
+        let fails = |c: &CellRun| c.cell.outcome != Some(CellVerdict::Passed);
         let named = all.iter().any(|t| {
             t.cell == *id
                 && t.points
@@ -497,7 +504,10 @@ fn drops(
             continue;
         }
         if e.is_whole_cell() {
-            if covered.iter().all(|c| c.cell.outcome == "passed") {
+            if covered
+                .iter()
+                .all(|c| c.cell.outcome == Some(CellVerdict::Passed))
+            {
                 out.push(Drop {
                     section,
                     index: i,
@@ -622,7 +632,7 @@ mod tests {
                 run: format!("run-{run}"),
                 cell: gfx.into(),
                 axes: BTreeMap::from([("gfx".to_string(), gfx.to_string())]).into(),
-                outcome: outcome.into(),
+                outcome: CellVerdict::of_word(outcome),
                 inputs: "".into(),
                 passed: String::new(),
                 host: Default::default(),

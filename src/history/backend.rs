@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::record::{EnvRecord, RunRecord};
+use crate::outcome::{CellVerdict, TestStatus};
 use crate::store::host::HostFacts;
 
 /// A recorded run.
@@ -25,7 +26,9 @@ pub struct StoredCell {
     pub cell: String,
     /// Shared by every test followed through this cell's run.
     pub axes: Arc<BTreeMap<String, String>>,
-    pub outcome: String,
+    /// Its verdict; `None` for a word this rocmatrix does not know (a
+    /// newer one's).
+    pub outcome: Option<CellVerdict>,
     /// Shared by every point followed through this cell's run.
     pub inputs: Arc<str>,
     pub passed: String,
@@ -40,7 +43,8 @@ pub struct StoredTest {
     pub cell: String,
     pub test: String,
     pub hash: u64,
-    pub outcome: String,
+    /// Its status; `None` for a word this rocmatrix does not know.
+    pub outcome: Option<TestStatus>,
     pub reruns: u32,
     pub signature: String,
     pub message: String,

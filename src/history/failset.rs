@@ -7,35 +7,30 @@
 //! flaky`.
 //!
 //! An entry is 9 bytes: the hash as 8 little-endian bytes, then the
-//! outcome's code in [`OUTCOMES`] (255 for a word this rocmatrix does not
-//! know, read back as `unknown`).
+//! outcome's code, its place in [`TestStatus::ALL`] (255 for a word this
+//! rocmatrix does not know, read back as no status).
 
 use std::collections::BTreeMap;
 
 use super::record::RunRecord;
-
-/// The outcome words a code stands for, by code.
-pub const OUTCOMES: &[&str] = &[
-    "passed", "failed", "error", "skipped", "flaky", "xfail", "xpass",
-];
+use crate::outcome::TestStatus;
 
 const ENTRY: usize = 9;
 const UNKNOWN: u8 = 255;
 
-fn code_of(outcome: &str) -> u8 {
-    OUTCOMES
-        .iter()
-        .position(|o| *o == outcome)
+fn code_of(outcome: Option<TestStatus>) -> u8 {
+    outcome
+        .and_then(|o| TestStatus::ALL.iter().position(|s| *s == o))
         .map_or(UNKNOWN, |i| i as u8)
 }
 
-/// The word a code stands for.
-pub fn word_of(code: u8) -> &'static str {
-    OUTCOMES.get(code as usize).copied().unwrap_or("unknown")
+/// The status a code stands for (`None`: unknown).
+pub fn status_of(code: u8) -> Option<TestStatus> {
+    TestStatus::ALL.get(code as usize).copied()
 }
 
 /// The byte string of `(hash, outcome)` entries (in any order).
-pub fn encode<'a>(entries: impl IntoIterator<Item = (u64, &'a str)>) -> Vec<u8> {
+pub fn encode(entries: impl IntoIterator<Item = (u64, Option<TestStatus>)>) -> Vec<u8> {
     let mut v: Vec<(u64, u8)> = entries.into_iter().map(|(h, o)| (h, code_of(o))).collect();
     v.sort_unstable();
     v.dedup_by_key(|(h, _)| *h);
@@ -59,12 +54,12 @@ pub fn decode(bytes: &[u8]) -> impl Iterator<Item = (u64, u8)> + '_ {
 
 /// One byte string per cell of `r` that has tests that did not simply pass.
 pub fn of_record(r: &RunRecord) -> BTreeMap<&str, Vec<u8>> {
-    let mut by_cell: BTreeMap<&str, Vec<(u64, &str)>> = BTreeMap::new();
+    let mut by_cell: BTreeMap<&str, Vec<(u64, Option<TestStatus>)>> = BTreeMap::new();
     for t in &r.tests {
         by_cell
             .entry(t.cell.as_str())
             .or_default()
-            .push((t.hash, t.outcome.as_str()));
+            .push((t.hash, Some(t.outcome)));
     }
     by_cell
         .into_iter()
@@ -85,7 +80,7 @@ pub fn of_rows(rows: Vec<(String, String, u64, String)>) -> Vec<(String, String,
     by_cell
         .into_iter()
         .map(|((run, cell), entries)| {
-            let bytes = encode(entries.iter().map(|(h, o)| (*h, o.as_str())));
+            let bytes = encode(entries.iter().map(|(h, o)| (*h, TestStatus::parse(o))));
             (run, cell, bytes)
         })
         .collect()
@@ -97,22 +92,31 @@ mod tests {
 
     #[test]
     fn entries_come_back_sorted_by_hash_with_their_outcomes() {
-        let bytes = encode([(7, "failed"), (u64::MAX, "flaky"), (3, "made-up")]);
+        let word = |w: &str| TestStatus::parse(w);
+        let bytes = encode([
+            (7, word("failed")),
+            (u64::MAX, word("flaky")),
+            (3, word("made-up")),
+        ]);
         assert_eq!(bytes.len(), 27);
-        let back: Vec<(u64, &str)> = decode(&bytes).map(|(h, c)| (h, word_of(c))).collect();
+        let back: Vec<(u64, Option<TestStatus>)> =
+            decode(&bytes).map(|(h, c)| (h, status_of(c))).collect();
         assert_eq!(
             back,
-            vec![(3, "unknown"), (7, "failed"), (u64::MAX, "flaky")]
+            vec![
+                (3, None),
+                (7, Some(TestStatus::Failed)),
+                (u64::MAX, Some(TestStatus::Flaky))
+            ]
         );
         // A cut-off entry is not read.
         assert_eq!(decode(&bytes[..20]).count(), 2);
     }
 
     #[test]
-    fn every_test_status_word_has_a_code() {
-        use crate::results::model::TestStatus::*;
-        for s in [Passed, Failed, Error, Skipped, Flaky, Xfail, Xpass] {
-            assert_eq!(word_of(code_of(s.as_str())), s.as_str());
+    fn every_test_status_has_a_code() {
+        for s in TestStatus::ALL {
+            assert_eq!(status_of(code_of(Some(s))), Some(s));
         }
     }
 }

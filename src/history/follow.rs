@@ -35,7 +35,7 @@ impl Seen {
             .then(|| Box::new((t.signature, t.message)));
         Seen {
             hash: t.hash,
-            obs: Obs::of(&t.outcome),
+            obs: Obs::of_recorded(t.outcome),
             detail,
         }
     }

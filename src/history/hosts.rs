@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::verdict::Obs;
 use super::{Followed, History, HistoryError, Scope};
+use crate::outcome::CellVerdict;
 
 /// One host or GPU over the last runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -78,7 +79,7 @@ fn of(f: &Followed, from: usize) -> Vec<Tally> {
     for ran in f.cells.values() {
         for (_, c) in ran.iter().filter(|(i, _)| *i >= from) {
             for k in keys_of(&c.host) {
-                cells.push((k, c.outcome == "failed"));
+                cells.push((k, c.outcome == Some(CellVerdict::Failing)));
             }
         }
     }

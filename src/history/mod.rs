@@ -29,6 +29,7 @@ mod postgres;
 pub mod query;
 pub mod record;
 pub mod schema;
+mod sql;
 mod sqlite;
 mod window;
 
@@ -245,6 +246,7 @@ pub fn changes(before: &RunRow, at: &RunRow) -> Vec<String> {
 mod tests {
     use super::record::{CellRow, TestRow};
     use super::*;
+    use crate::outcome::{CellVerdict, TestStatus};
 
     /// Run `k` of matrix `m`: cell `gfx` with test `T.A` failing when `fail`.
     fn run(k: i64, cells: &[(&str, bool, &str)]) -> RunRecord {
@@ -267,7 +269,11 @@ mod tests {
             r.cells.push(CellRow {
                 cell: gfx.to_string(),
                 axes: BTreeMap::from([("gfx".to_string(), gfx.to_string())]),
-                outcome: if *fail { "failed" } else { "passed" }.into(),
+                outcome: if *fail {
+                    CellVerdict::Failing
+                } else {
+                    CellVerdict::Passed
+                },
                 inputs: inputs.to_string(),
                 passed: digest,
                 signatures: Vec::new(),
@@ -278,7 +284,7 @@ mod tests {
                     cell: gfx.to_string(),
                     test: "T.A".into(),
                     hash,
-                    outcome: "failed".into(),
+                    outcome: TestStatus::Failed,
                     time: None,
                     reruns: 0,
                     signature: String::new(),

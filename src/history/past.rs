@@ -19,6 +19,7 @@ use super::record::RunRecord;
 use super::record::{self, FailingTest};
 use super::verdict::{HistoryVerdict, Obs};
 use super::{flaky_places_of, History, HistoryError, Location, Scope, TestHistory};
+use crate::outcome::CellVerdict;
 use crate::results::model::Results;
 
 /// How many of a matrix's runs a report looks back over.
@@ -212,7 +213,7 @@ impl Reported<'_> {
             failing: run
                 .tests
                 .iter()
-                .filter(|t| record::counts_as_failing(&t.outcome))
+                .filter(|t| t.outcome.is_failure())
                 .map(|t| FailingTest {
                     cell: &t.cell,
                     test: t.test.clone(),
@@ -390,18 +391,21 @@ fn test_past(
 fn cell_strip(named: &[String], ran: &[(usize, StoredCell)]) -> Vec<Mark> {
     ran.iter()
         .map(|(i, c)| {
-            let (mark, css) = match c.outcome.as_str() {
-                "passed" => ('✓', "pass"),
-                "expected failure" => ('☑', "xfail"),
-                "skipped" | "classified" => ('·', "skip"),
-                "failed" => ('✗', "fail"),
-                _ => ('!', "error"),
+            let (mark, css) = match c.outcome {
+                Some(CellVerdict::Passed) => ('✓', "pass"),
+                Some(CellVerdict::ExpectedFailure) => ('☑', "xfail"),
+                Some(CellVerdict::Skipped | CellVerdict::Classified) => ('·', "skip"),
+                Some(CellVerdict::Failing) => ('✗', "fail"),
+                None => ('!', "error"),
             };
             let when = named.get(*i).map_or("", String::as_str);
+            let word = c
+                .outcome
+                .map_or("an outcome this rocmatrix does not know", CellVerdict::word);
             Mark {
                 mark,
                 css,
-                title: format!("{when}: {}", c.outcome),
+                title: format!("{when}: {word}"),
             }
         })
         .collect()
@@ -454,6 +458,7 @@ fn terminal_lines(tests: &[((String, String), TestPast)]) -> String {
 mod tests {
     use super::super::record::{passset_digest, CellRow, TestRow};
     use super::*;
+    use crate::outcome::TestStatus;
 
     /// Run `k` of matrix `m`: cells `(suite, gfx, failing)` running test `Q.D`.
     fn run(k: i64, cells: &[(&str, &str, bool)]) -> RunRecord {
@@ -480,7 +485,11 @@ mod tests {
                     ("suite".to_string(), suite.to_string()),
                     ("gfx".to_string(), gfx.to_string()),
                 ]),
-                outcome: if *fail { "failed" } else { "passed" }.into(),
+                outcome: if *fail {
+                    CellVerdict::Failing
+                } else {
+                    CellVerdict::Passed
+                },
                 inputs: "same".into(),
                 passed: digest,
                 signatures: Vec::new(),
@@ -491,7 +500,7 @@ mod tests {
                     cell,
                     test: "Q.D".into(),
                     hash,
-                    outcome: "failed".into(),
+                    outcome: TestStatus::Failed,
                     time: None,
                     reruns: 0,
                     signature: String::new(),

@@ -15,7 +15,8 @@ use super::backend::{
     StoredTest,
 };
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
-use super::{failset, schema};
+use super::{failset, schema, sql};
+use crate::outcome::{CellVerdict, TestStatus};
 
 /// The advisory lock key held while the schema is made or migrated.
 const SCHEMA_LOCK: i64 = 0x726f_636d_6174;
@@ -70,7 +71,7 @@ fn migrate(client: &mut Client) -> Result<(), DbError> {
         .map_err(e)?
         .get(0);
     let found: i64 = if has_meta {
-        tx.query_opt("SELECT value FROM meta WHERE key = 'schema_version'", &[])
+        tx.query_opt(sql::VERSION, &[])
             .map_err(e)?
             .and_then(|r| r.get::<_, String>(0).parse().ok())
             .unwrap_or(0)
@@ -93,23 +94,17 @@ fn migrate(client: &mut Client) -> Result<(), DbError> {
             .iter()
             .map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2) as u64, r.get(3)))
             .collect();
-        let put = tx
-            .prepare("INSERT INTO failsets (run, cell, entries) VALUES ($1, $2, $3)")
-            .map_err(e)?;
+        let put = tx.prepare(sql::PUT_FAILSET).map_err(e)?;
         for (run, cell, bytes) in failset::of_rows(rows) {
             tx.execute(&put, &[&run, &cell, &bytes]).map_err(e)?;
         }
     }
-    tx.execute(
-        "INSERT INTO meta (key, value) VALUES ('schema_version', $1)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        &[&schema::VERSION.to_string()],
-    )
-    .map_err(e)?;
+    tx.execute(sql::SET_VERSION, &[&schema::VERSION.to_string()])
+        .map_err(e)?;
     tx.commit().map_err(e)
 }
 
-const RUNS: &str = "SELECT run, started_ms, name, sources, environments FROM runs";
+use sql::RUNS;
 
 fn run_row(r: &postgres::Row) -> RunRow {
     RunRow {
@@ -121,14 +116,14 @@ fn run_row(r: &postgres::Row) -> RunRow {
     }
 }
 
-const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed, host FROM cells";
+use sql::CELLS;
 
 fn stored_cell(r: &postgres::Row) -> StoredCell {
     StoredCell {
         run: r.get(0),
         cell: r.get(1),
         axes: Arc::new(from_json(r.get(2))),
-        outcome: r.get(3),
+        outcome: CellVerdict::of_word(r.get(3)),
         inputs: r.get::<_, String>(4).into(),
         passed: r.get(5),
         host: host_from(r.get(6)),
@@ -141,8 +136,7 @@ impl Backend for Postgres {
         let mut tx = self.client.transaction().map_err(e)?;
         let added = tx
             .execute(
-                "INSERT INTO runs (run, started_ms, name, matrix_hash, sources, environments, recorded_ms)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (run) DO NOTHING",
+                sql::PUT_RUN,
                 &[
                     &r.run,
                     &r.started_ms,
@@ -158,21 +152,12 @@ impl Backend for Postgres {
             tx.rollback().map_err(e)?;
             return Ok(false);
         }
-        let put = tx
-            .prepare(
-                "INSERT INTO passsets (digest, hashes) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
-            )
-            .map_err(e)?;
+        let put = tx.prepare(sql::PUT_PASSSET).map_err(e)?;
         for (digest, hashes) in &r.passsets {
             tx.execute(&put, &[digest, &hashes_to_bytes(hashes)])
                 .map_err(e)?;
         }
-        let put = tx
-            .prepare(
-                "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures, host)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .map_err(e)?;
+        let put = tx.prepare(sql::PUT_CELL).map_err(e)?;
         for c in &r.cells {
             tx.execute(
                 &put,
@@ -180,7 +165,7 @@ impl Backend for Postgres {
                     &r.run,
                     &c.cell,
                     &to_json(&c.axes),
-                    &c.outcome,
+                    &c.outcome.word(),
                     &c.inputs,
                     &c.passed,
                     &to_json(&c.signatures),
@@ -189,12 +174,7 @@ impl Backend for Postgres {
             )
             .map_err(e)?;
         }
-        let put = tx
-            .prepare(
-                "INSERT INTO tests (run, cell, test, hash, outcome, time_s, reruns, signature, message)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            )
-            .map_err(e)?;
+        let put = tx.prepare(sql::PUT_TEST).map_err(e)?;
         for t in &r.tests {
             tx.execute(
                 &put,
@@ -203,7 +183,7 @@ impl Backend for Postgres {
                     &t.cell,
                     &t.test,
                     &(t.hash as i64),
-                    &t.outcome,
+                    &t.outcome.as_str(),
                     &t.time,
                     &(t.reruns as i32),
                     &t.signature,
@@ -212,9 +192,7 @@ impl Backend for Postgres {
             )
             .map_err(e)?;
         }
-        let put = tx
-            .prepare("INSERT INTO failsets (run, cell, entries) VALUES ($1, $2, $3)")
-            .map_err(e)?;
+        let put = tx.prepare(sql::PUT_FAILSET).map_err(e)?;
         for (cell, bytes) in failset::of_record(r) {
             tx.execute(&put, &[&r.run, &cell, &bytes]).map_err(e)?;
         }
@@ -233,7 +211,7 @@ impl Backend for Postgres {
     fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
         let row = self
             .client
-            .query_one("SELECT EXISTS (SELECT 1 FROM runs WHERE run = $1)", &[&run])
+            .query_one(sql::HAS_RUN, &[&run])
             .map_err(DbError::of)?;
         Ok(row.get(0))
     }
@@ -277,7 +255,7 @@ impl Backend for Postgres {
     }
 
     fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError> {
-        let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
+        let sql = sql::TESTS;
         let rows = match which {
             Rows::Named(t) => self.client.query(&format!("{sql} WHERE test = $1"), &[&t]),
             Rows::OfRuns(runs) => self
@@ -293,7 +271,7 @@ impl Backend for Postgres {
                 cell: r.get(1),
                 test: r.get(2),
                 hash: r.get::<_, i64>(3) as u64,
-                outcome: r.get(4),
+                outcome: TestStatus::parse(r.get(4)),
                 reruns: r.get::<_, i32>(5) as u32,
                 signature: r.get(6),
                 message: r.get(7),
@@ -304,7 +282,7 @@ impl Backend for Postgres {
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {
         let row = self
             .client
-            .query_opt("SELECT hashes FROM passsets WHERE digest = $1", &[&digest])
+            .query_opt(sql::PASSSET, &[&digest])
             .map_err(DbError::of)?;
         Ok(row
             .map(|r| hashes_from_bytes(r.get::<_, &[u8]>(0)))

@@ -19,7 +19,6 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::verdict::Obs;
 use crate::results::findings::Signature;
 use crate::results::model::{
     display_name, test_hash, CellResult, CellVerdict, Results, TestResult, TestStatus,
@@ -59,7 +58,8 @@ pub struct EnvRecord {
 pub struct CellRow {
     pub cell: String,
     pub axes: BTreeMap<String, String>,
-    pub outcome: String,
+    /// Its verdict ([`CellResult::verdict`], the reports' one judge).
+    pub outcome: CellVerdict,
     pub inputs: String,
     /// The digest of its passing tests' set (a key of `passsets`).
     pub passed: String,
@@ -74,7 +74,8 @@ pub struct TestRow {
     /// `classname.name`, as people write test ids.
     pub test: String,
     pub hash: u64,
-    pub outcome: String,
+    /// Its status as the history keeps it ([`outcome_of`]).
+    pub outcome: TestStatus,
     pub time: Option<f64>,
     pub reruns: u32,
     pub signature: String,
@@ -152,7 +153,7 @@ pub fn of_run(runs: &[&Path], results: &Results) -> Result<RunRecord, RecordErro
         record.cells.push(CellRow {
             cell: c.id.clone(),
             axes: c.values.clone(),
-            outcome: cell_outcome(c).to_string(),
+            outcome: c.verdict(),
             inputs,
             passed,
             signatures: results
@@ -198,8 +199,8 @@ pub struct FailingTest<'a> {
     pub hash: u64,
 }
 
-/// The tests of `results` that the history counts as failing (expected
-/// failures aside), one per cell and name as [`of_run`] keeps its rows:
+/// The tests of `results` that the history counts as failing (a failure or
+/// an error, [`TestStatus::is_failure`]: expected failures aside), one per cell and name as [`of_run`] keeps its rows:
 /// what reading a run back needs, without making its record.
 pub fn failing_of(results: &Results) -> Vec<FailingTest<'_>> {
     let mut out = Vec::new();
@@ -216,8 +217,7 @@ pub fn failing_of(results: &Results) -> Vec<FailingTest<'_>> {
         // Only a name's first row counts, failing or not.
         let first = firsts(names.iter().map(|n| (c.id.as_str(), n.as_str())));
         for ((t, test), first) in listed.into_iter().zip(names).zip(first) {
-            let outcome = outcome_of(t);
-            if first && counts_as_failing(outcome) {
+            if first && outcome_of(t).is_failure() {
                 out.push(FailingTest {
                     cell: &c.id,
                     test,
@@ -227,12 +227,6 @@ pub fn failing_of(results: &Results) -> Vec<FailingTest<'_>> {
         }
     }
     out
-}
-
-/// Whether the history counts a test's outcome (as [`outcome_of`] words
-/// it) as failing: a failure or an error, not an expected failure.
-pub fn counts_as_failing(outcome: &str) -> bool {
-    Obs::of(outcome) == Obs::Fail && outcome != "xfail"
 }
 
 /// For each (cell, name) in order, whether it is its first: a test
@@ -245,11 +239,11 @@ fn firsts<'a>(keys: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<bool> {
 /// A test's outcome as the history keeps it. A failure the matrix's
 /// `flaky:` list counts as flaky (no rerun passed) is a failure to the
 /// history: the list must not hide a test that breaks for good.
-fn outcome_of(t: &TestResult) -> &'static str {
+fn outcome_of(t: &TestResult) -> TestStatus {
     if t.status == TestStatus::Flaky && t.reruns == 0 {
-        "failed"
+        TestStatus::Failed
     } else {
-        t.status.as_str()
+        t.status
     }
 }
 
@@ -336,28 +330,13 @@ fn test_rows(c: &CellResult, signature_of: &SignaturesByPlace<'_>) -> Vec<TestRo
                 .to_string(),
             hash: test_hash(&t.suite, &t.classname, &t.name),
             test,
-            outcome: outcome_of(t).to_string(),
+            outcome: outcome_of(t),
             time: t.time,
             reruns: t.reruns,
             message: first_line(&t.message),
         });
     }
     rows
-}
-
-/// A cell's outcome as the history keeps it: its verdict
-/// ([`CellResult::verdict`], the reports' one judge) in a word. A cell that
-/// failed only in classified tests is `classified` (it could not be judged
-/// here), not `failed`; one an `expect:` rule covers that passed is
-/// `passed`.
-pub fn cell_outcome(c: &CellResult) -> &'static str {
-    match c.verdict() {
-        CellVerdict::Failing => "failed",
-        CellVerdict::ExpectedFailure => "expected failure",
-        CellVerdict::Classified => "classified",
-        CellVerdict::Skipped => "skipped",
-        CellVerdict::Passed => "passed",
-    }
 }
 
 /// The signatures of each place (test), in the results' order: a failure's
@@ -480,7 +459,7 @@ mod tests {
         let from_record: Vec<(String, String, u64)> = record
             .tests
             .iter()
-            .filter(|t| counts_as_failing(&t.outcome))
+            .filter(|t| t.outcome.is_failure())
             .map(|t| (t.cell.clone(), t.test.clone(), t.hash))
             .collect();
         let read: Vec<(String, String, u64)> = failing_of(&results)
@@ -553,7 +532,7 @@ mod tests {
         assert_eq!(t.status, TestStatus::Flaky, "the report counts it flaky");
         let record = of_run(&[&run], &listed).unwrap();
         let row = record.tests.iter().find(|r| r.test == name).unwrap();
-        assert_eq!(row.outcome, "failed", "{row:?}");
+        assert_eq!(row.outcome, TestStatus::Failed, "{row:?}");
         assert_eq!(row.reruns, 0, "no rerun ran");
     }
 }

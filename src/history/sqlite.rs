@@ -14,7 +14,8 @@ use super::backend::{
     StoredTest,
 };
 use super::record::{hashes_from_bytes, hashes_to_bytes, RunRecord};
-use super::{failset, schema};
+use super::{failset, schema, sql};
+use crate::outcome::{CellVerdict, TestStatus};
 
 /// How long a writer waits for another's transaction.
 const BUSY: Duration = Duration::from_secs(60);
@@ -68,15 +69,11 @@ fn migrate(conn: &mut Connection) -> Result<(), DbError> {
         .map_err(DbError::of)?
         > 0;
     let found: i64 = if has_meta {
-        tx.query_row(
-            "SELECT value FROM meta WHERE key = 'schema_version'",
-            [],
-            |r| r.get::<_, String>(0),
-        )
-        .optional()
-        .map_err(DbError::of)?
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
+        tx.query_row(sql::VERSION, [], |r| r.get::<_, String>(0))
+            .optional()
+            .map_err(DbError::of)?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
     } else {
         0
     };
@@ -99,24 +96,18 @@ fn migrate(conn: &mut Connection) -> Result<(), DbError> {
                 .map_err(DbError::of)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(DbError::of)?
         };
-        let mut put = tx
-            .prepare("INSERT INTO failsets (run, cell, entries) VALUES (?1, ?2, ?3)")
-            .map_err(DbError::of)?;
+        let mut put = tx.prepare(sql::PUT_FAILSET).map_err(DbError::of)?;
         for (run, cell, bytes) in failset::of_rows(rows) {
             put.execute(params![run, cell, bytes])
                 .map_err(DbError::of)?;
         }
     }
-    tx.execute(
-        "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
-         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        params![schema::VERSION.to_string()],
-    )
-    .map_err(DbError::of)?;
+    tx.execute(sql::SET_VERSION, params![schema::VERSION.to_string()])
+        .map_err(DbError::of)?;
     tx.commit().map_err(DbError::of)
 }
 
-const RUNS: &str = "SELECT run, started_ms, name, sources, environments FROM runs";
+use sql::RUNS;
 
 fn run_row(r: &rusqlite::Row<'_>) -> Result<RunRow, rusqlite::Error> {
     Ok(RunRow {
@@ -128,14 +119,14 @@ fn run_row(r: &rusqlite::Row<'_>) -> Result<RunRow, rusqlite::Error> {
     })
 }
 
-const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed, host FROM cells";
+use sql::CELLS;
 
 fn stored_cell(r: &rusqlite::Row<'_>) -> Result<StoredCell, rusqlite::Error> {
     Ok(StoredCell {
         run: r.get(0)?,
         cell: r.get(1)?,
         axes: Arc::new(from_json(&r.get::<_, String>(2)?)),
-        outcome: r.get(3)?,
+        outcome: CellVerdict::of_word(&r.get::<_, String>(3)?),
         inputs: r.get::<_, String>(4)?.into(),
         passed: r.get(5)?,
         host: host_from(&r.get::<_, String>(6)?),
@@ -152,8 +143,7 @@ impl Backend for Sqlite {
         let now = super::record::now_ms();
         let added = tx
             .execute(
-                "INSERT INTO runs (run, started_ms, name, matrix_hash, sources, environments, recorded_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (run) DO NOTHING",
+                sql::PUT_RUN,
                 params![
                     r.run,
                     r.started_ms,
@@ -169,27 +159,18 @@ impl Backend for Sqlite {
             return Ok(false);
         }
         {
-            let mut put = tx
-                .prepare(
-                    "INSERT INTO passsets (digest, hashes) VALUES (?1, ?2) ON CONFLICT (digest) DO NOTHING",
-                )
-                .map_err(e)?;
+            let mut put = tx.prepare(sql::PUT_PASSSET).map_err(e)?;
             for (digest, hashes) in &r.passsets {
                 put.execute(params![digest, hashes_to_bytes(hashes)])
                     .map_err(e)?;
             }
-            let mut put = tx
-                .prepare(
-                    "INSERT INTO cells (run, cell, axes, outcome, inputs, passed, signatures, host)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .map_err(e)?;
+            let mut put = tx.prepare(sql::PUT_CELL).map_err(e)?;
             for c in &r.cells {
                 put.execute(params![
                     r.run,
                     c.cell,
                     to_json(&c.axes),
-                    c.outcome,
+                    c.outcome.word(),
                     c.inputs,
                     c.passed,
                     to_json(&c.signatures),
@@ -197,19 +178,14 @@ impl Backend for Sqlite {
                 ])
                 .map_err(e)?;
             }
-            let mut put = tx
-                .prepare(
-                    "INSERT INTO tests (run, cell, test, hash, outcome, time_s, reruns, signature, message)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .map_err(e)?;
+            let mut put = tx.prepare(sql::PUT_TEST).map_err(e)?;
             for t in &r.tests {
                 put.execute(params![
                     r.run,
                     t.cell,
                     t.test,
                     t.hash as i64,
-                    t.outcome,
+                    t.outcome.as_str(),
                     t.time,
                     t.reruns,
                     t.signature,
@@ -217,9 +193,7 @@ impl Backend for Sqlite {
                 ])
                 .map_err(e)?;
             }
-            let mut put = tx
-                .prepare("INSERT INTO failsets (run, cell, entries) VALUES (?1, ?2, ?3)")
-                .map_err(e)?;
+            let mut put = tx.prepare(sql::PUT_FAILSET).map_err(e)?;
             for (cell, bytes) in failset::of_record(r) {
                 put.execute(params![r.run, cell, bytes]).map_err(e)?;
             }
@@ -239,11 +213,7 @@ impl Backend for Sqlite {
 
     fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
         self.conn
-            .query_row(
-                "SELECT EXISTS (SELECT 1 FROM runs WHERE run = ?1)",
-                params![run],
-                |r| r.get(0),
-            )
+            .query_row(sql::HAS_RUN, params![run], |r| r.get(0))
             .map_err(DbError::of)
     }
 
@@ -297,7 +267,7 @@ impl Backend for Sqlite {
     }
 
     fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError> {
-        let sql = "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
+        let sql = sql::TESTS;
         let e = DbError::of;
         let mut all = Vec::new();
         let mut take = |rows: &mut rusqlite::Rows<'_>| -> Result<(), rusqlite::Error> {
@@ -307,7 +277,7 @@ impl Backend for Sqlite {
                     cell: r.get(1)?,
                     test: r.get(2)?,
                     hash: r.get::<_, i64>(3)? as u64,
-                    outcome: r.get(4)?,
+                    outcome: TestStatus::parse(&r.get::<_, String>(4)?),
                     reruns: r.get(5)?,
                     signature: r.get(6)?,
                     message: r.get(7)?,
@@ -344,11 +314,7 @@ impl Backend for Sqlite {
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {
         let bytes: Option<Vec<u8>> = self
             .conn
-            .query_row(
-                "SELECT hashes FROM passsets WHERE digest = ?1",
-                params![digest],
-                |r| r.get(0),
-            )
+            .query_row(sql::PASSSET, params![digest], |r| r.get(0))
             .optional()
             .map_err(DbError::of)?;
         Ok(bytes.map(|b| hashes_from_bytes(&b)).unwrap_or_default())

@@ -109,7 +109,7 @@ fn group(
         .filter_map(|(h, n)| Some((*h, names.binary_search(n).ok()? as u32)))
         .collect();
     let obs: Vec<Obs> = (0..=u8::MAX)
-        .map(|code| Obs::of(failset::word_of(code)))
+        .map(|code| Obs::of_recorded(failset::status_of(code)))
         .collect();
     let mut groups: HashMap<(u32, u32), Vec<Entry>, Quick> = HashMap::default();
     for (run, cell, bytes) in sets {

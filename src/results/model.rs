@@ -12,58 +12,9 @@ use crate::store::record::RunStatus as CellStatus;
 /// Version of `results.json` (see `reports/results.schema.json`).
 pub const RESULTS_VERSION: u32 = 1;
 
-/// A test's status after expectations are applied.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TestStatus {
-    Passed,
-    Failed,
-    Error,
-    Skipped,
-    /// Failed, then passed when run again.
-    Flaky,
-    /// Failed, and an `expect:` rule (or pytest's xfail) says it should.
-    Xfail,
-    /// Passed although an `expect:` rule says it should fail.
-    Xpass,
-}
-
-impl TestStatus {
-    pub const ALL: [TestStatus; 7] = [
-        TestStatus::Passed,
-        TestStatus::Failed,
-        TestStatus::Error,
-        TestStatus::Skipped,
-        TestStatus::Flaky,
-        TestStatus::Xfail,
-        TestStatus::Xpass,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TestStatus::Passed => "passed",
-            TestStatus::Failed => "failed",
-            TestStatus::Error => "error",
-            TestStatus::Skipped => "skipped",
-            TestStatus::Flaky => "flaky",
-            TestStatus::Xfail => "xfail",
-            TestStatus::Xpass => "xpass",
-        }
-    }
-
-    /// Whether the test fails the run.
-    pub fn is_failure(self) -> bool {
-        matches!(self, TestStatus::Failed | TestStatus::Error)
-    }
-
-    /// Whether the test ran and its code worked (for regression diffing).
-    pub fn is_pass(self) -> bool {
-        matches!(
-            self,
-            TestStatus::Passed | TestStatus::Flaky | TestStatus::Xpass
-        )
-    }
-}
+/// A test's status after expectations are applied (the vocabulary's, in
+/// `src/outcome.rs`: the history's rows keep it too).
+pub use crate::outcome::TestStatus;
 
 /// Test counts by status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,6 +22,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::outcome::TestStatus;
+
 /// One run's outcome of a test in a cell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Obs {
@@ -34,14 +36,30 @@ pub enum Obs {
 }
 
 impl Obs {
-    /// A recorded outcome (`results.json`'s words); a test missing from the
-    /// non-passing rows is [`Obs::Pass`] when its cell's passing set has it.
-    pub fn of(outcome: &str) -> Obs {
-        match outcome {
-            "failed" | "error" | "xfail" => Obs::Fail,
-            "flaky" => Obs::Rerun,
-            "passed" | "xpass" => Obs::Pass,
-            _ => Obs::Absent,
+    /// A recorded outcome; a test missing from the non-passing rows is
+    /// [`Obs::Pass`] when its cell's passing set has it.
+    pub fn of(status: TestStatus) -> Obs {
+        match status {
+            TestStatus::Failed | TestStatus::Error | TestStatus::Xfail => Obs::Fail,
+            TestStatus::Flaky => Obs::Rerun,
+            TestStatus::Passed | TestStatus::Xpass => Obs::Pass,
+            TestStatus::Skipped => Obs::Absent,
+        }
+    }
+
+    /// A recorded outcome that may be a word this rocmatrix does not know
+    /// (a newer one's): such a run says nothing of the test.
+    pub fn of_recorded(status: Option<TestStatus>) -> Obs {
+        status.map_or(Obs::Absent, Obs::of)
+    }
+
+    /// In words, for JSON: `passed`, `failed`, `passed on a rerun`, `not run`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Obs::Pass => "passed",
+            Obs::Fail => "failed",
+            Obs::Rerun => "passed on a rerun",
+            Obs::Absent => "not run",
         }
     }
 

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::TriageError;
 use crate::history::History;
+use crate::outcome::CellVerdict;
 
 /// Where the good end of `cell`'s signature `sig` comes from.
 pub enum Found {
@@ -36,9 +37,9 @@ pub fn good_run(
         .collect();
     earlier.sort_by_key(|c| std::cmp::Reverse(c.run));
     for c in earlier {
-        let clean = match c.cell.outcome.as_str() {
-            "passed" => true,
-            "failed" => {
+        let clean = match c.cell.outcome {
+            Some(CellVerdict::Passed) => true,
+            Some(CellVerdict::Failing) => {
                 let rows = history.rows_of_runs(std::slice::from_ref(&c.cell.run))?;
                 let mine: Vec<_> = rows.iter().filter(|r| r.cell == cell).collect();
                 !mine.is_empty() && mine.iter().all(|r| r.signature != sig)

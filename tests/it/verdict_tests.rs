@@ -176,7 +176,10 @@ fn a_cell_has_one_verdict_live_in_the_table_the_exit_reason_and_the_report() {
     // An expected failure still fails: its strip marks it so.
     assert_eq!(
         shown,
-        ["c.broken junit ✗ new", "c.known_bug expected ✗ new"],
+        [
+            "c.broken junit failed new",
+            "c.known_bug expected failed new"
+        ],
         "{shown:#?}"
     );
 }
