@@ -39,7 +39,7 @@ pub mod source;
 pub mod step;
 pub mod stop;
 pub mod store;
-pub mod suite;
+pub mod test_suite;
 pub mod timeline;
 pub mod triage;
 pub mod trial;

@@ -235,7 +235,7 @@ fn test_failure(cell: usize, t: &TestResult) -> Failure {
     } else {
         format!("{msg}\n{body}")
     };
-    // A crash's backtrace (see `suite::backtrace`) is no part of what
+    // A crash's backtrace (see `test_suite::backtrace`) is no part of what
     // groups it: the same crash without debug info is the same failure.
     let (grouped, after) = crate::debugger::gdb_output::split_off(&full);
     let frames: Vec<String> = after

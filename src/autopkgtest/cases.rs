@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::control::Stanza;
 use super::summary::{Line, Word};
-use crate::suite::{Case, CaseVerdict};
+use crate::test_suite::{Case, CaseVerdict};
 
 /// The most of a test's stdout or stderr kept in its case.
 const OUTPUT_BYTES: usize = 16 * 1024;
@@ -174,7 +174,7 @@ impl Judged {
             ) else {
                 continue;
             };
-            let Some(cases) = crate::suite::gtest_output::parse_xml(&text) else {
+            let Some(cases) = crate::test_suite::gtest_output::parse_xml(&text) else {
                 continue;
             };
             let file = path
@@ -237,7 +237,7 @@ fn read_tail(path: &Path) -> String {
         return String::new();
     };
     let text = String::from_utf8_lossy(&bytes);
-    let start = crate::suite::tail_start(&text, OUTPUT_BYTES);
+    let start = crate::test_suite::tail_start(&text, OUTPUT_BYTES);
     text[start..].trim_end().to_string()
 }
 

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use super::control::Stanza;
-use crate::plan::suite::Gtest;
-use crate::suite::{Case, Log, SuiteContext, SuiteError};
+use crate::plan::test_suite::Gtest;
+use crate::test_suite::{Case, Log, TestSuiteContext, TestSuiteError};
 
 /// How the adapter's run of one launched test went.
 pub struct Adapted {
@@ -32,16 +32,16 @@ pub struct Adapted {
 }
 
 /// Runs the googletest binaries of `l`'s `run-tests` through the gtest
-/// adapter (`crate::suite::gtest`), with the step's per-test timeout and
+/// adapter (`crate::test_suite::gtest`), with the step's per-test timeout and
 /// one shard per leased GPU; its JUnit files go under `out/gtest/TEST/`.
 pub(super) async fn run(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     per_test: Option<std::time::Duration>,
     l: &Launched,
     out: &Path,
     log: &Log<'_>,
     deadline: Instant,
-) -> Result<Adapted, SuiteError> {
+) -> Result<Adapted, TestSuiteError> {
     let fail = |message: String| Adapted {
         cases: Vec::new(),
         failure: Some((message, String::new())),
@@ -69,7 +69,7 @@ pub(super) async fn run(
     for bin in &bins {
         let base = bin.rsplit('/').next().unwrap_or(bin);
         let slug = format!("{}-{}-{base}", cx.slug, l.name);
-        let sub = SuiteContext {
+        let sub = TestSuiteContext {
             engine: cx.engine,
             container: cx.container,
             slug: &slug,
@@ -97,7 +97,7 @@ pub(super) async fn run(
                 cx.per_gpu.len().max(1)
             ),
         );
-        let got = crate::suite::gtest::run(&sub, &g, log).await?;
+        let got = crate::test_suite::gtest::run(&sub, &g, log).await?;
         timed_out |= got.step_timed_out;
         if let Some(p) = &got.problem {
             problems.push(format!("{bin}: {p}"));
@@ -124,7 +124,7 @@ pub(super) async fn run(
 /// Why the adapter's run fails the launched test, if it does (a binary's
 /// problem, else its failing tests), and its summary.
 fn judge(cases: &[Case], problems: &[String]) -> (Option<(String, String)>, String) {
-    let outcome = crate::suite::SuiteOutcome {
+    let outcome = crate::test_suite::TestSuiteOutcome {
         cases: cases.to_vec(),
         junit: None,
         step_timed_out: false,

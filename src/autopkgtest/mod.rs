@@ -12,8 +12,8 @@
 //!   their artifacts, as JUnit test cases.
 //!
 //! Called by the cell runner (`src/run/steps.rs`) like the `gtest:` and
-//! `ctest:` adapters of `src/suite/`, on which it stands, and returning
-//! their [`SuiteOutcome`].
+//! `ctest:` adapters of `src/test_suite/`, on which it stands, and returning
+//! their [`TestSuiteOutcome`].
 
 pub mod cases;
 pub mod control;
@@ -27,9 +27,11 @@ use std::time::{Duration, Instant};
 
 use crate::engine::ExecOutcome;
 use crate::matrix_file::source_pin::parse_source;
-use crate::plan::suite::Autopkgtest;
+use crate::plan::test_suite::Autopkgtest;
 use crate::store::record::PackageVerdict;
-use crate::suite::{Case, CaseVerdict, Log, SuiteContext, SuiteError, SuiteOutcome};
+use crate::test_suite::{
+    Case, CaseVerdict, Log, TestSuiteContext, TestSuiteError, TestSuiteOutcome,
+};
 
 /// Where the step's work lives in the container.
 const WORK_ROOT: &str = "/rocmatrix/autopkgtest";
@@ -48,7 +50,7 @@ const MAX_OUTPUT: u64 = 512 * 1024 * 1024;
 /// One autopkgtest step as it runs: the cell, the step's settings, its log,
 /// its work directory in the container and its deadline.
 struct Step<'s, 'l> {
-    cx: &'s SuiteContext<'s>,
+    cx: &'s TestSuiteContext<'s>,
     a: &'s Autopkgtest,
     log: &'s Log<'l>,
     /// `WORK_ROOT/<step slug>`.
@@ -67,7 +69,7 @@ impl Step<'_, '_> {
         &self,
         script: &str,
         args: &[&str],
-    ) -> Result<(Option<i64>, String), SuiteError> {
+    ) -> Result<(Option<i64>, String), TestSuiteError> {
         shell(self.cx, script, args, self.log, self.left()).await
     }
 
@@ -91,10 +93,10 @@ struct Control {
 
 /// Runs the step's autopkgtests in the cell.
 pub async fn run(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     a: &Autopkgtest,
     log: &Log<'_>,
-) -> Result<SuiteOutcome, SuiteError> {
+) -> Result<TestSuiteOutcome, TestSuiteError> {
     let s = Step {
         cx,
         a,
@@ -148,10 +150,10 @@ pub async fn run(
 
 /// The control file's stanzas, and which of them run.
 async fn read_control(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     tree: &str,
     text: String,
-) -> Result<Control, SuiteError> {
+) -> Result<Control, TestSuiteError> {
     let stanzas = control::parse("debian/tests/control", &text);
     let names = control::test_names(&stanzas);
     let missing = missing_files(cx, tree, &stanzas).await?;
@@ -180,7 +182,7 @@ async fn judge(
     control: &Control,
     launched: &[launcher::Launched],
     ran: Option<Ran>,
-) -> Result<SuiteOutcome, SuiteError> {
+) -> Result<TestSuiteOutcome, TestSuiteError> {
     let (cx, work) = (s.cx, &s.work);
     let host_out = cell_dir(cx).join(CELL_DIR).join(cx.slug);
     let mut judged = cases::Judged::new(package);
@@ -197,7 +199,7 @@ async fn judge(
         adapted = adapt(s, launched, &control.stanzas, &mut judged, &host_out).await?;
         let at = host_out.join("summary");
         on_disk(at, move |p| {
-            crate::suite::junit_out::save(p, summary_text.as_bytes())
+            crate::test_suite::junit_out::save(p, summary_text.as_bytes())
         })
         .await?;
     }
@@ -207,7 +209,7 @@ async fn judge(
     let path = cx.junit_dir.join("autopkgtest.xml");
     let for_write = cases.clone();
     on_disk(path.clone(), move |p| {
-        crate::suite::junit_out::write(p, "autopkgtest", &for_write)
+        crate::test_suite::junit_out::write(p, "autopkgtest", &for_write)
     })
     .await?;
     let step_timed_out = ran.as_ref().is_some_and(|r| r.timed_out) || adapted.timed_out;
@@ -235,7 +237,7 @@ async fn judge(
     if let Some(p) = &package {
         s.say(&format!("rocmatrix: the package: {}\n", p.line()));
     }
-    Ok(SuiteOutcome {
+    Ok(TestSuiteOutcome {
         problem: None,
         cases,
         junit: Some(path),
@@ -252,7 +254,7 @@ async fn run_tree(
     tree: &str,
     control: &Control,
     launched: &[launcher::Launched],
-) -> Result<String, SuiteError> {
+) -> Result<String, TestSuiteError> {
     let Control {
         text,
         stanzas,
@@ -299,7 +301,7 @@ async fn adapt(
     stanzas: &[control::Stanza],
     judged: &mut cases::Judged,
     out: &Path,
-) -> Result<AdapterRun, SuiteError> {
+) -> Result<AdapterRun, TestSuiteError> {
     let mut run = AdapterRun::default();
     for l in launched {
         if !judged.passed(&l.name) {
@@ -338,7 +340,7 @@ impl Ran {
 }
 
 /// Runs [`script::RUN`] on `tree` within what is left of the step.
-async fn run_autopkgtest(s: &Step<'_, '_>, tree: &str) -> Result<Ran, SuiteError> {
+async fn run_autopkgtest(s: &Step<'_, '_>, tree: &str) -> Result<Ran, TestSuiteError> {
     // autopkgtest and `timeout` end before the step does, so that its
     // summary and output directory are still there to read.
     let whole = s.left().saturating_sub(Duration::from_secs(30));
@@ -382,7 +384,7 @@ async fn run_autopkgtest(s: &Step<'_, '_>, tree: &str) -> Result<Ran, SuiteError
 
 /// Fetches source package `src` (`NAME` or `NAME=VERSION`) into
 /// `WORK/src` with [`script::FETCH`]: the tree and the package's name.
-async fn fetch(s: &Step<'_, '_>, src: &str) -> Result<(String, String), SuiteError> {
+async fn fetch(s: &Step<'_, '_>, src: &str) -> Result<(String, String), TestSuiteError> {
     // The plan holds only sources that parse (checked as it was made).
     let pin = parse_source(src)
         .map_err(|e| infra(&format!("autopkgtest source {src}"), &e.to_string()))?;
@@ -413,7 +415,7 @@ async fn fetch(s: &Step<'_, '_>, src: &str) -> Result<(String, String), SuiteErr
 
 /// The package's name from `TREE/debian/control` (its `Source:`), else
 /// from `debian/changelog`'s first word, else the tree's directory name.
-async fn source_name(cx: &SuiteContext<'_>, tree: &str) -> Result<String, SuiteError> {
+async fn source_name(cx: &TestSuiteContext<'_>, tree: &str) -> Result<String, TestSuiteError> {
     if let Some(text) = cat(cx, &format!("{tree}/debian/control")).await? {
         let stanzas = control::parse("debian/control", &text);
         if let Some(s) = stanzas.first().and_then(|s| s.get("Source")) {
@@ -434,10 +436,10 @@ async fn source_name(cx: &SuiteContext<'_>, tree: &str) -> Result<String, SuiteE
 /// Per stanza, the first test file it names that is not in the tree,
 /// in autopkgtest's words (`debian/tests/x does not exist`).
 async fn missing_files(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     tree: &str,
     stanzas: &[control::Stanza],
-) -> Result<Vec<Option<String>>, SuiteError> {
+) -> Result<Vec<Option<String>>, TestSuiteError> {
     let mut wanted = Vec::new();
     for (i, s) in stanzas.iter().enumerate() {
         if s.problem.is_none() && s.get("Test-Command").is_none() {
@@ -480,12 +482,12 @@ async fn missing_files(
 /// Runs the bash `script` with `args` as `$1…`, its output into the step
 /// log and returned; `None` as the exit when it ran past `limit`.
 async fn shell(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     script: &str,
     args: &[&str],
     log: &Log<'_>,
     limit: Duration,
-) -> Result<(Option<i64>, String), SuiteError> {
+) -> Result<(Option<i64>, String), TestSuiteError> {
     let mut cmd = vec![
         "bash".to_string(),
         "-c".into(),
@@ -518,7 +520,7 @@ async fn shell(
 }
 
 /// A file of the container as text, if it is there (64 MiB at most).
-async fn cat(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, SuiteError> {
+async fn cat(cx: &TestSuiteContext<'_>, path: &str) -> Result<Option<String>, TestSuiteError> {
     let mut out = Vec::new();
     let outcome = cx
         .engine
@@ -542,7 +544,11 @@ async fn cat(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, SuiteE
 
 /// Copies the container's `path` (autopkgtest's output directory) to
 /// `dest` on the host, through the engine's archive and the safe unpacker.
-async fn copy_out(cx: &SuiteContext<'_>, path: &str, dest: &Path) -> Result<(), SuiteError> {
+async fn copy_out(
+    cx: &TestSuiteContext<'_>,
+    path: &str,
+    dest: &Path,
+) -> Result<(), TestSuiteError> {
     let parent = dest.parent().unwrap_or(dest).to_path_buf();
     let archive = parent.join(format!(".{}.tar", cx.slug));
     let made = parent.clone();
@@ -585,7 +591,7 @@ async fn copy_out(cx: &SuiteContext<'_>, path: &str, dest: &Path) -> Result<(), 
 
 /// The cell's directory on the host: the JUnit directory is
 /// `CELL/junit/NN-step`.
-fn cell_dir(cx: &SuiteContext<'_>) -> PathBuf {
+fn cell_dir(cx: &TestSuiteContext<'_>) -> PathBuf {
     cx.junit_dir
         .parent()
         .and_then(Path::parent)
@@ -600,15 +606,15 @@ fn left(deadline: Instant) -> Duration {
 
 /// An infrastructure error: the cell is recorded as `error` with
 /// `what: why`.
-fn infra(what: &str, why: &str) -> SuiteError {
-    SuiteError::Io {
+fn infra(what: &str, why: &str) -> TestSuiteError {
+    TestSuiteError::Io {
         path: PathBuf::from(what),
         source: std::io::Error::other(why.to_string()),
     }
 }
 
-fn problem(why: &str) -> SuiteOutcome {
-    SuiteOutcome {
+fn problem(why: &str) -> TestSuiteOutcome {
+    TestSuiteOutcome {
         cases: Vec::new(),
         junit: None,
         step_timed_out: false,
@@ -618,7 +624,7 @@ fn problem(why: &str) -> SuiteOutcome {
 }
 
 /// Runs `work` on the host path off the async threads.
-async fn on_disk<T, F>(path: PathBuf, work: F) -> Result<T, SuiteError>
+async fn on_disk<T, F>(path: PathBuf, work: F) -> Result<T, TestSuiteError>
 where
     T: Send + 'static,
     F: FnOnce(&Path) -> std::io::Result<T> + Send + 'static,
@@ -626,11 +632,11 @@ where
     let at = path.clone();
     tokio::task::spawn_blocking(move || work(&at))
         .await
-        .map_err(|e| SuiteError::Io {
+        .map_err(|e| TestSuiteError::Io {
             path: path.clone(),
             source: std::io::Error::other(e.to_string()),
         })?
-        .map_err(|source| SuiteError::Io { path, source })
+        .map_err(|source| TestSuiteError::Io { path, source })
 }
 
 /// A verdict's failing case for tests the run could not judge.

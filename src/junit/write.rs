@@ -1,5 +1,5 @@
 //! The one JUnit writer: every `<testsuites>`, `<testsuite>` and
-//! `<testcase>` rocmatrix writes (the adapters' files, `suite::junit_out`,
+//! `<testcase>` rocmatrix writes (the adapters' files, `test_suite::junit_out`,
 //! and the merged report, `merged_junit`) is appended to a `String` here,
 //! element by element, so a writer never holds more than the element it
 //! writes.

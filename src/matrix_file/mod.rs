@@ -15,7 +15,7 @@ mod raw;
 mod registry;
 pub mod source_pin;
 mod suggest;
-pub mod suite;
+pub mod test_suite;
 mod validate;
 
 /// The positioned YAML tree every matrix file is parsed into (`src/yaml/`).
@@ -31,8 +31,8 @@ pub use duration::{parse_duration, DurationError};
 pub use error::SpecError;
 pub use expand::{expand, Combination, Origin};
 pub use registry::parse_registry;
-pub use suite::{
-    ClassifyAs, ClassifyRule, CtestTemplate, GpuCondition, GtestTemplate, SuiteTemplate,
+pub use test_suite::{
+    ClassifyAs, ClassifyRule, CtestTemplate, GpuCondition, GtestTemplate, TestSuiteTemplate,
 };
 pub use tree::Pos;
 
@@ -233,7 +233,7 @@ pub struct StepTemplate {
     /// A script; with a suite, it runs first.
     pub run: Option<Template>,
     /// A test suite the step runs through its adapter.
-    pub suite: Option<SuiteTemplate>,
+    pub suite: Option<TestSuiteTemplate>,
     pub timeout: Option<Duration>,
     pub junit: Vec<Template>,
     pub gpu: Option<GpuUse>,

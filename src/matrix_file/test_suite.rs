@@ -1,6 +1,6 @@
 //! Test-suite steps (`gtest:`, `ctest:`, `autopkgtest:`) and `classify:`
 //! rules: their typed form and their validation. The adapters that run the
-//! suites are in `src/suite/` and `src/autopkgtest/`; the rules are applied
+//! suites are in `src/test_suite/` and `src/autopkgtest/`; the rules are applied
 //! when results are collected.
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use super::{parse_duration, SpecError, Template};
 
 /// A step's test suite, before rendering per cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SuiteTemplate {
+pub enum TestSuiteTemplate {
     Gtest(GtestTemplate),
     Ctest(CtestTemplate),
     Autopkgtest(AutopkgtestTemplate),
@@ -65,21 +65,21 @@ pub struct CtestTemplate {
     pub args: Vec<Template>,
 }
 
-impl SuiteTemplate {
+impl TestSuiteTemplate {
     pub fn templates(&self) -> Vec<&Template> {
         match self {
-            SuiteTemplate::Gtest(g) => std::iter::once(&g.binary)
+            TestSuiteTemplate::Gtest(g) => std::iter::once(&g.binary)
                 .chain(&g.filter)
                 .chain(&g.args)
                 .collect(),
-            SuiteTemplate::Ctest(c) => std::iter::once(&c.dir)
+            TestSuiteTemplate::Ctest(c) => std::iter::once(&c.dir)
                 .chain(&c.labels)
                 .chain(&c.exclude_labels)
                 .chain(&c.regex)
                 .chain(&c.exclude_regex)
                 .chain(&c.args)
                 .collect(),
-            SuiteTemplate::Autopkgtest(a) => a.source.iter().chain(&a.path).collect(),
+            TestSuiteTemplate::Autopkgtest(a) => a.source.iter().chain(&a.path).collect(),
         }
     }
 }
@@ -125,7 +125,7 @@ pub(super) fn read_autopkgtest(
     raw: &RawAutopkgtest,
     template: &dyn Fn(String, &str) -> Template,
     err: &dyn Fn(&str, String) -> SpecError,
-) -> Result<SuiteTemplate, SpecError> {
+) -> Result<TestSuiteTemplate, SpecError> {
     let f = format!("{field}.autopkgtest");
     let source = raw.source.as_ref().filter(|s| !s.trim().is_empty());
     let path = raw.path.as_ref().filter(|s| !s.trim().is_empty());
@@ -148,7 +148,7 @@ pub(super) fn read_autopkgtest(
             p.map(|p| template(format!("{f}.path"), p)),
         ),
     };
-    // A template is checked once a cell renders it (`src/plan/suite.rs`).
+    // A template is checked once a cell renders it (`src/plan/test_suite.rs`).
     if let Some(s) = raw.source.as_ref().filter(|s| !templated(Some(s))) {
         if !s.trim().is_empty() {
             parse_source(s).map_err(|e| err(&format!("{f}.source"), e.to_string()))?;
@@ -169,7 +169,7 @@ pub(super) fn read_autopkgtest(
             format!("`{other}`: give `adapter` (a `rocm-test-launcher … run-tests` test's googletest binary run through rocmatrix's gtest adapter) or `run-tests` (the default: as autopkgtest runs it)"),
         )),
     };
-    Ok(SuiteTemplate::Autopkgtest(AutopkgtestTemplate {
+    Ok(TestSuiteTemplate::Autopkgtest(AutopkgtestTemplate {
         source,
         path,
         timeout_per_test,
@@ -232,7 +232,7 @@ pub(super) fn read_suite(
     default_reruns: Option<u32>,
     template: &dyn Fn(String, &str) -> Template,
     err: &dyn Fn(&str, String) -> SpecError,
-) -> Result<Option<SuiteTemplate>, SpecError> {
+) -> Result<Option<TestSuiteTemplate>, SpecError> {
     let timeout = |sub: &str, t: &Option<String>| -> Result<Option<Duration>, SpecError> {
         let f = format!("{field}.{sub}.timeout_per_test");
         t.as_ref()
@@ -275,7 +275,7 @@ pub(super) fn read_suite(
                 ));
             }
             let rerun_failures = reruns("gtest", g.rerun_failures)?;
-            Ok(Some(SuiteTemplate::Gtest(GtestTemplate {
+            Ok(Some(TestSuiteTemplate::Gtest(GtestTemplate {
                 binary: template(format!("{field}.gtest.binary"), &g.binary),
                 filter: opt(format!("{field}.gtest.filter"), &g.filter),
                 timeout_per_test: timeout("gtest", &g.timeout_per_test)?,
@@ -283,7 +283,7 @@ pub(super) fn read_suite(
                 args: args("gtest", &g.args),
             })))
         }
-        (None, Some(c)) => Ok(Some(SuiteTemplate::Ctest(CtestTemplate {
+        (None, Some(c)) => Ok(Some(TestSuiteTemplate::Ctest(CtestTemplate {
             rerun_failures: reruns("ctest", c.rerun_failures)?,
             dir: template(format!("{field}.ctest.dir"), &c.dir),
             labels: opt(format!("{field}.ctest.labels"), &c.labels),

@@ -13,7 +13,7 @@ mod render;
 pub mod shard;
 pub mod slurm;
 pub mod sources;
-pub mod suite;
+pub mod test_suite;
 pub mod toolchain;
 
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ pub use cache::CacheMount;
 pub use render::Renderer;
 pub use shard::{Shard, ShardError};
 pub use sources::SourceRef;
-pub use suite::TestSuite;
+pub use test_suite::TestSuite;
 
 /// The LLVM flavour of an environment. Serialised as `"release"`,
 /// `"debug"` or `{"source": {…}}`, so that the hashes of environments
@@ -112,7 +112,7 @@ pub struct Step {
     pub backtrace: Option<matrix_file::BacktraceSpec>,
     /// Run the step again, up to this many times, while its JUnit has
     /// failing tests (a `run:` step with `junit:`; suites rerun their own).
-    #[serde(default, skip_serializing_if = "suite::is_zero")]
+    #[serde(default, skip_serializing_if = "test_suite::is_zero")]
     pub rerun_failures: u32,
 }
 
@@ -577,7 +577,7 @@ fn render_steps(
                 None => String::new(),
             },
             suite: match &s.suite {
-                Some(t) => Some(suite::render(r, t, ctx, id)?),
+                Some(t) => Some(test_suite::render(r, t, ctx, id)?),
                 None => None,
             },
             timeout: s.timeout.unwrap_or(spec.timeout),

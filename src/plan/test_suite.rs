@@ -1,12 +1,12 @@
 //! A step's test suite, rendered for one cell: what the adapters in
-//! `src/suite/` and `src/autopkgtest/` run.
+//! `src/test_suite/` and `src/autopkgtest/` run.
 
 use std::time::Duration;
 
 use serde::Serialize;
 
 use super::render::Renderer;
-use crate::matrix_file::{source_pin, SpecError, SuiteTemplate};
+use crate::matrix_file::{source_pin, SpecError, TestSuiteTemplate};
 
 /// A rendered `gtest:`, `ctest:` or `autopkgtest:`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -84,7 +84,7 @@ pub struct Ctest {
 
 pub(super) fn render(
     r: &Renderer,
-    t: &SuiteTemplate,
+    t: &TestSuiteTemplate,
     ctx: &minijinja::Value,
     id: &str,
 ) -> Result<TestSuite, SpecError> {
@@ -98,14 +98,14 @@ pub(super) fn render(
         a.iter().map(|t| r.render(t, ctx, id)).collect()
     };
     Ok(match t {
-        SuiteTemplate::Gtest(g) => TestSuite::Gtest(Gtest {
+        TestSuiteTemplate::Gtest(g) => TestSuite::Gtest(Gtest {
             binary: r.render(&g.binary, ctx, id)?.trim().to_string(),
             filter: opt(&g.filter)?,
             timeout_per_test: g.timeout_per_test,
             rerun_failures: g.rerun_failures,
             args: args(&g.args)?,
         }),
-        SuiteTemplate::Ctest(c) => TestSuite::Ctest(Ctest {
+        TestSuiteTemplate::Ctest(c) => TestSuite::Ctest(Ctest {
             dir: r.render(&c.dir, ctx, id)?.trim().to_string(),
             labels: opt(&c.labels)?,
             exclude_labels: opt(&c.exclude_labels)?,
@@ -115,7 +115,7 @@ pub(super) fn render(
             rerun_failures: c.rerun_failures,
             args: args(&c.args)?,
         }),
-        SuiteTemplate::Autopkgtest(a) => TestSuite::Autopkgtest(Autopkgtest {
+        TestSuiteTemplate::Autopkgtest(a) => TestSuite::Autopkgtest(Autopkgtest {
             source: match (&a.source, opt(&a.source)?) {
                 (Some(t), Some(s)) => Some(source_pin::rendered(r.file(), t, &s, id)?),
                 _ => None,

@@ -1,7 +1,7 @@
 //! `rerun_failures:` of a `run:` step with `junit:`: while the step's JUnit
 //! has failing tests, the step runs again (up to N times, each run with the
 //! step's own timeout) and each attempt's JUnit is folded into the first's
-//! as Surefire tells reruns (`crate::suite::rerun`): a test that passes on a
+//! as Surefire tells reruns (`crate::test_suite::rerun`): a test that passes on a
 //! later attempt is flaky, one that fails every time keeps its last failure
 //! with the earlier ones as `<rerunFailure>`s.
 //!
@@ -21,7 +21,7 @@ use crate::step::log::StepLog;
 use crate::step::protocol::step_slug;
 use crate::step::{blocking, CellEnv, CellError, StepAt};
 use crate::store::record::RunStatus;
-use crate::suite::{gtest_output, junit_out, rerun, Case};
+use crate::test_suite::{gtest_output, junit_out, rerun, Case};
 
 /// How the step ended after its reruns, and its JUnit files and messages.
 pub(super) struct Reran {

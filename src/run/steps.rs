@@ -17,7 +17,7 @@ use crate::step::main_process;
 use crate::step::protocol::{step_command, step_slug};
 use crate::step::{CellEnv, CellError, StepAt};
 use crate::store::record::{RunStatus, StepRecord};
-use crate::suite::SuiteContext;
+use crate::test_suite::TestSuiteContext;
 
 pub(super) struct StepsOutcome {
     pub(super) steps: Vec<StepRecord>,
@@ -134,7 +134,7 @@ async fn run_step(
     let mut package = None;
     if let (Some(suite), RunStatus::Passed) = (&step.suite, status) {
         let remaining = step.timeout.saturating_sub(t.elapsed());
-        let sc = SuiteContext {
+        let sc = TestSuiteContext {
             engine: cx.engine,
             container: at.container,
             slug: &slug,
@@ -166,16 +166,16 @@ async fn run_step(
 
 /// Runs a step's suite through its adapter, its summary line into the log.
 async fn run_suite(
-    sc: &SuiteContext<'_>,
+    sc: &TestSuiteContext<'_>,
     suite: &crate::plan::TestSuite,
     log: &mut StepLog,
-) -> Result<crate::suite::SuiteOutcome, CellError> {
+) -> Result<crate::test_suite::TestSuiteOutcome, CellError> {
     use crate::plan::TestSuite;
     let mut write = |b: &[u8]| log.write(b);
     let shared = std::sync::Mutex::new(&mut write as &mut (dyn FnMut(&[u8]) + Send));
     let outcome = match suite {
-        TestSuite::Gtest(g) => crate::suite::gtest::run(sc, g, &shared).await?,
-        TestSuite::Ctest(c) => crate::suite::ctest::run(sc, c, &shared).await?,
+        TestSuite::Gtest(g) => crate::test_suite::gtest::run(sc, g, &shared).await?,
+        TestSuite::Ctest(c) => crate::test_suite::ctest::run(sc, c, &shared).await?,
         TestSuite::Autopkgtest(a) => crate::autopkgtest::run(sc, a, &shared).await?,
     };
     let text = format!("rocmatrix: {}\n", outcome.summary());

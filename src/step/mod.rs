@@ -30,7 +30,7 @@ use crate::image::registry::Fetched;
 use crate::plan::Step;
 use crate::store::journal::Event;
 use crate::store::RunStore;
-use crate::suite::SuiteError;
+use crate::test_suite::TestSuiteError;
 
 /// What a cell needs from the run around it.
 pub struct CellEnv<'a> {
@@ -83,11 +83,11 @@ pub enum CellError {
     Cancelled(&'static str),
 }
 
-impl From<SuiteError> for CellError {
-    fn from(e: SuiteError) -> Self {
+impl From<TestSuiteError> for CellError {
+    fn from(e: TestSuiteError) -> Self {
         match e {
-            SuiteError::Engine(e) => CellError::Engine(e),
-            SuiteError::Io { path, source } => CellError::Io { path, source },
+            TestSuiteError::Engine(e) => CellError::Engine(e),
+            TestSuiteError::Io { path, source } => CellError::Io { path, source },
         }
     }
 }

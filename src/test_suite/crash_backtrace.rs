@@ -4,7 +4,7 @@
 //! of the test's output (`backtrace (gdb):`, which signatures leave out of
 //! a failure's text so that it groups with the same crash without frames).
 
-use super::{Case, CaseVerdict, SuiteContext};
+use super::{Case, CaseVerdict, TestSuiteContext};
 use crate::debugger::gdb;
 use crate::debugger::gdb_output::{self, HEADING};
 use crate::matrix_file::BacktraceSpec;
@@ -23,7 +23,7 @@ fn is_crash(kind: &str) -> bool {
 /// Runs each crashed test of `bin` among `cases` again under gdb and adds
 /// its top frames to its output; problems become a line there, never an
 /// error of the step.
-pub async fn add(cx: &SuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: &mut [Case]) {
+pub async fn add(cx: &TestSuiteContext<'_>, spec: &BacktraceSpec, bin: &str, cases: &mut [Case]) {
     let mut reruns = 0;
     for (i, c) in cases.iter_mut().enumerate() {
         let CaseVerdict::Error { kind, .. } = &c.verdict else {

@@ -8,13 +8,13 @@
 //! named by its signal, as the gtest adapter reports them.
 
 use super::{
-    ctest_output, gtest_output, note, read_file, write_junit, Case, SuiteContext, SuiteError,
-    SuiteOutcome,
+    ctest_output, gtest_output, note, read_file, write_junit, Case, TestSuiteContext,
+    TestSuiteError, TestSuiteOutcome,
 };
 use std::time::{Duration, Instant};
 
 use crate::engine::ExecOutcome;
-use crate::plan::suite::Ctest;
+use crate::plan::test_suite::Ctest;
 
 /// The `ctest` command line for `c`, writing JUnit to `junit`.
 pub fn command(c: &Ctest, junit: &str) -> Vec<String> {
@@ -46,16 +46,16 @@ pub fn command(c: &Ctest, junit: &str) -> Vec<String> {
 /// Runs the ctest step `c`; with `rerun_failures: N`, its failing tests
 /// again through `ctest --rerun-failed`, up to N times while any fail.
 pub async fn run(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     c: &Ctest,
     log: &super::Log<'_>,
-) -> Result<SuiteOutcome, SuiteError> {
+) -> Result<TestSuiteOutcome, TestSuiteError> {
     let deadline = Instant::now() + cx.step_timeout;
     note(log, &format!("rocmatrix: ctest in {}\n", c.dir));
     let junit = format!("{TMP}/{}.xml", cx.slug);
     let (outcome, console) = exec(cx, c, command(c, &junit), cx.step_timeout, log).await?;
     if outcome == ExecOutcome::TimedOut {
-        return Ok(SuiteOutcome {
+        return Ok(TestSuiteOutcome {
             cases: Vec::new(),
             junit: None,
             step_timed_out: true,
@@ -68,7 +68,7 @@ pub async fn run(
             ExecOutcome::Exited(c) => c,
             ExecOutcome::TimedOut => -1,
         };
-        return Ok(SuiteOutcome {
+        return Ok(TestSuiteOutcome {
             cases: Vec::new(),
             junit: None,
             step_timed_out: false,
@@ -82,7 +82,7 @@ pub async fn run(
     rerun_failed(cx, c, &mut cases, deadline, log).await?;
     let path = cx.junit_dir.join("ctest.xml");
     let cases = write_junit(path.clone(), "ctest", cases).await?;
-    Ok(SuiteOutcome {
+    Ok(TestSuiteOutcome {
         cases,
         junit: Some(path),
         step_timed_out: false,
@@ -97,12 +97,12 @@ const TMP: &str = "/tmp/rocmatrix-ctest";
 /// Runs `argv` (a `ctest` command line) in the build directory for at
 /// most `timeout`, the log and the console parser fed as it prints.
 async fn exec(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     c: &Ctest,
     argv: Vec<String>,
     timeout: Duration,
     log: &super::Log<'_>,
-) -> Result<(ExecOutcome, ctest_output::Results), SuiteError> {
+) -> Result<(ExecOutcome, ctest_output::Results), TestSuiteError> {
     // `cd` rather than `--test-dir`, which CTest learnt only in 3.20.
     let script = format!(
         "mkdir -p {TMP} && cd {} && exec \"$@\"",
@@ -125,11 +125,11 @@ async fn exec(
 
 /// CTest's JUnit at `junit`, with the verdicts its console lines give.
 async fn read_cases(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     junit: &str,
     console: &ctest_output::Results,
     c: &Ctest,
-) -> Result<Option<Vec<Case>>, SuiteError> {
+) -> Result<Option<Vec<Case>>, TestSuiteError> {
     let text = read_file(cx, junit).await?;
     let mut cases = text.as_deref().and_then(gtest_output::parse_xml);
     if let Some(cases) = cases.as_mut() {
@@ -144,12 +144,12 @@ async fn read_cases(
 /// runs kept as `<flakyFailure>`s); one that fails every time keeps its
 /// last failure, the earlier ones as `<rerunFailure>`s.
 async fn rerun_failed(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     c: &Ctest,
     cases: &mut [Case],
     deadline: Instant,
     log: &super::Log<'_>,
-) -> Result<(), SuiteError> {
+) -> Result<(), TestSuiteError> {
     for attempt in 1..=c.rerun_failures {
         let failing = cases.iter().filter(|k| k.verdict.is_failure()).count();
         let left = deadline.saturating_duration_since(Instant::now());

@@ -29,10 +29,11 @@ use std::time::{Duration, Instant};
 use super::gtest_output::{self, Listed, OutputFollower};
 use super::gtest_process::{case_of, BatchRun, Shard};
 use super::{
-    note, signal_name, Case, CaseVerdict, Log, SuiteContext, SuiteError, SuiteOutcome, MAX_READ,
+    note, signal_name, Case, CaseVerdict, Log, TestSuiteContext, TestSuiteError, TestSuiteOutcome,
+    MAX_READ,
 };
 use crate::engine::ExecOutcome;
-use crate::plan::suite::Gtest;
+use crate::plan::test_suite::Gtest;
 
 /// Bytes of `--gtest_filter` per process: one argument may not exceed
 /// Linux's MAX_ARG_STRLEN (128 KiB), so a large suite runs in several batches.
@@ -50,17 +51,17 @@ const LATE_LIST: Duration = Duration::from_secs(30);
 static REPORTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// A fresh report path for process `batch` of `shard`.
-fn report_path(cx: &SuiteContext<'_>, shard: &Shard, batch: usize) -> String {
+fn report_path(cx: &TestSuiteContext<'_>, shard: &Shard, batch: usize) -> String {
     let n = REPORTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!("{DIR}/{}-s{}-b{batch}-{n}.xml", cx.slug, shard.number)
 }
 
 /// Runs the gtest step `g`.
 pub async fn run(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     g: &Gtest,
     log: &Log<'_>,
-) -> Result<SuiteOutcome, SuiteError> {
+) -> Result<TestSuiteOutcome, TestSuiteError> {
     let deadline = Instant::now() + cx.step_timeout;
     let binaries = if whole_first(cx, g) && is_plain_path(&g.binary) {
         // Nothing for a shell to expand: whether the file is there shows
@@ -107,7 +108,7 @@ pub async fn run(
     }
     let path = cx.junit_dir.join("gtest.xml");
     let cases = super::write_junit(path.clone(), "gtest", cases).await?;
-    Ok(SuiteOutcome {
+    Ok(TestSuiteOutcome {
         cases,
         junit: Some(path),
         step_timed_out,
@@ -122,13 +123,13 @@ pub async fn run(
 /// `<flakyFailure>`s); otherwise the last run's failure stands, the earlier
 /// ones kept as `<rerunFailure>`s. Reruns stop at the step's deadline.
 async fn rerun_failures(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     g: &Gtest,
     bin: &str,
     done: &mut [Case],
     deadline: Instant,
     log: &Log<'_>,
-) -> Result<(), SuiteError> {
+) -> Result<(), TestSuiteError> {
     let of = cx.per_gpu.len().max(1);
     let pidfile = format!("{DIR}/{}-rerun.pid", cx.slug);
     for case in done.iter_mut().filter(|c| c.verdict.is_failure()) {
@@ -186,8 +187,8 @@ enum BinaryOutcome {
 }
 
 /// The step's outcome when its `binary` names no executable file.
-fn no_binary(g: &Gtest) -> SuiteOutcome {
-    SuiteOutcome {
+fn no_binary(g: &Gtest) -> TestSuiteOutcome {
+    TestSuiteOutcome {
         cases: Vec::new(),
         junit: None,
         step_timed_out: false,
@@ -207,7 +208,7 @@ fn is_plain_path(binary: &str) -> bool {
 /// Whether a binary first runs whole, by the step's own filter: unsharded,
 /// and not asked for disabled tests (those are skipped, not run, so the
 /// process must name the tests it runs).
-fn whole_first(cx: &SuiteContext<'_>, g: &Gtest) -> bool {
+fn whole_first(cx: &TestSuiteContext<'_>, g: &Gtest) -> bool {
     cx.per_gpu.len() <= 1
         && !g
             .args
@@ -237,12 +238,12 @@ fn listing_error(bin: &str, problem: String) -> Case {
 /// process died, the tests are listed then, its progress lines judge what
 /// it reached, and the rest go on in batches.
 async fn run_whole(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     g: &Gtest,
     bin: &str,
     deadline: Instant,
     log: &Log<'_>,
-) -> Result<BinaryOutcome, SuiteError> {
+) -> Result<BinaryOutcome, TestSuiteError> {
     let shard = Shard::new(cx, 0, 1);
     let xml = report_path(cx, &shard, 1);
     let pidfile = format!("{DIR}/{}-s0.pid", cx.slug);
@@ -389,12 +390,12 @@ pub(super) fn same_tests(listing: &[Listed], cases: &[Case]) -> bool {
 /// Lists one binary's tests, shards them and runs each shard's tests by
 /// name; returns them in listing order.
 async fn run_listed(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     g: &Gtest,
     bin: &str,
     deadline: Instant,
     log: &Log<'_>,
-) -> Result<BinaryOutcome, SuiteError> {
+) -> Result<BinaryOutcome, TestSuiteError> {
     let listed = match list(cx, g, bin, deadline).await? {
         Ok(l) => l,
         Err(problem) => return Ok(BinaryOutcome::Unlisted(problem)),
@@ -425,14 +426,14 @@ async fn run_listed(
 /// Runs a shard's `tests` by name, a batch per process (numbered from
 /// `first`), until each has an outcome.
 async fn run_shard(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     g: &Gtest,
     bin: &str,
     (tests, first): (Vec<Listed>, usize),
     shard: &Shard,
     deadline: Instant,
     log: &Log<'_>,
-) -> Result<(Vec<Case>, bool), SuiteError> {
+) -> Result<(Vec<Case>, bool), TestSuiteError> {
     let mut remaining: VecDeque<Listed> = tests.into();
     let mut cases = Vec::new();
     let per_test = g.timeout_per_test.unwrap_or(cx.step_timeout);
@@ -524,7 +525,7 @@ fn basename(path: &str) -> &str {
 }
 
 /// The executables `glob` names in the container, in order.
-async fn resolve(cx: &SuiteContext<'_>, glob: &str) -> Result<Vec<String>, SuiteError> {
+async fn resolve(cx: &TestSuiteContext<'_>, glob: &str) -> Result<Vec<String>, TestSuiteError> {
     let script = format!(
         "for f in {glob}; do if [ -f \"$f\" ] && [ -x \"$f\" ]; then printf '%s\\n' \"$f\"; fi; done; true"
     );
@@ -543,11 +544,11 @@ async fn resolve(cx: &SuiteContext<'_>, glob: &str) -> Result<Vec<String>, Suite
 /// take the step's time left (at most [`LIST_TIMEOUT`]), and [`LATE_LIST`]
 /// when a listing comes after the step's deadline.
 async fn list(
-    cx: &SuiteContext<'_>,
+    cx: &TestSuiteContext<'_>,
     g: &Gtest,
     bin: &str,
     deadline: Instant,
-) -> Result<Result<Vec<Listed>, String>, SuiteError> {
+) -> Result<Result<Vec<Listed>, String>, TestSuiteError> {
     let limit = LIST_TIMEOUT.min(
         deadline
             .saturating_duration_since(Instant::now())

@@ -11,9 +11,9 @@ use super::gtest::same_tests;
 use super::gtest_output::{self, LineEnd, Listed, OutputFollower};
 use super::process::{self, Ended};
 use super::{
-    note, signal_name, text_of, Case, CaseVerdict, Log, SuiteContext, SuiteError, MAX_READ,
+    note, signal_name, text_of, Case, CaseVerdict, Log, TestSuiteContext, TestSuiteError, MAX_READ,
 };
-use crate::plan::suite::Gtest;
+use crate::plan::test_suite::Gtest;
 
 /// Why the watchdog killed a process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub(super) struct Shard {
 
 impl Shard {
     /// Shard `i` (from 0) of `of`, with the step's variables and its GPU's.
-    pub(super) fn new(cx: &SuiteContext<'_>, i: usize, of: usize) -> Shard {
+    pub(super) fn new(cx: &TestSuiteContext<'_>, i: usize, of: usize) -> Shard {
         Shard {
             number: if of > 1 { i + 1 } else { 0 },
             of,
@@ -72,7 +72,7 @@ pub(super) fn filter_arg(batch: &[Listed]) -> String {
 
 /// One process of a shard.
 pub(super) struct BatchRun<'a> {
-    pub(super) cx: &'a SuiteContext<'a>,
+    pub(super) cx: &'a TestSuiteContext<'a>,
     pub(super) g: &'a Gtest,
     pub(super) bin: &'a str,
     pub(super) shard: &'a Shard,
@@ -100,7 +100,11 @@ pub(super) struct Judged {
 
 impl BatchRun<'_> {
     /// Runs `batch` in one process that names each of its tests.
-    pub(super) async fn run(&self, batch: &[Listed], log: &Log<'_>) -> Result<Judged, SuiteError> {
+    pub(super) async fn run(
+        &self,
+        batch: &[Listed],
+        log: &Log<'_>,
+    ) -> Result<Judged, TestSuiteError> {
         let ran = self.execute(Some(filter_arg(batch)), log).await?;
         Ok(match ran.report {
             Some(xml_cases) => self.judge_by_xml(batch, xml_cases, &ran.progress),
@@ -115,7 +119,7 @@ impl BatchRun<'_> {
         &self,
         filter: Option<String>,
         log: &Log<'_>,
-    ) -> Result<ProcessRun, SuiteError> {
+    ) -> Result<ProcessRun, TestSuiteError> {
         let mut argv = vec![self.bin.to_string()];
         argv.extend(filter.or_else(|| {
             self.g

@@ -314,7 +314,7 @@ mod tests {
             "{xml}"
         );
         // The reader the report uses reads them back as one flaky test.
-        let cases = crate::suite::gtest_output::parse_xml(&xml).unwrap();
+        let cases = crate::test_suite::gtest_output::parse_xml(&xml).unwrap();
         assert_eq!(cases[0].verdict, CaseVerdict::Passed);
         assert!(cases[1].verdict.is_failure());
     }

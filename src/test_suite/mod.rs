@@ -90,7 +90,7 @@ pub struct Case {
 pub type Log<'a> = std::sync::Mutex<&'a mut (dyn FnMut(&[u8]) + Send)>;
 
 /// What the adapter needs from the cell runner.
-pub struct SuiteContext<'a> {
+pub struct TestSuiteContext<'a> {
     pub engine: &'a Engine,
     pub container: &'a str,
     /// `NN-name`: names the step's files in the container and the store.
@@ -110,7 +110,7 @@ pub struct SuiteContext<'a> {
 
 /// How the suite ran, for the step's record.
 #[derive(Debug)]
-pub struct SuiteOutcome {
+pub struct TestSuiteOutcome {
     /// Every test, in listing order.
     pub cases: Vec<Case>,
     /// The JUnit file written (absolute), if any test was found.
@@ -124,7 +124,7 @@ pub struct SuiteOutcome {
     pub package: Option<crate::store::record::PackageOutcome>,
 }
 
-impl SuiteOutcome {
+impl TestSuiteOutcome {
     /// `80 tests: 56 passed, 22 failed, 2 skipped`.
     pub fn summary(&self) -> String {
         let mut counts = std::collections::BTreeMap::new();
@@ -166,7 +166,7 @@ impl SuiteOutcome {
 
 /// Why an adapter stopped without judging the tests.
 #[derive(Debug, thiserror::Error)]
-pub enum SuiteError {
+pub enum TestSuiteError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error("{}: {source}", path.display())]
@@ -181,7 +181,10 @@ pub enum SuiteError {
 const MAX_READ: usize = 64 * 1024 * 1024;
 
 /// A file of the container as text, if it exists (bounded by [`MAX_READ`]).
-async fn read_file(cx: &SuiteContext<'_>, path: &str) -> Result<Option<String>, SuiteError> {
+async fn read_file(
+    cx: &TestSuiteContext<'_>,
+    path: &str,
+) -> Result<Option<String>, TestSuiteError> {
     let mut out = Vec::new();
     let outcome = cx
         .engine
@@ -209,7 +212,7 @@ fn text_of(bytes: Vec<u8>) -> String {
 }
 
 /// Runs `work` on the host file `path` off the async threads.
-async fn on_disk<T, F>(path: PathBuf, work: F) -> Result<T, SuiteError>
+async fn on_disk<T, F>(path: PathBuf, work: F) -> Result<T, TestSuiteError>
 where
     T: Send + 'static,
     F: FnOnce(&std::path::Path) -> std::io::Result<T> + Send + 'static,
@@ -217,11 +220,11 @@ where
     let at = path.clone();
     tokio::task::spawn_blocking(move || work(&at))
         .await
-        .map_err(|e| SuiteError::Io {
+        .map_err(|e| TestSuiteError::Io {
             path: path.clone(),
             source: std::io::Error::other(e.to_string()),
         })?
-        .map_err(|source| SuiteError::Io { path, source })
+        .map_err(|source| TestSuiteError::Io { path, source })
 }
 
 /// Writes the adapter's JUnit file; hands `cases` back.
@@ -229,7 +232,7 @@ async fn write_junit(
     path: PathBuf,
     name: &'static str,
     cases: Vec<Case>,
-) -> Result<Vec<Case>, SuiteError> {
+) -> Result<Vec<Case>, TestSuiteError> {
     on_disk(path, move |p| {
         junit_out::write(p, name, &cases).map(|()| cases)
     })

@@ -42,7 +42,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("host", 4),
     ("bundle", 4),
     ("debugger", 4),
-    ("suite", 4),
+    ("test_suite", 4),
     ("autopkgtest", 4),
     ("stop", 4),
     ("prepare", 5),

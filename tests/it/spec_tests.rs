@@ -449,7 +449,7 @@ fn suite_steps_and_classify_rules_are_validated_with_positions() {
         rocmatrix::matrix_file::GpuCondition::None
     );
     match &s.steps[0].suite {
-        Some(rocmatrix::matrix_file::SuiteTemplate::Gtest(g)) => {
+        Some(rocmatrix::matrix_file::TestSuiteTemplate::Gtest(g)) => {
             assert_eq!(
                 g.timeout_per_test,
                 Some(std::time::Duration::from_secs(300))
@@ -471,7 +471,7 @@ fn report_junit_files_are_merged_unless_asked_per_cell() {
 
 #[test]
 fn rerun_failures_is_a_steps_own_or_the_matrix_files_default() {
-    use rocmatrix::matrix_file::SuiteTemplate;
+    use rocmatrix::matrix_file::TestSuiteTemplate;
     let s = spec(
         "matrix:\n  a: [1]\nrerun_failures: 2\nsteps:\n  - name: g\n    gtest:\n      binary: /t\n  \
          - name: c\n    ctest:\n      dir: /b\n      rerun_failures: 0\n  - name: own\n    gtest:\n      binary: /u\n      rerun_failures: 3\n",
@@ -480,8 +480,8 @@ fn rerun_failures_is_a_steps_own_or_the_matrix_files_default() {
         .steps
         .iter()
         .map(|st| match &st.suite {
-            Some(SuiteTemplate::Gtest(g)) => g.rerun_failures,
-            Some(SuiteTemplate::Ctest(c)) => c.rerun_failures,
+            Some(TestSuiteTemplate::Gtest(g)) => g.rerun_failures,
+            Some(TestSuiteTemplate::Ctest(c)) => c.rerun_failures,
             other => panic!("{other:?}"),
         })
         .collect();

@@ -14,7 +14,7 @@ use super::raw::{
 use super::suggest;
 use super::tree::{self, Node, NodeKind};
 use super::{
-    parse_duration, suite, Axis, BuildTemplate, CacheTemplate, CiTemplate, Entry,
+    parse_duration, test_suite, Axis, BuildTemplate, CacheTemplate, CiTemplate, Entry,
     EnvironmentTemplate, Expectation, GpuCount, GpuPolicy, GpuTemplate, GpuUse, ReportLayout,
     SourceTemplate, Spec, SpecError, StepTemplate, Template,
 };
@@ -100,7 +100,7 @@ pub fn validate(path: &Path, text: &str) -> Result<Spec, SpecError> {
     let mut expect = read_expectations(&cx, "expect", &raw.expect, &keys)?;
     expect.extend(read_expectations(&cx, "flaky", &raw.flaky, &keys)?);
     let report = read_report(&cx, raw.report.as_ref(), &keys)?;
-    let classify = suite::read_classify(&raw.classify, &|f, m| cx.err(f, m))?;
+    let classify = test_suite::read_classify(&raw.classify, &|f, m| cx.err(f, m))?;
     if raw.max_parallel == Some(0) {
         return Err(cx.err("max_parallel", "max_parallel must be at least 1"));
     }

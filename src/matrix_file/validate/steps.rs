@@ -97,7 +97,7 @@ pub(super) fn read_steps(
             })?),
             None => None,
         };
-        let suite = suite::read_suite(
+        let suite = test_suite::read_suite(
             &f,
             s.gtest.as_ref(),
             s.ctest.as_ref(),
@@ -112,7 +112,7 @@ pub(super) fn read_steps(
                     "a step runs one suite: give `gtest`, `ctest` or `autopkgtest`, not two",
                 ))
             }
-            (Some(a), None) => Some(suite::read_autopkgtest(
+            (Some(a), None) => Some(test_suite::read_autopkgtest(
                 &f,
                 a,
                 &|field, src| cx.template(field, src),
@@ -124,7 +124,7 @@ pub(super) fn read_steps(
             Some(b) => Some(read_backtrace(cx, &format!("{f}.backtrace"), b)?),
             None => None,
         };
-        let rerun_failures = suite::read_step_reruns(
+        let rerun_failures = test_suite::read_step_reruns(
             &f,
             s.rerun_failures,
             cx.rerun_failures,

@@ -99,7 +99,7 @@ pub enum TestSuite {
     Autopkgtest(Autopkgtest),
 }
 
-/// `plan::suite::Autopkgtest`.
+/// `plan::test_suite::Autopkgtest`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Autopkgtest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -112,7 +112,7 @@ pub struct Autopkgtest {
     pub gtest_adapter: bool,
 }
 
-/// `plan::suite::Gtest`.
+/// `plan::test_suite::Gtest`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gtest {
     pub binary: String,
@@ -126,7 +126,7 @@ pub struct Gtest {
     pub args: Vec<String>,
 }
 
-/// `plan::suite::Ctest`.
+/// `plan::test_suite::Ctest`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Ctest {
     pub dir: String,
@@ -347,7 +347,7 @@ impl From<Step> for plan::Step {
 
 impl From<&plan::TestSuite> for TestSuite {
     fn from(t: &plan::TestSuite) -> Self {
-        use plan::suite as p;
+        use plan::test_suite as p;
         match t {
             p::TestSuite::Gtest(g) => TestSuite::Gtest(Gtest {
                 binary: g.binary.clone(),
@@ -378,7 +378,7 @@ impl From<&plan::TestSuite> for TestSuite {
 
 impl From<TestSuite> for plan::TestSuite {
     fn from(t: TestSuite) -> Self {
-        use plan::suite as p;
+        use plan::test_suite as p;
         match t {
             TestSuite::Gtest(g) => p::TestSuite::Gtest(p::Gtest {
                 binary: g.binary,
