@@ -314,7 +314,11 @@ pub(crate) fn plan_of(
     lock: Option<&crate::store::lock::Lock>,
 ) -> Result<crate::plan::Plan, crate::matrix_file::SpecError> {
     let sources = crate::source::Sources::new(&crate::dirs::cache_dir());
-    let resolve = |url: &str, r: &str| sources.tree_commit(url, r, lock).map_err(|e| e.detail());
+    let resolve = |url: &str, r: &str| {
+        sources
+            .tree_commit(url, r, lock)
+            .map_err(crate::plan::TreeError::from)
+    };
     crate::plan::Plan::build_with(spec, max_cells, Some(&resolve))
 }
 

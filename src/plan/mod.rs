@@ -71,7 +71,12 @@ pub struct LlvmSource {
 
 /// Resolves an LLVM tree's URL and ref to a commit on the host
 /// (`src/source/` has one); its error is said at `environment.llvm.git`.
-pub type ResolveTree<'a> = &'a dyn Fn(&str, &str) -> Result<String, String>;
+pub type ResolveTree<'a> = &'a dyn Fn(&str, &str) -> Result<String, TreeError>;
+
+/// Why an LLVM tree could not be resolved: the resolver's own error
+/// (`source::TreeUnresolved`, of a floor this one cannot name), kept
+/// whole and said by its `Display`.
+pub type TreeError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A cell's rendered image recipe. Cells with equal environments share an image.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -129,7 +129,7 @@ impl Sources {
         url: &str,
         reference: &str,
         lock: Option<&Lock>,
-    ) -> Result<String, SourceError> {
+    ) -> Result<String, TreeUnresolved> {
         let locked = lock
             .into_iter()
             .flat_map(|l| l.builds.values())
@@ -144,9 +144,18 @@ impl Sources {
                 .map(|s| s.commit.clone())
                 .next(),
         };
-        Ok(self.resolve_tree(&src)?.commit)
+        self.resolve_tree(&src)
+            .map(|l| l.commit)
+            .map_err(TreeUnresolved)
     }
 }
+
+/// Why an LLVM tree's URL and ref could not be resolved to a commit, said
+/// without the source's name ([`SourceError::detail`]): a matrix's error
+/// names its field instead.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.detail())]
+pub struct TreeUnresolved(pub SourceError);
 
 impl SourceError {
     /// What went wrong, without the source's name (a matrix's error names

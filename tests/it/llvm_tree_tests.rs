@@ -70,7 +70,11 @@ fn plan_in(
 ) -> Result<Plan, String> {
     let s = Spec::parse(&dir.join("m.yaml"), text).map_err(|e| e.to_string())?;
     let sources = Sources::new(&dir.join("cache"));
-    let resolve = |url: &str, r: &str| sources.tree_commit(url, r, lock).map_err(|e| e.detail());
+    let resolve = |url: &str, r: &str| {
+        sources
+            .tree_commit(url, r, lock)
+            .map_err(rocmatrix::plan::TreeError::from)
+    };
     Plan::build_with(&s, 64, Some(&resolve)).map_err(|e| e.to_string())
 }
 
