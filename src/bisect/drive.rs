@@ -250,6 +250,8 @@ impl Driver<'_> {
     }
 
     /// Returns whether it was interrupted.
+    /// One piece: the search loop, whose ends, skips and probes all move
+    /// the same two bounds.
     async fn drive(&self) -> Result<bool, BisectError> {
         let b = self.snapshot();
         if b.answer.is_some() {

@@ -38,6 +38,9 @@ pub struct ReproArgs {
     pub gpus: super::GpuSource,
 }
 
+/// `repro`: one cell again from its lock, compared with its recorded
+/// result. One piece: the image chosen, the cell run and compared, in the
+/// order the command says them.
 pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let store = RunStore::open(&args.run, &args.out)?;
     let (manifest, cell, before, lock) = load_cell(&store, &args.cell)?;

@@ -287,6 +287,8 @@ fn steady(v: &HistoryVerdict) -> Option<(usize, bool)> {
 /// entry's cells single out the failing ones among every cell the matrix
 /// still has (`current`): never wider than where it fails, and no query per
 /// test (a nightly of thousands of known failures asks nothing more).
+/// One piece: the grouping by test, then by signature and cells, shares
+/// the maps it builds once.
 fn known_failures(
     spec: &Spec,
     runs: &[RunRow],

@@ -75,6 +75,8 @@ impl<'v> State<'v> {
     }
 
     /// Handles a start (or empty) tag; false stops reading (not JUnit).
+    /// One piece: one match over the element names, each arm reading its
+    /// element's attributes in the one pass the reader's hot path makes.
     pub(super) fn start(&mut self, e: &BytesStart, empty: bool) -> bool {
         let local = e.local_name();
         let name = local.as_ref();

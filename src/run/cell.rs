@@ -27,6 +27,8 @@ use crate::store::record::CellRecord;
 /// container is removed before this returns, on every path but
 /// cancellation (dropping the future), where the scheduler removes it by
 /// label.
+/// One piece: one cell's life in order (sources, container, steps, record),
+/// each await a step of docs/architecture.md's walk.
 pub async fn run_cell(
     cx: &CellEnv<'_>,
     cell: &Cell,

@@ -104,6 +104,9 @@ struct RunSummary<'a> {
     not_run: &'a [(String, String)],
 }
 
+/// Runs a plan (or resumes one) and returns its report. One piece: the
+/// run's phases in order (store, images, cells, run.json and lock), each
+/// handing the next what it made.
 pub async fn run(
     engine: &Engine,
     req: RunRequest,

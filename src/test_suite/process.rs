@@ -58,6 +58,8 @@ static MARKERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 /// Runs `process` in `container`; `output` gets every chunk of its output;
 /// `watchdog` is asked every tick and returns why to kill.
+/// One piece: the script, the exec and the select loop share the pid file,
+/// the trailer and the kill, and read best top to bottom.
 pub async fn run_watched<K: Clone>(
     engine: &Engine,
     container: &str,

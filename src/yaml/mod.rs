@@ -278,6 +278,8 @@ fn duplicate_key(pairs: &[(Node, Node)]) -> Option<TreeError> {
 }
 
 impl MarkedEventReceiver for Builder {
+    /// One piece: one match over the parser's events, each arm the tree
+    /// node it builds (the bounds checked first in each).
     fn on_event(&mut self, ev: Event, mark: Marker) {
         if self.error.is_some() {
             return;

@@ -61,6 +61,8 @@ pub(super) fn read_build(
 
 /// `steps:` (or `build.steps:`, `field`): each with a unique non-empty
 /// name, a valid timeout and GPU need.
+/// One piece: one check per field of a step, in the order the file's
+/// documentation gives them, each error naming its field.
 pub(super) fn read_steps(
     cx: &Ctx,
     field: &str,
