@@ -88,6 +88,8 @@ impl Engine {
         for (k, v) in extra {
             changes.push(format!("LABEL {k:?}={v:?}"));
         }
+        let keys = super::labels::keys_of(self.extra_labels());
+        changes.push(format!("LABEL {:?}={keys:?}", super::labels::LABEL_KEYS));
         let file = tokio::fs::File::open(tarball)
             .await
             .map_err(|e| EngineError::failed(action(), e.to_string()))?;

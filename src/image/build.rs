@@ -126,12 +126,18 @@ pub async fn ensure_env_image(
     } else {
         "env"
     };
-    let labels = HashMap::from([
+    let mut labels = HashMap::from([
         (LABEL_KIND.to_string(), kind.to_string()),
         ("rocmatrix.env".to_string(), env_hash.to_string()),
         ("rocmatrix.base".to_string(), base.reference.clone()),
         ("rocmatrix.base.id".to_string(), base.id.clone()),
     ]);
+    // The base's `--label` labels are its maker's, not this build's.
+    let from = engine.image(&base.id).await?.map(|i| i.labels);
+    labels.extend(crate::engine::labels::handed_down(
+        &from.unwrap_or_default(),
+        engine.extra_labels(),
+    ));
     let mut sink = |line: &str| {
         let _ = file.write_all(line.as_bytes());
     };

@@ -31,6 +31,7 @@ mod history_outcome_tests;
 mod history_shape_tests;
 mod history_tests;
 mod hostile_tests;
+mod image_label_tests;
 mod llvm_tree_tests;
 mod package_cache_tests;
 mod podman_tests;
