@@ -1,0 +1,311 @@
+//! Matching changes against a plan's cells and a run's lock.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use super::{Affected, AffectedError, Change, FoundLock, Reason, Selection};
+use crate::plan::{Cell, Llvm, Plan, SourceRef, Step};
+use crate::store::lock::LockedEnvironment;
+
+/// The cells of `plan` that `changes` affect, with their reasons; files
+/// are relative to `dir` (the matrix file's directory). A package, source
+/// package, `sources:` entry or file that nothing knows is an error.
+pub fn select(
+    plan: &Plan,
+    changes: Vec<Change>,
+    lock: Option<&FoundLock>,
+    dir: &Path,
+) -> Result<Selection, AffectedError> {
+    let files = check(plan, &changes, lock, dir)?;
+    let mut by_env: HashMap<&str, Vec<Reason>> = HashMap::new();
+    let mut cells = Vec::new();
+    for cell in &plan.cells {
+        let mut reasons = match changes.iter().any(Change::is_package) {
+            true => by_env
+                .entry(&cell.environment_hash)
+                .or_insert_with(|| packages(cell, &changes, lock))
+                .clone(),
+            false => Vec::new(),
+        };
+        reasons.extend(sources(plan, cell, &changes, lock));
+        for (shown, path) in &files {
+            reasons.extend(uses(plan, cell, shown, path));
+        }
+        if !reasons.is_empty() {
+            cells.push(Affected {
+                cell: cell.id.clone(),
+                reasons,
+            });
+        }
+    }
+    Ok(Selection {
+        changes,
+        cells,
+        total: plan.cells.len(),
+        lock: lock.map(|l| l.run.clone()),
+    })
+}
+
+/// A package's name without its architecture (`libfoo:amd64`).
+fn bare(name: &str) -> &str {
+    name.split(':').next().unwrap_or(name)
+}
+
+/// Refuses names nothing knows; gives each file change with its path.
+fn check(
+    plan: &Plan,
+    changes: &[Change],
+    lock: Option<&FoundLock>,
+    dir: &Path,
+) -> Result<Vec<(String, PathBuf)>, AffectedError> {
+    let envs: Vec<&LockedEnvironment> = lock
+        .map(|l| l.lock.environments.values().collect())
+        .unwrap_or_default();
+    let unknown = |c: &Change, why: String| AffectedError::Unknown {
+        change: c.to_string(),
+        why,
+    };
+    let where_ = match lock {
+        Some(l) => format!("the lock of {}", l.run.display()),
+        None => "no lock".to_string(),
+    };
+    let mut files = Vec::new();
+    for c in changes {
+        match c {
+            // Without a lock nothing can be checked, and every cell is
+            // selected (none is described).
+            Change::Package { name, .. } if lock.is_some() => {
+                let known = envs
+                    .iter()
+                    .any(|e| e.packages.keys().any(|p| p == name || bare(p) == name));
+                if !known {
+                    return Err(unknown(
+                        c,
+                        format!(
+                            "no such package in {where_}: no environment of the run installed it"
+                        ),
+                    ));
+                }
+            }
+            Change::SourcePackage { name, .. } if lock.is_some() => {
+                let known = envs.iter().any(|e| {
+                    e.packages
+                        .keys()
+                        .any(|p| e.source_of(p).is_some_and(|(s, _)| s == name))
+                });
+                if !known {
+                    return Err(unknown(
+                        c,
+                        format!("no installed package of {where_} is built from this source"),
+                    ));
+                }
+            }
+            Change::Source { name, .. } => {
+                let names = source_names(plan);
+                if !names.contains(name.as_str()) {
+                    let list: Vec<&str> = names.into_iter().collect();
+                    return Err(unknown(
+                        c,
+                        format!(
+                            "no `sources:` entry of the matrix is named so (it has: {})",
+                            words(&list)
+                        ),
+                    ));
+                }
+            }
+            Change::File(f) => {
+                let path = std::path::absolute(dir.join(f)).unwrap_or_else(|_| dir.join(f));
+                if !path.exists() {
+                    return Err(unknown(c, format!("no such file: {}", path.display())));
+                }
+                files.push((f.clone(), path));
+            }
+            _ => {}
+        }
+    }
+    Ok(files)
+}
+
+fn words(list: &[&str]) -> String {
+    match list.is_empty() {
+        true => "none".to_string(),
+        false => list.join(", "),
+    }
+}
+
+/// Every source name the plan's cells, builds and LLVM trees use.
+fn source_names(plan: &Plan) -> BTreeSet<&str> {
+    let cells = plan
+        .cells
+        .iter()
+        .flat_map(|c| c.sources.iter().chain(llvm_tree(c)));
+    let builds = plan.builds.iter().flat_map(|b| &b.sources);
+    cells.chain(builds).map(|s| s.name.as_str()).collect()
+}
+
+fn llvm_tree(cell: &Cell) -> Option<&SourceRef> {
+    match cell.environment.as_ref().map(|e| &e.llvm) {
+        Some(Llvm::Source(s)) => s.tree.as_deref(),
+        _ => None,
+    }
+}
+
+/// The package changes' reasons for the cell's environment.
+fn packages(cell: &Cell, changes: &[Change], lock: Option<&FoundLock>) -> Vec<Reason> {
+    let env = lock.and_then(|l| l.lock.environments.get(&cell.environment_hash));
+    let Some(env) = env else {
+        let why = match lock {
+            Some(l) => format!(
+                "its environment {} is not in the lock of {} (new or changed since)",
+                crate::digest::short(&cell.environment_hash),
+                l.run.display()
+            ),
+            None => "no run of this matrix has a lock yet".to_string(),
+        };
+        return vec![Reason::Undescribed { why }];
+    };
+    let asked: BTreeSet<&str> = cell
+        .environment
+        .iter()
+        .flat_map(|e| &e.packages)
+        .filter_map(|p| p.split(['=', ' ', '\t']).next())
+        .map(bare)
+        .collect();
+    let mut out = Vec::new();
+    for (pkg, version) in &env.packages {
+        let Some((source, source_version)) = env.source_of(pkg) else {
+            continue;
+        };
+        let hit = changes.iter().any(|c| match c {
+            Change::Package { name, version: v } => {
+                (pkg == name || bare(pkg) == name) && v.as_ref() != Some(version)
+            }
+            Change::SourcePackage { name, version: v } => {
+                source == name && v.as_deref() != Some(source_version)
+            }
+            _ => false,
+        });
+        if hit {
+            out.push(Reason::Installs {
+                package: pkg.clone(),
+                version: version.clone(),
+                source: source.to_string(),
+                asked: asked.contains(bare(pkg)),
+            });
+        }
+    }
+    out
+}
+
+/// The `sources:` changes' reasons: the cell's checkout, its build chain's,
+/// its LLVM tree; not where the lock says it already ran that commit.
+fn sources(plan: &Plan, cell: &Cell, changes: &[Change], lock: Option<&FoundLock>) -> Vec<Reason> {
+    let chain = cell.build_chain(&plan.builds);
+    let mut out = Vec::new();
+    for c in changes {
+        let Change::Source { name, commit } = c else {
+            continue;
+        };
+        let ran = |locked: Option<&str>| {
+            commit
+                .as_deref()
+                .is_some_and(|c| locked.is_some_and(|l| l.starts_with(c)))
+        };
+        let own = cell
+            .sources
+            .iter()
+            .chain(llvm_tree(cell))
+            .any(|s| &s.name == name);
+        let locked_cell = lock.and_then(|l| l.lock.cells.get(&cell.id));
+        let locked = locked_cell
+            .and_then(|lc| lc.sources.iter().find(|s| &s.name == name))
+            .map(|s| s.commit.as_str());
+        if own && !ran(locked) {
+            out.push(Reason::BuildsFrom {
+                source: name.clone(),
+                commit: locked.map(String::from),
+                build: None,
+            });
+        }
+        for b in chain
+            .iter()
+            .filter(|b| b.sources.iter().any(|s| &s.name == name))
+        {
+            let locked = lock
+                .and_then(|l| l.lock.builds.get(&b.key))
+                .and_then(|lb| lb.sources.iter().find(|s| &s.name == name))
+                .map(|s| s.commit.as_str());
+            if !ran(locked) {
+                out.push(Reason::BuildsFrom {
+                    source: name.clone(),
+                    commit: locked.map(String::from),
+                    build: Some(b.key.clone()),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// How the cell uses the file at `path` (`shown` as the user gave it).
+fn uses(plan: &Plan, cell: &Cell, shown: &str, path: &Path) -> Vec<Reason> {
+    let chain = cell.build_chain(&plan.builds);
+    let reason = |how: String| Reason::Uses {
+        file: shown.to_string(),
+        how,
+    };
+    let same = |p: &str| {
+        Path::new(p) == path
+            || std::fs::canonicalize(p).ok() == std::fs::canonicalize(path).ok()
+                && Path::new(p).exists()
+    };
+    let mut out = Vec::new();
+    let checkouts = cell.sources.iter().map(|s| (s, None));
+    let built = chain
+        .iter()
+        .flat_map(|b| b.sources.iter().map(|s| (s, Some(b.key.as_str()))));
+    for (s, build) in checkouts.chain(built) {
+        let in_build = build.map(|b| format!(" in build {b}")).unwrap_or_default();
+        if s.patches.iter().any(|p| same(p)) {
+            out.push(reason(format!("a patch of source {}{in_build}", s.name)));
+        } else if Path::new(&s.url).is_absolute() && path.starts_with(&s.url) {
+            out.push(reason(format!("in the local source {}{in_build}", s.name)));
+        }
+    }
+    let steps = cell.steps.iter().map(|s| (s, None));
+    let built = chain
+        .iter()
+        .flat_map(|b| b.steps.iter().map(|s| (s, Some(b.key.as_str()))));
+    for (step, build) in steps.chain(built) {
+        if names(step, shown) {
+            let in_build = build.map(|b| format!(" of build {b}")).unwrap_or_default();
+            out.push(reason(format!("step {}{in_build} names it", step.name)));
+        }
+    }
+    if let Some(env) = &cell.environment {
+        if env.setup.as_deref().is_some_and(|s| s.contains(shown)) {
+            out.push(reason("the environment's setup names it".into()));
+        }
+        if llvm_patch(&env.llvm, path) {
+            out.push(reason("a patch of the environment's LLVM".into()));
+        }
+    }
+    out
+}
+
+fn names(step: &Step, shown: &str) -> bool {
+    step.run.contains(shown)
+}
+
+/// Whether the file is one of the debug LLVM's patches (by its content).
+fn llvm_patch(llvm: &Llvm, path: &Path) -> bool {
+    let Llvm::Source(s) = llvm else { return false };
+    if s.patches.is_empty() {
+        return false;
+    }
+    let Ok(text) = crate::plan::patch_file::read_text(path) else {
+        return false;
+    };
+    let sha = crate::digest::sha256_hex(text.as_bytes());
+    s.patches.iter().any(|p| p.sha256 == sha)
+}
