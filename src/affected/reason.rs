@@ -38,7 +38,12 @@ impl std::fmt::Display for Reason {
                 } else {
                     "as a dependency"
                 };
-                write!(f, "installs {package} {version} (src:{source}) {how}")
+                write!(f, "installs {package} {version} ")?;
+                // A package that is its own source says nothing more.
+                if package.split(':').next() != Some(source.as_str()) {
+                    write!(f, "(src:{source}) ")?;
+                }
+                write!(f, "{how}")
             }
             Reason::BuildsFrom {
                 source,

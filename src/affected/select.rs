@@ -58,72 +58,67 @@ fn check(
     lock: Option<&FoundLock>,
     dir: &Path,
 ) -> Result<Vec<(String, PathBuf)>, AffectedError> {
-    let envs: Vec<&LockedEnvironment> = lock
-        .map(|l| l.lock.environments.values().collect())
-        .unwrap_or_default();
-    let unknown = |c: &Change, why: String| AffectedError::Unknown {
-        change: c.to_string(),
-        why,
-    };
-    let where_ = match lock {
-        Some(l) => format!("the lock of {}", l.run.display()),
-        None => "no lock".to_string(),
-    };
     let mut files = Vec::new();
     for c in changes {
-        match c {
+        let why = match c {
             // Without a lock nothing can be checked, and every cell is
             // selected (none is described).
-            Change::Package { name, .. } if lock.is_some() => {
-                let known = envs
-                    .iter()
-                    .any(|e| e.packages.keys().any(|p| p == name || bare(p) == name));
-                if !known {
-                    return Err(unknown(
-                        c,
-                        format!(
-                            "no such package in {where_}: no environment of the run installed it"
-                        ),
-                    ));
-                }
-            }
-            Change::SourcePackage { name, .. } if lock.is_some() => {
-                let known = envs.iter().any(|e| {
-                    e.packages
-                        .keys()
-                        .any(|p| e.source_of(p).is_some_and(|(s, _)| s == name))
-                });
-                if !known {
-                    return Err(unknown(
-                        c,
-                        format!("no installed package of {where_} is built from this source"),
-                    ));
-                }
+            Change::Package { .. } | Change::SourcePackage { .. } => {
+                lock.and_then(|l| unknown_package(c, l))
             }
             Change::Source { name, .. } => {
                 let names = source_names(plan);
-                if !names.contains(name.as_str()) {
-                    let list: Vec<&str> = names.into_iter().collect();
-                    return Err(unknown(
-                        c,
-                        format!(
-                            "no `sources:` entry of the matrix is named so (it has: {})",
-                            words(&list)
-                        ),
-                    ));
-                }
+                let list: Vec<&str> = names.iter().copied().collect();
+                (!names.contains(name.as_str())).then(|| {
+                    let list = words(&list);
+                    format!("no `sources:` entry of the matrix is named so (it has: {list})")
+                })
             }
             Change::File(f) => {
                 let path = std::path::absolute(dir.join(f)).unwrap_or_else(|_| dir.join(f));
-                if !path.exists() {
-                    return Err(unknown(c, format!("no such file: {}", path.display())));
-                }
+                let why = (!path.exists()).then(|| format!("no such file: {}", path.display()));
                 files.push((f.clone(), path));
+                why
             }
-            _ => {}
+        };
+        if let Some(why) = why {
+            return Err(AffectedError::Unknown {
+                change: c.to_string(),
+                why,
+            });
         }
     }
     Ok(files)
+}
+
+/// Why no environment of the lock knows package change `c`, if none does.
+fn unknown_package(c: &Change, l: &FoundLock) -> Option<String> {
+    let envs = || l.lock.environments.values();
+    let run = l.run.display();
+    match c {
+        Change::Package { name, .. } => {
+            let known = envs().any(|e| e.packages.keys().any(|p| p == name || bare(p) == name));
+            (!known).then(|| {
+                format!("no environment of the lock of {run} installed a package so named")
+            })
+        }
+        Change::SourcePackage { name, .. } => {
+            let built =
+                |e: &LockedEnvironment, p: &String| e.source_of(p).is_some_and(|(s, _)| s == name);
+            if envs().any(|e| e.packages.keys().any(|p| built(e, p))) {
+                return None;
+            }
+            // A lock of before sources were recorded knows them by name only.
+            let hint = match envs().all(|e| e.sources.is_empty()) {
+                true => " (it records no source packages: name the binary packages)",
+                false => "",
+            };
+            Some(format!(
+                "no package the lock of {run} installed is built from a source so named{hint}"
+            ))
+        }
+        _ => None,
+    }
 }
 
 fn words(list: &[&str]) -> String {

@@ -142,6 +142,11 @@ fn a_dependency_selects_the_environments_that_installed_it() {
         s.cells[0].reasons[0].to_string(),
         "installs libamdhip64-6:amd64 6.4.3-5 (src:rocm-hipamd) as a dependency"
     );
+    let own = pick(&["bash"]).unwrap();
+    assert_eq!(
+        own.cells[0].reasons[0].to_string(),
+        "installs bash 5.2 as a dependency"
+    );
     let text = s.lines();
     assert!(
         text.ends_with("2 of 4 cells affected by libamdhip64-6 (lock of runs/r1)\n"),
@@ -202,8 +207,8 @@ fn sources_and_files_select_their_cells() {
 #[test]
 fn unknown_names_are_refused_by_name() {
     for (c, says) in [
-        ("libamdhip64-7", "no such package"),
-        ("src:rocm-hipam", "built from this source"),
+        ("libamdhip64-7", "installed a package so named"),
+        ("src:rocm-hipam", "built from a source so named"),
         ("source:rocfft", "it has: rocprim"),
         ("file:nope.patch", "no such file"),
     ] {
