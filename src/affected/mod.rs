@@ -83,8 +83,8 @@ pub struct Selection {
     pub cells: Vec<Affected>,
     /// How many cells were looked at.
     pub total: usize,
-    /// The run whose lock was read.
-    pub lock: Option<std::path::PathBuf>,
+    /// The runs whose locks were read, the first first.
+    pub locks: Vec<std::path::PathBuf>,
 }
 
 /// The most reasons a cell's line shows.
@@ -120,9 +120,10 @@ impl Selection {
             };
             out.push_str(&format!("{}: {}{more}\n", a.cell, shown.join("; ")));
         }
-        let lock = match &self.lock {
-            Some(run) => format!(" (lock of {})", run.display()),
-            None => " (no lock)".to_string(),
+        let lock = match self.locks.as_slice() {
+            [] => " (no lock)".to_string(),
+            [run] => format!(" (lock of {})", run.display()),
+            [run, more @ ..] => format!(" (locks of {} and {} more)", run.display(), more.len()),
         };
         match self.cells.len() {
             0 => out.push_str(&format!(
@@ -151,7 +152,7 @@ impl Selection {
             .collect();
         serde_json::json!({
             "changes": self.changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "lock": self.lock.as_ref().map(|p| p.display().to_string()),
+            "locks": self.locks.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
             "of": self.total,
             "cells": cells,
         })

@@ -42,7 +42,7 @@ pub fn select(
         changes,
         cells,
         total: plan.cells.len(),
-        lock: lock.map(|l| l.run.clone()),
+        locks: lock.map(|l| l.runs.clone()).unwrap_or_default(),
     })
 }
 
@@ -94,13 +94,11 @@ fn check(
 /// Why no environment of the lock knows package change `c`, if none does.
 fn unknown_package(c: &Change, l: &FoundLock) -> Option<String> {
     let envs = || l.lock.environments.values();
-    let run = l.run.display();
+    let run = l.describe();
     match c {
         Change::Package { name, .. } => {
             let known = envs().any(|e| e.packages.keys().any(|p| p == name || bare(p) == name));
-            (!known).then(|| {
-                format!("no environment of the lock of {run} installed a package so named")
-            })
+            (!known).then(|| format!("no environment {run} describes installed a package so named"))
         }
         Change::SourcePackage { name, .. } => {
             let built =
@@ -114,7 +112,7 @@ fn unknown_package(c: &Change, l: &FoundLock) -> Option<String> {
                 false => "",
             };
             Some(format!(
-                "no package the lock of {run} installed is built from a source so named{hint}"
+                "no package {run} lists is built from a source so named{hint}"
             ))
         }
         _ => None,
@@ -151,9 +149,9 @@ fn packages(cell: &Cell, changes: &[Change], lock: Option<&FoundLock>) -> Vec<Re
     let Some(env) = env else {
         let why = match lock {
             Some(l) => format!(
-                "its environment {} is not in the lock of {} (new or changed since)",
+                "its environment {} is new, or changed since {}",
                 crate::digest::short(&cell.environment_hash),
-                l.run.display()
+                l.describe()
             ),
             None => "no run of this matrix has a lock yet".to_string(),
         };

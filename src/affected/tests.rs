@@ -1,7 +1,6 @@
 //! Selection over a plan and a hand-made lock.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use super::*;
 use crate::matrix_file::Spec;
@@ -117,7 +116,7 @@ fn fixture() -> (tempfile::TempDir, Plan, FoundLock) {
         builds: BTreeMap::new(),
     };
     let found = FoundLock {
-        run: "runs/r1".into(),
+        runs: vec!["runs/r1".into()],
         lock,
     };
     (dir, plan, found)
@@ -233,10 +232,39 @@ fn without_a_lock_every_cell_is_undescribed() {
 #[test]
 fn a_lock_of_another_matrix_is_refused() {
     let out = tempfile::tempdir().unwrap();
-    let e = lock::named(Path::new("nope"), out.path(), "m").unwrap_err();
+    let e = lock::named(&["nope".into()], out.path(), "m").unwrap_err();
+    assert!(e.to_string().starts_with("--lock nope: not a run"), "{e}");
     assert!(
         matches!(e, AffectedError::NotARun { .. }) && e.is_usage(),
         "{e}"
     );
     assert!(lock::newest(out.path(), "m").unwrap().is_none());
+}
+
+#[test]
+fn a_later_run_of_some_cells_keeps_what_an_earlier_run_said_of_the_others() {
+    let (dir, plan, whole) = fixture();
+    let mut partial = whole.clone();
+    partial.runs = vec!["runs/r2".into()];
+    let sid: Vec<String> = plan
+        .cells
+        .iter()
+        .filter(|c| c.value("suite") == Some("sid"))
+        .map(|c| c.environment_hash.clone())
+        .collect();
+    partial.lock.environments.retain(|k, _| sid.contains(k));
+    let bash = change::parse_all(&["bash".to_string()]).unwrap();
+    let alone = select(&plan, bash, Some(&partial), dir.path()).unwrap();
+    assert_eq!(alone.cells.len(), 4);
+    let bookworm = &alone.cells[0].reasons[0];
+    assert!(bookworm
+        .to_string()
+        .contains("is new, or changed since the lock of runs/r2"));
+    let changes = change::parse_all(&["hipcc".to_string()]).unwrap();
+    assert!(partial.merge(whole.runs[0].clone(), whole.lock.clone()));
+    assert!(!partial.merge("runs/r0".into(), whole.lock));
+    assert_eq!(partial.describe(), "the locks of runs/r2 and 1 more run");
+    let merged = select(&plan, changes, Some(&partial), dir.path()).unwrap();
+    assert_eq!(ids(&merged), ["bookworm.gfx900", "bookworm.gfx1030"]);
+    assert!(merged.lines().contains("(locks of runs/r2 and 1 more)"));
 }
