@@ -15,6 +15,7 @@
 //! must not select nothing. Stands on `src/plan/` and `src/store/`; the
 //! commands (`plan`, `run`) call it.
 
+pub mod args;
 pub mod change;
 pub mod lock;
 mod reason;

@@ -23,7 +23,7 @@ pub struct RunArgs {
     #[arg(required_unless_present = "resume")]
     pub file: Option<PathBuf>,
     /// Run the unfinished cells of an earlier run (its directory or id).
-    #[arg(long, value_name = "RUN", conflicts_with_all = ["only", "shard"])]
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["only", "shard", "affected_by"])]
     pub resume: Option<PathBuf>,
     /// With --resume: run the cells that failed, timed out or ran out of
     /// memory again too (resume alone reruns only those without a record and
@@ -85,6 +85,8 @@ pub struct RunArgs {
     pub triage: bool,
     #[command(flatten)]
     pub triage_budget: super::triage::BudgetArg,
+    #[command(flatten)]
+    pub affected: crate::affected::args::AffectedArgs,
 }
 
 pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -106,6 +108,10 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
         RunSource::Resume { store, .. } => store.manifest()?.cells.len(),
         RunSource::Replan(m) => m.cells.len(),
     };
+    if args.affected.on() && total == 0 {
+        super::write_out(out, "nothing to run\n")?;
+        return Ok(ExitCode::Success);
+    }
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(args.progress, total));
     let gate = args.gpus.gate()?;
@@ -224,9 +230,11 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
                 Some(p) => Some(crate::store::lock::Lock::load(p)?),
                 None => None,
             };
-            let mut plan = super::plan_of(&spec, args.max_cells, lock.as_ref())?
+            let plan = super::plan_of(&spec, args.max_cells, lock.as_ref())?
                 .select(&args.only)
                 .map_err(|e| Error::Usage(e.to_string()))?;
+            let (mut plan, selection) = args.affected.narrow(&spec, plan, &args.out)?;
+            eprint!("{}", crate::affected::args::lines(selection.as_ref()));
             if let Some(s) = args.shard {
                 plan = plan.shard(s);
             }
