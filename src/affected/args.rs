@@ -22,6 +22,10 @@ pub struct AffectedArgs {
     /// newest first.
     #[arg(long, value_name = "RUN", requires = "affected_by")]
     pub lock: Vec<PathBuf>,
+    /// With --affected-by: an archive's package index (Debian's `Packages`
+    /// file, uncompressed) that says which binaries each source builds.
+    #[arg(long, value_name = "PACKAGES", requires = "affected_by")]
+    pub index: Option<PathBuf>,
 }
 
 /// [`AffectedArgs`] and `plan`'s run root, where it finds the newest run.
@@ -68,16 +72,23 @@ impl AffectedArgs {
             false => Some(super::lock::named(&self.lock, out, &spec.name)?),
             true => super::lock::newest(out, &spec.name)?,
         };
+        let index = self
+            .index
+            .as_deref()
+            .map(super::index::Index::load)
+            .transpose()?;
         let dir = spec.file.parent().unwrap_or(Path::new("."));
-        let selection = super::select(&plan, changes, lock.as_ref(), dir)?;
+        let mut selection = super::select(&plan, changes, (lock.as_ref(), index.as_ref()), dir)?;
+        selection.index = self.index.clone();
         plan.cells.retain(|c| selection.contains(&c.id));
         Ok((plan, Some(selection)))
     }
 }
 
 /// CI jobs whose `rocmatrix run` selects the same cells again: with
-/// ` --affected-by 'C1' 'C2' --lock RUN…`, the runs whose locks selected
-/// them (which the job's machine needs to have, at those paths).
+/// ` --affected-by 'C1' 'C2' --lock RUN… [--index FILE]`, the runs whose
+/// locks selected them and the index (which the job's machine needs to
+/// have, at those paths).
 pub fn commands(mut jobs: Vec<Job>, selection: Option<&Selection>) -> Vec<Job> {
     let Some(selection) = selection else {
         return jobs;
@@ -88,9 +99,10 @@ pub fn commands(mut jobs: Vec<Job>, selection: Option<&Selection>) -> Vec<Job> {
         tail.push(' ');
         tail.push_str(&quote(&c.to_string()));
     }
-    for run in &selection.locks {
-        let run = std::path::absolute(run).unwrap_or_else(|_| run.clone());
-        tail.push_str(&format!(" --lock {}", quote(&run.display().to_string())));
+    let locks = selection.locks.iter().map(|r| ("--lock", r));
+    for (flag, path) in locks.chain(selection.index.iter().map(|i| ("--index", i))) {
+        let path = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        tail.push_str(&format!(" {flag} {}", quote(&path.display().to_string())));
     }
     jobs.iter_mut().for_each(|j| j.command.push_str(&tail));
     jobs

@@ -8,8 +8,9 @@
 //! (its checkout or its build's), or when it uses the file (a patch of its
 //! sources, a file under a local source, a step's or the environment's
 //! script naming it). A cell that no lock describes is affected with that
-//! reason. The lock is the one of a run ([`lock`]): `--lock RUN`, else the
-//! newest run of the matrix under the run root.
+//! reason. The locks are those of runs ([`lock`]): `--lock RUN…`, else
+//! the matrix's runs under the run root, newest first; an archive's index
+//! (`--index`, [`index`]) adds the binaries each source package builds.
 //!
 //! Names nothing knows are refused ([`AffectedError::Unknown`]): a typo
 //! must not select nothing. Stands on `src/plan/` and `src/store/`; the
@@ -17,6 +18,7 @@
 
 pub mod args;
 pub mod change;
+pub mod index;
 pub mod lock;
 mod reason;
 mod select;
@@ -53,6 +55,8 @@ pub enum AffectedError {
     NoLock { run: String },
     #[error("reading the lock: {0}")]
     Lock(crate::store::StoreError),
+    #[error("--index {path}: {why}")]
+    Index { path: String, why: String },
 }
 
 impl AffectedError {
@@ -86,6 +90,8 @@ pub struct Selection {
     pub total: usize,
     /// The runs whose locks were read, the first first.
     pub locks: Vec<std::path::PathBuf>,
+    /// The archive's index read (`--index`).
+    pub index: Option<std::path::PathBuf>,
 }
 
 /// The most reasons a cell's line shows.

@@ -3,27 +3,29 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+use super::index::Index;
 use super::{Affected, AffectedError, Change, FoundLock, Reason, Selection};
 use crate::plan::{Cell, Llvm, Plan, SourceRef, Step};
 use crate::store::lock::LockedEnvironment;
 
 /// The cells of `plan` that `changes` affect, with their reasons; files
 /// are relative to `dir` (the matrix file's directory). A package, source
-/// package, `sources:` entry or file that nothing knows is an error.
+/// package, `sources:` entry or file that nothing knows (no lock, not
+/// `index`) is an error.
 pub fn select(
     plan: &Plan,
     changes: Vec<Change>,
-    lock: Option<&FoundLock>,
+    (lock, index): (Option<&FoundLock>, Option<&Index>),
     dir: &Path,
 ) -> Result<Selection, AffectedError> {
-    let files = check(plan, &changes, lock, dir)?;
+    let files = check(plan, &changes, (lock, index), dir)?;
     let mut by_env: HashMap<&str, Vec<Reason>> = HashMap::new();
     let mut cells = Vec::new();
     for cell in &plan.cells {
         let mut reasons = match changes.iter().any(Change::is_package) {
             true => by_env
                 .entry(&cell.environment_hash)
-                .or_insert_with(|| packages(cell, &changes, lock))
+                .or_insert_with(|| packages(cell, &changes, (lock, index)))
                 .clone(),
             false => Vec::new(),
         };
@@ -43,6 +45,7 @@ pub fn select(
         cells,
         total: plan.cells.len(),
         locks: lock.map(|l| l.runs.clone()).unwrap_or_default(),
+        index: None,
     })
 }
 
@@ -55,7 +58,7 @@ fn bare(name: &str) -> &str {
 fn check(
     plan: &Plan,
     changes: &[Change],
-    lock: Option<&FoundLock>,
+    (lock, index): (Option<&FoundLock>, Option<&Index>),
     dir: &Path,
 ) -> Result<Vec<(String, PathBuf)>, AffectedError> {
     let mut files = Vec::new();
@@ -64,7 +67,17 @@ fn check(
             // Without a lock nothing can be checked, and every cell is
             // selected (none is described).
             Change::Package { .. } | Change::SourcePackage { .. } => {
-                lock.and_then(|l| unknown_package(c, l))
+                let in_index = index.map(|i| match c {
+                    Change::Package { name, .. } => i.has_binary(bare(name)),
+                    Change::SourcePackage { name, .. } => i.has_source(name),
+                    _ => true,
+                });
+                match (lock.map(|l| unknown_package(c, l)), in_index) {
+                    (_, Some(true)) | (Some(None), _) | (None, None) => None,
+                    (Some(Some(why)), Some(false)) => Some(format!("{why}, nor does the index")),
+                    (Some(Some(why)), None) => Some(why),
+                    (None, Some(false)) => Some("the index lists no package so named".into()),
+                }
             }
             Change::Source { name, .. } => {
                 let names = source_names(plan);
@@ -144,7 +157,11 @@ fn llvm_tree(cell: &Cell) -> Option<&SourceRef> {
 }
 
 /// The package changes' reasons for the cell's environment.
-fn packages(cell: &Cell, changes: &[Change], lock: Option<&FoundLock>) -> Vec<Reason> {
+fn packages(
+    cell: &Cell,
+    changes: &[Change],
+    (lock, index): (Option<&FoundLock>, Option<&Index>),
+) -> Vec<Reason> {
     let env = lock.and_then(|l| l.lock.environments.get(&cell.environment_hash));
     let Some(env) = env else {
         let why = match lock {
@@ -174,7 +191,8 @@ fn packages(cell: &Cell, changes: &[Change], lock: Option<&FoundLock>) -> Vec<Re
                 (pkg == name || bare(pkg) == name) && v.as_ref() != Some(version)
             }
             Change::SourcePackage { name, version: v } => {
-                source == name && v.as_deref() != Some(source_version)
+                let built = source == name || index.is_some_and(|i| i.builds(name, bare(pkg)));
+                built && v.as_deref() != Some(source_version)
             }
             _ => false,
         });

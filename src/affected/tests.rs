@@ -126,7 +126,7 @@ fn pick(changes: &[&str]) -> Result<Selection, AffectedError> {
     let (dir, plan, lock) = fixture();
     let items: Vec<String> = changes.iter().map(|s| s.to_string()).collect();
     let changes = change::parse_all(&items)?;
-    select(&plan, changes, Some(&lock), dir.path())
+    select(&plan, changes, (Some(&lock), None), dir.path())
 }
 
 fn ids(s: &Selection) -> Vec<&str> {
@@ -222,7 +222,7 @@ fn unknown_names_are_refused_by_name() {
 fn without_a_lock_every_cell_is_undescribed() {
     let (dir, plan, _) = fixture();
     let changes = change::parse_all(&["libanything".to_string()]).unwrap();
-    let s = select(&plan, changes, None, dir.path()).unwrap();
+    let s = select(&plan, changes, (None, None), dir.path()).unwrap();
     assert_eq!(s.cells.len(), 4);
     assert!(s.cells[0].reasons[0]
         .to_string()
@@ -254,7 +254,7 @@ fn a_later_run_of_some_cells_keeps_what_an_earlier_run_said_of_the_others() {
         .collect();
     partial.lock.environments.retain(|k, _| sid.contains(k));
     let bash = change::parse_all(&["bash".to_string()]).unwrap();
-    let alone = select(&plan, bash, Some(&partial), dir.path()).unwrap();
+    let alone = select(&plan, bash, (Some(&partial), None), dir.path()).unwrap();
     assert_eq!(alone.cells.len(), 4);
     let bookworm = &alone.cells[0].reasons[0];
     assert!(bookworm
@@ -264,7 +264,33 @@ fn a_later_run_of_some_cells_keeps_what_an_earlier_run_said_of_the_others() {
     assert!(partial.merge(whole.runs[0].clone(), whole.lock.clone()));
     assert!(!partial.merge("runs/r0".into(), whole.lock));
     assert_eq!(partial.describe(), "the locks of runs/r2 and 1 more run");
-    let merged = select(&plan, changes, Some(&partial), dir.path()).unwrap();
+    let merged = select(&plan, changes, (Some(&partial), None), dir.path()).unwrap();
     assert_eq!(ids(&merged), ["bookworm.gfx900", "bookworm.gfx1030"]);
     assert!(merged.lines().contains("(locks of runs/r2 and 1 more)"));
+}
+
+#[test]
+fn an_index_names_the_binaries_a_lock_lists_without_their_source() {
+    let (dir, plan, mut lock) = fixture();
+    // A lock of before sources were recorded.
+    lock.lock
+        .environments
+        .values_mut()
+        .for_each(|e| e.sources.clear());
+    let index = index::Index::parse("Package: libamdhip64-6\nSource: rocm-hipamd\n\nPackage: libamdhip64-7\nSource: rocm-hipamd\n");
+    let changes = change::parse_all(&["src:rocm-hipamd".to_string()]).unwrap();
+    let s = select(&plan, changes.clone(), (Some(&lock), None), dir.path());
+    assert!(s
+        .unwrap_err()
+        .to_string()
+        .contains("name the binary packages"));
+    let s = select(&plan, changes, (Some(&lock), Some(&index)), dir.path()).unwrap();
+    assert_eq!(ids(&s), ["sid.gfx900", "sid.gfx1030"]);
+    // Known to the index, installed nowhere: nothing selected, no error.
+    let changes = change::parse_all(&["libamdhip64-7".to_string()]).unwrap();
+    let s = select(&plan, changes, (Some(&lock), Some(&index)), dir.path()).unwrap();
+    assert!(s.cells.is_empty());
+    let changes = change::parse_all(&["libamdhip64-8".to_string()]).unwrap();
+    let e = select(&plan, changes, (Some(&lock), Some(&index)), dir.path()).unwrap_err();
+    assert!(e.to_string().ends_with(", nor does the index"), "{e}");
 }
