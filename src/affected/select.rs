@@ -30,8 +30,8 @@ pub fn select(
             false => Vec::new(),
         };
         reasons.extend(sources(plan, cell, &changes, lock));
-        for (shown, path) in &files {
-            reasons.extend(uses(plan, cell, shown, path));
+        for file in &files {
+            reasons.extend(uses(plan, cell, file));
         }
         if !reasons.is_empty() {
             cells.push(Affected {
@@ -54,13 +54,41 @@ fn bare(name: &str) -> &str {
     name.split(':').next().unwrap_or(name)
 }
 
+/// A `file:` change: as given, its path, and (read once) its canonical
+/// path and the SHA-256 of its text (for the debug LLVM's patches).
+struct FileChange {
+    shown: String,
+    path: PathBuf,
+    canonical: Option<PathBuf>,
+    sha256: Option<String>,
+}
+
+impl FileChange {
+    fn new(shown: &str, path: PathBuf) -> FileChange {
+        let text = crate::plan::patch_file::read_text(&path).ok();
+        FileChange {
+            shown: shown.to_string(),
+            canonical: std::fs::canonicalize(&path).ok(),
+            sha256: text.map(|t| crate::digest::sha256_hex(t.as_bytes())),
+            path,
+        }
+    }
+
+    /// Whether `p` (a patch's path) is this file.
+    fn is(&self, p: &str) -> bool {
+        let p = Path::new(p);
+        p == self.path
+            || (self.canonical.is_some() && std::fs::canonicalize(p).ok() == self.canonical)
+    }
+}
+
 /// Refuses names nothing knows; gives each file change with its path.
 fn check(
     plan: &Plan,
     changes: &[Change],
     (lock, index): (Option<&FoundLock>, Option<&Index>),
     dir: &Path,
-) -> Result<Vec<(String, PathBuf)>, AffectedError> {
+) -> Result<Vec<FileChange>, AffectedError> {
     let mut files = Vec::new();
     for c in changes {
         let why = match c {
@@ -90,7 +118,7 @@ fn check(
             Change::File(f) => {
                 let path = std::path::absolute(dir.join(f)).unwrap_or_else(|_| dir.join(f));
                 let why = (!path.exists()).then(|| format!("no such file: {}", path.display()));
-                files.push((f.clone(), path));
+                files.push(FileChange::new(f, path));
                 why
             }
         };
@@ -258,17 +286,13 @@ fn sources(plan: &Plan, cell: &Cell, changes: &[Change], lock: Option<&FoundLock
     out
 }
 
-/// How the cell uses the file at `path` (`shown` as the user gave it).
-fn uses(plan: &Plan, cell: &Cell, shown: &str, path: &Path) -> Vec<Reason> {
+/// How the cell uses the file.
+fn uses(plan: &Plan, cell: &Cell, file: &FileChange) -> Vec<Reason> {
     let chain = cell.build_chain(&plan.builds);
+    let (shown, path) = (file.shown.as_str(), file.path.as_path());
     let reason = |how: String| Reason::Uses {
         file: shown.to_string(),
         how,
-    };
-    let same = |p: &str| {
-        Path::new(p) == path
-            || std::fs::canonicalize(p).ok() == std::fs::canonicalize(path).ok()
-                && Path::new(p).exists()
     };
     let mut out = Vec::new();
     let checkouts = cell.sources.iter().map(|s| (s, None));
@@ -277,7 +301,7 @@ fn uses(plan: &Plan, cell: &Cell, shown: &str, path: &Path) -> Vec<Reason> {
         .flat_map(|b| b.sources.iter().map(|s| (s, Some(b.key.as_str()))));
     for (s, build) in checkouts.chain(built) {
         let in_build = build.map(|b| format!(" in build {b}")).unwrap_or_default();
-        if s.patches.iter().any(|p| same(p)) {
+        if s.patches.iter().any(|p| file.is(p)) {
             out.push(reason(format!("a patch of source {}{in_build}", s.name)));
         } else if Path::new(&s.url).is_absolute() && path.starts_with(&s.url) {
             out.push(reason(format!("in the local source {}{in_build}", s.name)));
@@ -297,7 +321,7 @@ fn uses(plan: &Plan, cell: &Cell, shown: &str, path: &Path) -> Vec<Reason> {
         if env.setup.as_deref().is_some_and(|s| s.contains(shown)) {
             out.push(reason("the environment's setup names it".into()));
         }
-        if llvm_patch(&env.llvm, path) {
+        if llvm_patch(&env.llvm, file.sha256.as_deref()) {
             out.push(reason("a patch of the environment's LLVM".into()));
         }
     }
@@ -308,15 +332,11 @@ fn names(step: &Step, shown: &str) -> bool {
     step.run.contains(shown)
 }
 
-/// Whether the file is one of the debug LLVM's patches (by its content).
-fn llvm_patch(llvm: &Llvm, path: &Path) -> bool {
-    let Llvm::Source(s) = llvm else { return false };
-    if s.patches.is_empty() {
-        return false;
+/// Whether the file (its text's SHA-256) is one of the debug LLVM's
+/// patches.
+fn llvm_patch(llvm: &Llvm, sha256: Option<&str>) -> bool {
+    match (llvm, sha256) {
+        (Llvm::Source(s), Some(sha)) => s.patches.iter().any(|p| p.sha256 == sha),
+        _ => false,
     }
-    let Ok(text) = crate::plan::patch_file::read_text(path) else {
-        return false;
-    };
-    let sha = crate::digest::sha256_hex(text.as_bytes());
-    s.patches.iter().any(|p| p.sha256 == sha)
 }
