@@ -322,6 +322,10 @@ pub enum Error {
     /// `expect` could not read its matrix file or history.
     #[error(transparent)]
     Expect(#[from] crate::expect::ExpectError),
+    /// `--affected-by` names something nothing knows, or a lock that is
+    /// not this matrix's.
+    #[error(transparent)]
+    Affected(#[from] crate::affected::AffectedError),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -355,6 +359,8 @@ impl Error {
             Error::Expect(_) => ExitCode::Infrastructure,
             Error::Cluster(e) if e.is_usage() => ExitCode::Usage,
             Error::Cluster(_) => ExitCode::Infrastructure,
+            Error::Affected(e) if e.is_usage() => ExitCode::Usage,
+            Error::Affected(_) => ExitCode::Infrastructure,
         }
     }
 

@@ -5,6 +5,7 @@
 //! [`plan`] renders every cell (environment, steps) and shards the plan.
 //! The binary (`src/main.rs`) is a thin layer over [`cli`].
 
+pub mod affected;
 pub mod analysis;
 pub mod autopkgtest;
 pub mod bisect;

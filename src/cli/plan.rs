@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use crate::affected::args as affected;
 use crate::error::{Error, ExitCode};
 use crate::matrix_file::{Spec, DEFAULT_MAX_CELLS};
 use crate::plan::jobs::{self, CiLimits, JobError, JobRequest, Runners};
@@ -58,6 +59,8 @@ pub struct PlanArgs {
     pub max_cells: usize,
     #[command(flatten)]
     pub slurm: SlurmArgs,
+    #[command(flatten)]
+    pub affected: affected::PlanAffected,
 }
 
 /// Where a Slurm array runs: over the matrix file's `ci.slurm`.
@@ -120,9 +123,10 @@ fn k8s_settings(spec: &Spec) -> K8sSettings {
 
 pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
     let spec = Spec::load(&args.file)?;
-    let mut plan = super::plan_of(&spec, args.max_cells, None)?
+    let plan = super::plan_of(&spec, args.max_cells, None)?
         .select(&args.only)
         .map_err(|e| Error::Usage(e.to_string()))?;
+    let (mut plan, selection) = args.affected.narrow(&spec, plan)?;
     if let Some(s) = args.shard {
         plan = plan.shard(s);
     }
@@ -145,15 +149,18 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
             group_by,
             shards: args.shards,
         };
-        jobs::jobs(&spec, &plan, &args.file, &req, limits, runners).map_err(|e| match e {
-            JobError::Template(e) => Error::Spec(e),
-            other => Error::Usage(other.to_string()),
-        })
+        let jobs =
+            jobs::jobs(&spec, &plan, &args.file, &req, limits, runners).map_err(|e| match e {
+                JobError::Template(e) => Error::Spec(e),
+                other => Error::Usage(other.to_string()),
+            })?;
+        Ok(affected::commands(jobs, selection.as_ref()))
     };
     let text = match args.format {
-        Format::Table => table(&plan),
+        Format::Table => table(&plan) + &affected::lines(selection.as_ref()),
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&plan.summary_json()).unwrap_or_default();
+            let doc = affected::with_json(plan.summary_json(), selection.as_ref());
+            let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
             s.push('\n');
             s
         }
@@ -179,6 +186,7 @@ pub fn run(args: PlanArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
         }
         Format::Debci => crate::plan::debci::render(&plan.cells),
     };
+    affected::tell(selection.as_ref(), !matches!(args.format, Format::Table));
     super::write_out(out, &text)?;
     Ok(ExitCode::Success)
 }

@@ -9,7 +9,6 @@ use clap::Args;
 use crate::error::{Error, ExitCode, RunExit};
 use crate::image::network::NetworkChoice;
 use crate::matrix_file::{Spec, DEFAULT_MAX_CELLS};
-use crate::outcome::CellVerdict;
 use crate::plan::Shard;
 use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunReport, RunRequest, RunSource};
@@ -23,7 +22,7 @@ pub struct RunArgs {
     #[arg(required_unless_present = "resume")]
     pub file: Option<PathBuf>,
     /// Run the unfinished cells of an earlier run (its directory or id).
-    #[arg(long, value_name = "RUN", conflicts_with_all = ["only", "shard"])]
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["only", "shard", "affected_by"])]
     pub resume: Option<PathBuf>,
     /// With --resume: run the cells that failed, timed out or ran out of
     /// memory again too (resume alone reruns only those without a record and
@@ -85,6 +84,8 @@ pub struct RunArgs {
     pub triage: bool,
     #[command(flatten)]
     pub triage_budget: super::triage::BudgetArg,
+    #[command(flatten)]
+    pub affected: crate::affected::args::AffectedArgs,
 }
 
 pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
@@ -106,6 +107,10 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
         RunSource::Resume { store, .. } => store.manifest()?.cells.len(),
         RunSource::Replan(m) => m.cells.len(),
     };
+    if args.affected.on() && total == 0 {
+        super::write_out(out, "nothing to run\n")?;
+        return Ok(ExitCode::Success);
+    }
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(args.progress, total));
     let gate = args.gpus.gate()?;
@@ -224,9 +229,11 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
                 Some(p) => Some(crate::store::lock::Lock::load(p)?),
                 None => None,
             };
-            let mut plan = super::plan_of(&spec, args.max_cells, lock.as_ref())?
+            let plan = super::plan_of(&spec, args.max_cells, lock.as_ref())?
                 .select(&args.only)
                 .map_err(|e| Error::Usage(e.to_string()))?;
+            let (mut plan, selection) = args.affected.narrow(&spec, plan, &args.out)?;
+            eprint!("{}", crate::affected::args::lines(selection.as_ref()));
             if let Some(s) = args.shard {
                 plan = plan.shard(s);
             }
@@ -288,7 +295,7 @@ fn finish_and_judge(
     judge: &super::report::Judge,
     history: &crate::history::Location,
 ) -> (String, ExitCode) {
-    let mut text = summary(report);
+    let mut text = crate::finish::summary::table(report);
     let finish = crate::finish::Finish {
         baseline: judge.baseline.as_deref(),
         junit: judge.junit,
@@ -323,80 +330,4 @@ fn finish_and_judge(
     text.push_str(&code.line());
     text.push('\n');
     (text, code.code)
-}
-
-fn summary(r: &RunReport) -> String {
-    let mut rows: Vec<[String; 4]> = r
-        .judged()
-        .map(|(c, judged)| {
-            // The cell's judgement (crate::outcome::judge_cell): its status
-            // all things considered, and its verdict when the status alone
-            // does not say it.
-            let status = judged.status.as_str();
-            let reason = c.reason.clone().unwrap_or_default();
-            let (status, reason) = match (judged.verdict, r.expectation(c)) {
-                (CellVerdict::ExpectedFailure, Some(e)) => (
-                    format!("{status} (expected)"),
-                    format!("{reason}; expected: {}", e.reason),
-                ),
-                (CellVerdict::Passed, Some(e)) => (
-                    format!("{status} (unexpectedly)"),
-                    format!("expected to fail: {}", e.reason),
-                ),
-                (v, _) => (format!("{status}{}", progress::verdict_note(v)), reason),
-            };
-            [
-                c.id.clone(),
-                status,
-                format!("{:.1}s", c.duration_secs),
-                reason,
-            ]
-        })
-        .collect();
-    for (id, reason) in &r.outcome.not_run {
-        rows.push([id.clone(), "not run".into(), "-".into(), reason.clone()]);
-    }
-    let header = ["cell", "status", "time", "reason"].map(String::from);
-    let mut w = [0usize; 3];
-    for row in std::iter::once(&header).chain(&rows) {
-        for i in 0..3 {
-            w[i] = w[i].max(row[i].chars().count());
-        }
-    }
-    let mut s = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
-        let line = format!(
-            "{:<a$}  {:<b$}  {:>c$}  {}",
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            a = w[0],
-            b = w[1],
-            c = w[2]
-        );
-        s.push_str(line.trim_end());
-        s.push('\n');
-    }
-    let tally = crate::outcome::CellTally::of(r.judgements.iter().copied());
-    s.push_str(&progress::tally_line(
-        &tally,
-        r.outcome.not_run.len(),
-        r.secs,
-    ));
-    s.push('\n');
-    for e in &r.outcome.image_errors {
-        s.push_str(&format!("image error: {e}\n"));
-    }
-    for c in &r.outcome.lock_checks {
-        s.push_str(&format!("{c}\n"));
-    }
-    s.push_str(&format!("run store: {}\n", r.store.dir.display()));
-    if r.outcome.interrupted {
-        s.push_str(&format!(
-            "interrupted: finish it with `rocmatrix run --resume {}`\n",
-            r.store.dir.display()
-        ));
-    }
-    s
 }

@@ -209,6 +209,7 @@ fn prepare(args: &RunArgs, dir: &Path) -> Result<(ArrayState, Plan, Option<Strin
     let plan = Plan::build(&spec, args.max_cells)?
         .select(&args.only)
         .map_err(|e| Error::Usage(e.to_string()))?;
+    let (plan, selection) = args.affected.narrow(&spec, plan, &args.out)?;
     let c = &args.cluster;
     let req = JobRequest {
         only: args.only.clone(),
@@ -222,6 +223,7 @@ fn prepare(args: &RunArgs, dir: &Path) -> Result<(ArrayState, Plan, Option<Strin
                 other => Error::Usage(other.to_string()),
             },
         )?;
+    let jobs = crate::affected::args::commands(jobs, selection.as_ref());
     let settings = c.slurm.settings(&spec);
     let state = controller::create(dir, &spec, &plan, &jobs, &settings, run_args(args))?;
     Ok((state, plan, spec.registry.clone()))

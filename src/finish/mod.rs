@@ -12,6 +12,8 @@
 //! rendered. A history that cannot be used never stops the reports: its
 //! line in the summary says why and how to record the run later.
 
+pub mod summary;
+
 use std::path::Path;
 
 use crate::history::past::{self, Recorder};

@@ -7,8 +7,17 @@ use std::collections::BTreeMap;
 
 use super::{Family, ImageError};
 use crate::engine::{ContainerSpec, Engine, EngineError};
+use crate::store::lock::PackageSource;
 
-/// `name → version` of every package installed in `image`. An image
+/// An image's packages, `name → version`, and their source packages where
+/// the family's list says them (dpkg's) and the lock records them.
+#[derive(Debug, Default)]
+pub struct Installed {
+    pub versions: BTreeMap<String, String>,
+    pub sources: BTreeMap<String, PackageSource>,
+}
+
+/// Every package installed in `image` ([`Installed`]). An image
 /// without the family's package manager (a root file system made by hand, a
 /// vendor's prebuilt image) has no package list: it is locked by its image
 /// digest alone, and the second value says so.
@@ -17,7 +26,7 @@ pub async fn installed(
     family: &Family,
     image: &str,
     owner: &str,
-) -> Result<(BTreeMap<String, String>, Option<String>), ImageError> {
+) -> Result<(Installed, Option<String>), ImageError> {
     let spec = ContainerSpec {
         name: format!(
             "rocmatrix-{owner}-pkgs-{}",
@@ -39,7 +48,7 @@ pub async fn installed(
             "{image} has no package manager (`{}` not found): locked by its image digest alone",
             family.list_packages()
         );
-        return Ok((BTreeMap::new(), Some(note)));
+        return Ok((Installed::default(), Some(note)));
     }
     if code != 0 {
         return Err(EngineError::failed(
@@ -48,7 +57,7 @@ pub async fn installed(
         )
         .into());
     }
-    Ok((parse(&out), None))
+    Ok((listing(&out), None))
 }
 
 /// Cached package lists are at most this large.
@@ -56,31 +65,34 @@ const CACHE_LIMIT: u64 = 16 * 1024 * 1024;
 
 /// [`installed`], remembered in the cache directory under the image's id:
 /// an image id is the hash of the image's content, so the same id always
-/// has the same packages. A list that cannot be read back is made afresh.
+/// has the same packages. A list that cannot be read back is made afresh,
+/// and so is one written before the family's list named source packages.
 pub async fn installed_cached(
     engine: &Engine,
     family: &Family,
     image: &str,
     image_id: &str,
     owner: &str,
-) -> Result<(BTreeMap<String, String>, Option<String>), ImageError> {
+) -> Result<(Installed, Option<String>), ImageError> {
     let path = cache_path(&family.profile.family, image_id);
+    let with_sources = family.list_packages().contains("${source:");
     if let Some(p) = &path {
         if let Ok(text) =
             crate::safe_read::read_bounded_string(p, CACHE_LIMIT, "a package list", "")
         {
-            let packages = parse(&text);
-            if !packages.is_empty() {
-                return Ok((packages, None));
+            let listed = listing(&text);
+            let stale = with_sources && !text.lines().any(|l| l.split('\t').count() >= 4);
+            if !listed.versions.is_empty() && !stale {
+                return Ok((listed, None));
             }
         }
     }
-    let (packages, note) = installed(engine, family, image, owner).await?;
-    if let (Some(p), None, false) = (&path, &note, packages.is_empty()) {
+    let (listed, note) = installed(engine, family, image, owner).await?;
+    if let (Some(p), None, false) = (&path, &note, listed.versions.is_empty()) {
         // A cache: when it cannot be written, the next run lists again.
-        let _ = write_cache(p, &packages);
+        let _ = write_cache(p, &listed);
     }
-    Ok((packages, note))
+    Ok((listed, note))
 }
 
 /// `<cache>/packages/<family>-<id hex>.tsv`; none for an id that is not a
@@ -95,23 +107,41 @@ fn cache_path(family: &str, image_id: &str) -> Option<std::path::PathBuf> {
     })
 }
 
-fn write_cache(
-    path: &std::path::Path,
-    packages: &BTreeMap<String, String>,
-) -> Result<(), crate::store::StoreError> {
-    let text: String = packages
+fn write_cache(path: &std::path::Path, listed: &Installed) -> Result<(), crate::store::StoreError> {
+    let text: String = listed
+        .versions
         .iter()
-        .map(|(n, v)| format!("{n}\t{v}\n"))
+        .map(|(n, v)| match listed.sources.get(n) {
+            Some(s) => format!(
+                "{n}\t{v}\t{}\t{}\n",
+                s.name,
+                s.version.as_deref().unwrap_or(v)
+            ),
+            None => format!("{n}\t{v}\n"),
+        })
         .collect();
     crate::store::write_atomic(path, text.as_bytes())
 }
 
-/// Parses `name<TAB>version` lines; other lines are ignored.
+/// Parses `name<TAB>version[<TAB>source<TAB>source version]` lines.
+pub fn listing(text: &str) -> Installed {
+    let sources = text.lines().filter_map(|l| {
+        let c: Vec<&str> = l.split('\t').map(str::trim).collect();
+        let s = PackageSource::recorded(c.first()?, c.get(1)?, c.get(2)?, c.get(3).unwrap_or(&""));
+        Some((c[0].to_string(), s?))
+    });
+    Installed {
+        versions: parse(text),
+        sources: sources.collect(),
+    }
+}
+
+/// Parses `name<TAB>version` lines; other lines and columns are ignored.
 pub fn parse(text: &str) -> BTreeMap<String, String> {
     text.lines()
         .filter_map(|l| {
-            let (name, version) = l.split_once('\t')?;
-            let (name, version) = (name.trim(), version.trim());
+            let mut cols = l.split('\t');
+            let (name, version) = (cols.next()?.trim(), cols.next()?.trim());
             (!name.is_empty() && !version.is_empty())
                 .then(|| (name.to_string(), version.to_string()))
         })
@@ -167,5 +197,21 @@ mod tests {
                 "+ gdb 13.1-3"
             ]
         );
+    }
+
+    #[test]
+    fn keeps_source_packages_that_differ() {
+        let l = listing(concat!(
+            "libamdhip64-6:amd64\t6.4.3-5+b1\trocm-hipamd\t6.4.3-5\n",
+            "bash\t5.2.15-2\tbash\t5.2.15-2\nhipcc\t5.7.1-3\n",
+        ));
+        assert_eq!(l.versions["libamdhip64-6:amd64"], "6.4.3-5+b1");
+        assert_eq!(l.versions["hipcc"], "5.7.1-3");
+        let hip = &l.sources["libamdhip64-6:amd64"];
+        assert_eq!(
+            (hip.name.as_str(), hip.version.as_deref()),
+            ("rocm-hipamd", Some("6.4.3-5"))
+        );
+        assert_eq!(l.sources.len(), 1, "{:?}", l.sources);
     }
 }

@@ -154,13 +154,15 @@ impl Preparer {
         }
         // Said once, in the command's result (`run`, `repro`), not also as a
         // warning of the live log.
-        let lock_check = check
-            .map(|(locked, how)| super::lock::lock_check(short, how, &locked.packages, &installed));
+        let lock_check = check.map(|(locked, how)| {
+            super::lock::lock_check(short, how, &locked.packages, &installed.versions)
+        });
         let locked = LockedEnvironment {
             family: ready.family.profile.family.clone(),
             base: ready.base,
             image: img.clone(),
-            packages: installed,
+            packages: installed.versions,
+            sources: installed.sources,
         };
         Ok(Prepared {
             image: img,

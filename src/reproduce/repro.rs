@@ -118,12 +118,12 @@ pub async fn own_image(
         packages::installed_cached(engine, &family, &locked.image.id, &locked.image.id, owner)
             .await
             .map_err(|e| format!("cannot list its packages: {e}"))?;
-    same_packages(locked, &installed)?;
+    same_packages(locked, &installed.versions)?;
     Ok(OwnImage {
         environment: hash.clone(),
         tag: locked.image.tag.clone(),
         id: locked.image.id.clone(),
-        packages: installed.len(),
+        packages: installed.versions.len(),
     })
 }
 
@@ -254,6 +254,7 @@ mod tests {
                 .iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
+            sources: Default::default(),
         }
     }
 

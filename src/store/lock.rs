@@ -51,6 +51,50 @@ pub struct LockedEnvironment {
     pub image: EnvImage,
     /// Installed packages: name → exact version.
     pub packages: BTreeMap<String, String>,
+    /// The source package of each installed package whose source differs
+    /// from its own name or version, where the family's package manager
+    /// says it (Debian's dpkg). A package not listed is its own source;
+    /// locks older than this field list none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sources: BTreeMap<String, PackageSource>,
+}
+
+/// The source package a binary package was built from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PackageSource {
+    pub name: String,
+    /// The source's version, where it differs from the package's (a
+    /// binary-only upload's `+b1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl PackageSource {
+    /// The source of package `name` at `version`, as the lock records it:
+    /// none where it is the package's own name (without an architecture)
+    /// and version, or unknown (empty).
+    pub fn recorded(name: &str, version: &str, source: &str, source_version: &str) -> Option<Self> {
+        let own = name.split(':').next().unwrap_or(name);
+        let version = (!source_version.is_empty() && source_version != version)
+            .then(|| source_version.to_string());
+        (!source.is_empty() && (source != own || version.is_some())).then(|| PackageSource {
+            name: source.to_string(),
+            version,
+        })
+    }
+}
+
+impl LockedEnvironment {
+    /// The source package of installed package `name` and its version:
+    /// the recorded one, else the package itself (its name without an
+    /// architecture, `libfoo:amd64` → `libfoo`).
+    pub fn source_of<'a>(&'a self, name: &'a str) -> Option<(&'a str, &'a str)> {
+        let version = self.packages.get(name)?;
+        Some(match self.sources.get(name) {
+            Some(s) => (s.name.as_str(), s.version.as_deref().unwrap_or(version)),
+            None => (name.split(':').next().unwrap_or(name), version.as_str()),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -35,6 +35,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("store", 3),
     ("outcome", 3),
     ("timeline", 3),
+    ("affected", 3),
     ("engine", 4),
     ("image", 4),
     ("source", 4),

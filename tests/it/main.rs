@@ -1,5 +1,6 @@
 //! rocmatrix's integration tests: one binary, one module per area.
 
+mod affected_tests;
 mod architecture_tests;
 mod autopkgtest_source_tests;
 mod autopkgtest_tests;
