@@ -20,6 +20,9 @@ pub enum Reason {
     },
     /// It uses the file.
     Uses { file: String, how: String },
+    /// An `autopkgtest:` step of it runs the source package's own tests
+    /// (which install what they need when they run: no lock lists it).
+    Tests { source: String, step: String },
     /// No lock says what its environment installed.
     Undescribed { why: String },
 }
@@ -60,6 +63,9 @@ impl std::fmt::Display for Reason {
                 Ok(())
             }
             Reason::Uses { file, how } => write!(f, "uses file:{file} ({how})"),
+            Reason::Tests { source, step } => {
+                write!(f, "runs the autopkgtests of src:{source} (step {step})")
+            }
             Reason::Undescribed { why } => write!(f, "no lock describes it: {why}"),
         }
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::index::Index;
 use super::{Affected, AffectedError, Change, FoundLock, Reason, Selection};
-use crate::plan::{Cell, Llvm, Plan, SourceRef, Step};
+use crate::plan::{Cell, Llvm, Plan, SourceRef, Step, TestSuite};
 use crate::store::lock::LockedEnvironment;
 
 /// The cells of `plan` that `changes` affect, with their reasons; files
@@ -30,6 +30,7 @@ pub fn select(
             false => Vec::new(),
         };
         reasons.extend(sources(plan, cell, &changes, lock));
+        reasons.extend(autopkgtests(cell, &changes));
         for file in &files {
             reasons.extend(uses(plan, cell, file));
         }
@@ -100,7 +101,12 @@ fn check(
                     Change::SourcePackage { name, .. } => i.has_source(name),
                     _ => true,
                 });
+                let tested = match c {
+                    Change::SourcePackage { name, .. } => tests_of(plan).contains(name.as_str()),
+                    _ => false,
+                };
                 match (lock.map(|l| unknown_package(c, l)), in_index) {
+                    _ if tested => None,
                     (_, Some(true)) | (Some(None), _) | (None, None) => None,
                     (Some(Some(why)), Some(false)) => Some(format!("{why}, nor does the index")),
                     (Some(Some(why)), None) => Some(why),
@@ -281,6 +287,46 @@ fn sources(plan: &Plan, cell: &Cell, changes: &[Change], lock: Option<&FoundLock
                     build: Some(b.key.clone()),
                 });
             }
+        }
+    }
+    out
+}
+
+/// The source package an `autopkgtest:` step runs the tests of, with the
+/// step's name (a pinned `source: NAME=VERSION` by its name).
+fn tested(cell: &Cell) -> impl Iterator<Item = (&str, &str)> {
+    cell.steps.iter().filter_map(|step| match &step.suite {
+        Some(TestSuite::Autopkgtest(a)) => a
+            .source
+            .as_deref()
+            .map(|s| (s.split('=').next().unwrap_or(s).trim(), step.name.as_str()))
+            .filter(|(s, _)| !s.is_empty()),
+        _ => None,
+    })
+}
+
+/// Every source package the plan's `autopkgtest:` steps test.
+fn tests_of(plan: &Plan) -> BTreeSet<&str> {
+    plan.cells
+        .iter()
+        .flat_map(|c| tested(c).map(|(s, _)| s))
+        .collect()
+}
+
+/// The `src:` changes' reasons from the cell's `autopkgtest:` steps: a
+/// step testing the source package is affected by any upload of it (what
+/// version it tested is in its step log, not in the lock).
+fn autopkgtests(cell: &Cell, changes: &[Change]) -> Vec<Reason> {
+    let mut out = Vec::new();
+    for (source, step) in tested(cell) {
+        let named = changes
+            .iter()
+            .any(|c| matches!(c, Change::SourcePackage { name, .. } if name == source));
+        if named {
+            out.push(Reason::Tests {
+                source: source.to_string(),
+                step: step.to_string(),
+            });
         }
     }
     out

@@ -294,3 +294,45 @@ fn an_index_names_the_binaries_a_lock_lists_without_their_source() {
     let e = select(&plan, changes, (Some(&lock), Some(&index)), dir.path()).unwrap_err();
     assert!(e.to_string().ends_with(", nor does the index"), "{e}");
 }
+
+/// An `autopkgtest:` step installs its tests' dependencies when it runs,
+/// so no lock lists them: a `src:` change selects the cells that test that
+/// source package by their step, lock or not, and is known by it.
+#[test]
+fn a_source_package_selects_the_cells_running_its_autopkgtests() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "name: m
+matrix:
+  package: [rocblas, rocsolver]
+  gfx: [gfx900, gfx1030]
+environment:
+  family: debian
+  base: 'debian:sid'
+steps:
+  - name: autopkgtest
+    autopkgtest:
+      source: '{{ matrix.package }}'
+";
+    let spec = Spec::parse(&dir.path().join("m.yaml"), text).unwrap();
+    let plan = Plan::build(&spec, 100).unwrap();
+    let (_, _, lock) = fixture();
+    let changes = change::parse_all(&["src:rocsolver=6.4.3-2".to_string()]).unwrap();
+    let s = select(&plan, changes, (Some(&lock), None), dir.path()).unwrap();
+    // The lock is of another plan: every cell is undescribed; only the
+    // rocsolver cells run its tests.
+    let testing: Vec<&str> = s
+        .cells
+        .iter()
+        .filter(|c| c.reasons.iter().any(|r| matches!(r, Reason::Tests { .. })))
+        .map(|c| c.cell.as_str())
+        .collect();
+    assert_eq!(testing, ["rocsolver.gfx900", "rocsolver.gfx1030"]);
+    let lines = s.lines();
+    assert!(
+        lines.contains("runs the autopkgtests of src:rocsolver (step autopkgtest)"),
+        "{lines}"
+    );
+    // Neither the lock nor a step knows it: still an error.
+    let changes = change::parse_all(&["src:rocsparse".to_string()]).unwrap();
+    assert!(select(&plan, changes, (Some(&lock), None), dir.path()).is_err());
+}
