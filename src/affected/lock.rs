@@ -40,6 +40,21 @@ impl FoundLock {
         }
     }
 
+    /// `lock` (of `run`) merged into `found`, or `found` started with it.
+    fn absorb(found: &mut Option<FoundLock>, run: PathBuf, lock: Lock) {
+        match found {
+            Some(f) => {
+                f.merge(run, lock);
+            }
+            None => {
+                *found = Some(FoundLock {
+                    runs: vec![run],
+                    lock,
+                })
+            }
+        }
+    }
+
     /// Adds what `lock` says of environments, cells and builds this lock
     /// does not have yet; whether it added anything.
     pub fn merge(&mut self, run: PathBuf, lock: Lock) -> bool {
@@ -95,17 +110,7 @@ pub fn named(runs: &[PathBuf], out: &Path, matrix: &str) -> Result<FoundLock, Af
             });
         }
         let lock = Lock::load(&path).map_err(AffectedError::Lock)?;
-        match &mut found {
-            Some(f) => {
-                f.merge(store.dir, lock);
-            }
-            None => {
-                found = Some(FoundLock {
-                    runs: vec![store.dir],
-                    lock,
-                })
-            }
-        }
+        FoundLock::absorb(&mut found, store.dir, lock);
     }
     found.ok_or_else(|| AffectedError::NoLock { run: String::new() })
 }
@@ -142,17 +147,7 @@ pub fn newest(out: &Path, matrix: &str) -> Result<Option<FoundLock>, AffectedErr
         else {
             continue;
         };
-        match &mut found {
-            Some(f) => {
-                f.merge(dir, lock);
-            }
-            None => {
-                found = Some(FoundLock {
-                    runs: vec![dir],
-                    lock,
-                })
-            }
-        }
+        FoundLock::absorb(&mut found, dir, lock);
     }
     Ok(found)
 }

@@ -296,11 +296,10 @@ fn sources(plan: &Plan, cell: &Cell, changes: &[Change], lock: Option<&FoundLock
 /// step's name (a pinned `source: NAME=VERSION` by its name).
 fn tested(cell: &Cell) -> impl Iterator<Item = (&str, &str)> {
     cell.steps.iter().filter_map(|step| match &step.suite {
-        Some(TestSuite::Autopkgtest(a)) => a
-            .source
-            .as_deref()
-            .map(|s| (s.split('=').next().unwrap_or(s).trim(), step.name.as_str()))
-            .filter(|(s, _)| !s.is_empty()),
+        Some(TestSuite::Autopkgtest(a)) => {
+            let pin = crate::matrix_file::source_pin::parse_source(a.source.as_deref()?).ok()?;
+            Some((pin.name, step.name.as_str()))
+        }
         _ => None,
     })
 }
