@@ -12,25 +12,13 @@ use std::path::Path;
 
 use crate::harness::*;
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 /// The H100 run under `root/runs/`, its `sm_90` cell given the other
 /// tools' files and the plan the two `expect:` rules.
 fn run_of_every_kind(root: &Path) -> std::path::PathBuf {
     let run = root.join("runs/20261123-111120-c738");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-    copy_tree(&fixtures.join("gpu-runs/h100/run"), &run);
+    std::fs::create_dir_all(run.parent().unwrap()).unwrap();
+    copy_dir(&fixtures.join("gpu-runs/h100/run"), &run);
     std::fs::remove_dir_all(run.join("report")).unwrap();
     let cell = run.join("cells/sm_90");
     let junit = cell.join("junit/02-smoke");

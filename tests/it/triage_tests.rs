@@ -11,7 +11,6 @@
 //! says what it left, and bad input gets a sentence, not a hang.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -426,16 +425,6 @@ fn run_triage_names_where_a_signature_started_and_where_another_was_fixed_for_re
     );
     let after = read_json(&run.join("report/results.json"));
     assert_eq!(after["cells"], results["cells"]);
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    let o = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]

@@ -229,3 +229,14 @@ pub fn fixture(name: &str) -> PathBuf {
         .join("tests/fixtures/junit")
         .join(name)
 }
+
+/// `from` copied to `to` (which must not exist) with `cp -a`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    let o = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", super::stderr(&o));
+}
