@@ -28,6 +28,8 @@ pub use lock::FoundLock;
 pub use reason::Reason;
 pub use select::select;
 
+use crate::store::record::{SelectedBy, SelectedCell};
+
 /// Why a list of changes cannot select cells.
 #[derive(Debug, thiserror::Error)]
 pub enum AffectedError {
@@ -147,22 +149,25 @@ impl Selection {
         out
     }
 
-    /// The selection as `plan --format json` carries it.
+    /// The selection as the run's `plan.json` records it.
+    pub fn recorded(&self) -> SelectedBy {
+        let strings = |v: &[Reason]| v.iter().map(ToString::to_string).collect();
+        SelectedBy {
+            changes: self.changes.iter().map(ToString::to_string).collect(),
+            locks: self.locks.iter().map(|p| p.display().to_string()).collect(),
+            of: self.total,
+            cells: (self.cells.iter())
+                .map(|a| SelectedCell {
+                    id: a.cell.clone(),
+                    reasons: strings(&a.reasons),
+                })
+                .collect(),
+        }
+    }
+
+    /// The selection as `plan --format json` carries it: as recorded.
     pub fn json(&self) -> serde_json::Value {
-        let cells: Vec<serde_json::Value> = self
-            .cells
-            .iter()
-            .map(|a| {
-                let reasons: Vec<String> = a.reasons.iter().map(ToString::to_string).collect();
-                serde_json::json!({ "id": a.cell, "reasons": reasons })
-            })
-            .collect();
-        serde_json::json!({
-            "changes": self.changes.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "locks": self.locks.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            "of": self.total,
-            "cells": cells,
-        })
+        serde_json::to_value(self.recorded()).unwrap_or_default()
     }
 }
 

@@ -20,7 +20,7 @@ use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunRequest, RunSource};
 use crate::run::RunOptions;
 use crate::stop::signals::Interrupt;
-use crate::store::record::RunStatus;
+use crate::store::record::{RunManifest, RunStatus};
 
 /// What every probe of a bisection shares.
 pub struct Setup<'a> {
@@ -124,10 +124,7 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(setup.progress, 1));
     let request = RunRequest {
-        source: RunSource::New {
-            spec: Box::new(setup.spec.clone()),
-            plan: Box::new(plan),
-        },
+        source: RunSource::New(Box::new(RunManifest::planned(&setup.spec, &plan))),
         out: setup.dir.clone(),
         options,
         listeners: vec![listener],

@@ -71,8 +71,9 @@ pub fn run(args: ReproArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
             _ => None,
         };
         let request = RunRequest {
-            source: RunSource::Replan(Box::new(RunManifest {
+            source: RunSource::New(Box::new(RunManifest {
                 cells: vec![cell.clone()],
+                selected_by: None,
                 ..manifest
             })),
             out: args.out.clone(),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 
+use crate::affected::Selection;
 use crate::error::{Error, ExitCode, RunExit};
 use crate::image::network::NetworkChoice;
 use crate::matrix_file::{Spec, DEFAULT_MAX_CELLS};
@@ -14,6 +15,7 @@ use crate::run::progress::{self, ProgressMode};
 use crate::run::runner::{self, RunReport, RunRequest, RunSource};
 use crate::run::{RunOptions, RunStore};
 use crate::stop::signals::Interrupt;
+use crate::store::record::RunManifest;
 use crate::store::DEFAULT_OUT;
 
 #[derive(Debug, Args)]
@@ -103,9 +105,8 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
     }
     let (source, settings) = source(&args)?;
     let total = match &source {
-        RunSource::New { plan, .. } => plan.cells.len(),
+        RunSource::New(m) => m.cells.len(),
         RunSource::Resume { store, .. } => store.manifest()?.cells.len(),
-        RunSource::Replan(m) => m.cells.len(),
     };
     if args.affected.on() && total == 0 {
         super::write_out(out, "nothing to run\n")?;
@@ -115,8 +116,8 @@ pub fn run(args: RunArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
         Arc::from(progress::listener(args.progress, total));
     let gate = args.gpus.gate()?;
     // Every CDI device a cell names must exist before anything starts.
-    if let RunSource::New { plan, .. } = &source {
-        for cell in &plan.cells {
+    if let RunSource::New(manifest) = &source {
+        for cell in &manifest.cells {
             gate.cdi
                 .check(&cell.gpu.cdi)
                 .map_err(|e| Error::Usage(format!("cell {}: {e}", cell.id)))?;
@@ -243,13 +244,9 @@ fn source(args: &RunArgs) -> Result<(RunSource, Settings), Error> {
                 max_parallel: spec.max_parallel,
                 registry: spec.registry.clone(),
             };
-            Ok((
-                RunSource::New {
-                    spec: Box::new(spec),
-                    plan: Box::new(plan),
-                },
-                settings,
-            ))
+            let mut manifest = RunManifest::planned(&spec, &plan);
+            manifest.selected_by = selection.as_ref().map(Selection::recorded);
+            Ok((RunSource::New(Box::new(manifest)), settings))
         }
         (None, None) => Err(Error::Usage("give a matrix file or --resume RUN".into())),
     }

@@ -83,7 +83,7 @@ pub fn run(args: TryArgs, cx: &super::Context, out: &mut dyn Write) -> Result<Ex
     apply::check_applies(&tried, &patches, &crate::source::Sources::new(&cache)).map_err(usage)?;
 
     let request = RunRequest {
-        source: RunSource::Replan(Box::new(tried)),
+        source: RunSource::New(Box::new(tried)),
         out: args.out.clone(),
         options: options(&args),
         listeners: vec![Arc::from(progress::listener(args.progress, cells.len()))],

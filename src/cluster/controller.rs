@@ -11,6 +11,7 @@ use crate::matrix_file::Spec;
 use crate::plan::jobs::Job;
 use crate::plan::slurm::{self, ScriptPaths, SlurmSettings};
 use crate::plan::Plan;
+use crate::store::record::RunManifest;
 
 /// Submitted arrays: (job, task indices) each.
 pub type Jobs = Vec<(String, Vec<usize>)>;
@@ -130,7 +131,7 @@ pub fn create(
     crate::store::write_atomic(&script_path, script.as_bytes())?;
     let state = ArrayState {
         version: state::VERSION,
-        manifest: state::manifest_of(spec, plan),
+        manifest: RunManifest::planned(spec, plan),
         tasks: tasks
             .iter()
             .map(|t| TaskState {

@@ -9,9 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::ClusterError;
-use crate::matrix_file::Spec;
-use crate::plan::Plan;
-use crate::store::record::{RunManifest, STORE_VERSION};
+use crate::store::record::RunManifest;
 
 /// The state file in the shared directory.
 pub const STATE: &str = "array.json";
@@ -97,25 +95,5 @@ impl ArrayState {
             .contains(" --shard ")
             .then(|| task.shard.clone());
         m
-    }
-}
-
-/// The manifest a run of `plan` writes, without a run id (each shard's
-/// run has its own).
-pub fn manifest_of(spec: &Spec, plan: &Plan) -> RunManifest {
-    RunManifest {
-        store_version: STORE_VERSION,
-        run_id: String::new(),
-        rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
-        name: plan.name.clone(),
-        matrix_file: spec.file.display().to_string(),
-        matrix_hash: spec.source_hash.clone(),
-        keys: plan.keys.clone(),
-        expect: spec.expect.clone(),
-        classify: spec.classify.clone(),
-        report: spec.report.clone(),
-        shard: None,
-        cells: plan.cells.clone(),
-        builds: plan.builds.clone(),
     }
 }

@@ -87,6 +87,38 @@ pub struct View {
     pub skipped_steps: Vec<SkippedSteps>,
     /// The failing tests against the history, when the report has one.
     pub history: Option<super::history_view::HistoryView>,
+    /// What chose the run's cells (`run --affected-by`), when something did.
+    pub selected_by: Option<SelectedView>,
+}
+
+/// The line saying what chose a run's cells, and each cell's reasons.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct SelectedView {
+    /// `6 of 180 cells, selected by --affected-by src:rocblas (lock of RUN)`.
+    pub line: String,
+    /// Each chosen cell with its reasons joined: `(cell, "reason; reason")`.
+    pub cells: Vec<(String, String)>,
+}
+
+/// [`SelectedView`] of the run's `--affected-by` selection.
+fn selected_view(results: &Results) -> Option<SelectedView> {
+    let s = results.selected_by.as_ref()?;
+    let lock = match s.locks.as_slice() {
+        [] => " (no lock)".to_string(),
+        [run] => format!(" (lock of {run})"),
+        [run, more @ ..] => format!(" (locks of {run} and {} more)", more.len()),
+    };
+    Some(SelectedView {
+        line: format!(
+            "{} of {} cells, selected by --affected-by {}{lock}",
+            s.cells.len(),
+            s.of,
+            s.changes.join(" ")
+        ),
+        cells: (s.cells.iter())
+            .map(|c| (c.id.clone(), c.reasons.join("; ")))
+            .collect(),
+    })
 }
 
 /// A cell that failed as the matrix's `expect:` said it would.
@@ -176,6 +208,7 @@ pub fn build(results: &Results, reg: Option<&Regressions>, caps: Caps) -> View {
         inline_tests: true,
         skipped_steps: skipped_steps(results),
         history: None,
+        selected_by: selected_view(results),
     }
 }
 

@@ -344,6 +344,7 @@ pub fn collect_classified(
         signatures: Vec::new(),
         environments: source.environments.clone(),
         coverage_changes: Vec::new(),
+        selected_by: source.selected_by.clone(),
     }
 }
 

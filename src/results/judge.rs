@@ -49,6 +49,7 @@ impl CellJudge for ByTests {
                 messages: Vec::new(),
                 coverage: Vec::new(),
                 environments: Vec::new(),
+                selected_by: None,
             };
             Some((rules, classifier))
         });

@@ -304,6 +304,9 @@ pub struct Results {
     /// along the matrix (`crate::analysis::coverage_changes::along`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub coverage_changes: Vec<super::findings::CoverageChange>,
+    /// What chose the run's cells (`run --affected-by`), when something did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_by: Option<crate::store::record::SelectedBy>,
 }
 
 impl Results {

@@ -45,6 +45,8 @@ pub struct Source {
     pub coverage: Vec<EnvironmentCoverage>,
     /// Versions that matter per environment, from each run's `lock.json`.
     pub environments: Vec<super::facts::EnvironmentFacts>,
+    /// What chose the cells (`run --affected-by`): the first run's.
+    pub selected_by: Option<crate::store::record::SelectedBy>,
 }
 
 /// A run-store reader's error as the results room words it: a file it
@@ -135,6 +137,7 @@ impl Source {
             messages: Vec::new(),
             coverage: Vec::new(),
             environments: Vec::new(),
+            selected_by: m.selected_by.clone(),
         }
     }
 
@@ -294,6 +297,7 @@ impl Source {
             messages: Vec::new(),
             coverage: Vec::new(),
             environments: Vec::new(),
+            selected_by: None,
         })
     }
 }

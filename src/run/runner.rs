@@ -16,24 +16,21 @@ use super::RunError;
 use crate::engine::Engine;
 use crate::gpu::gate::GpuGate;
 use crate::image::{BaseImage, EnvImage};
-use crate::matrix_file::Spec;
-use crate::plan::Plan;
 use crate::stop::signals::Interrupt;
 use crate::store::lock::{Lock, LockedBuild, LockedCell, LOCK_VERSION};
-use crate::store::record::{CellRecord, RunManifest, RunStatus, STORE_VERSION};
+use crate::store::record::{CellRecord, RunManifest, RunStatus};
 use crate::store::{layout, new_run_id, now_rfc3339, RunStore};
 
 /// Where the cells come from.
 pub enum RunSource {
-    /// A new run of a plan.
-    New { spec: Box<Spec>, plan: Box<Plan> },
+    /// A new run of planned cells: the manifest (a plan's,
+    /// [`RunManifest::planned`], or an earlier run's cells copied for
+    /// `repro` and `try`) is written under a new run id.
+    New(Box<RunManifest>),
     /// The unfinished cells of an earlier run: those without a record and
     /// those the infrastructure broke (`error`); with `rerun_failed`, also
     /// those that failed, timed out or ran out of memory.
     Resume { store: RunStore, rerun_failed: bool },
-    /// A new run of cells planned before (`repro`): the manifest is copied
-    /// under a new run id.
-    Replan(Box<RunManifest>),
 }
 
 pub struct RunRequest {
@@ -209,36 +206,15 @@ pub async fn run(
 /// store of a run to resume.
 fn open_store(source: RunSource, out: &Path) -> Result<(RunStore, RunManifest), RunError> {
     match source {
-        RunSource::New { spec, plan } => {
-            let run_id = new_run_id();
-            let store = RunStore::create(out, &run_id)?;
-            let manifest = RunManifest {
-                store_version: STORE_VERSION,
-                run_id,
-                rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
-                name: plan.name.clone(),
-                matrix_file: spec.file.display().to_string(),
-                matrix_hash: spec.source_hash.clone(),
-                keys: plan.keys.clone(),
-                expect: spec.expect.clone(),
-                classify: spec.classify.clone(),
-                report: spec.report.clone(),
-                shard: plan.shard.map(|s| s.to_string()),
-                cells: plan.cells.clone(),
-                builds: plan.builds.clone(),
-            };
-            store.write_manifest(&manifest)?;
-            Ok((store, manifest))
-        }
-        RunSource::Resume { store, .. } => {
-            let manifest = store.manifest()?;
-            Ok((store, manifest))
-        }
-        RunSource::Replan(mut manifest) => {
+        RunSource::New(mut manifest) => {
             manifest.run_id = new_run_id();
             let store = RunStore::create(out, &manifest.run_id)?;
             store.write_manifest(&manifest)?;
             Ok((store, *manifest))
+        }
+        RunSource::Resume { store, .. } => {
+            let manifest = store.manifest()?;
+            Ok((store, manifest))
         }
     }
 }

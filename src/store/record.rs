@@ -21,8 +21,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{read, StoreError};
-use crate::matrix_file::{Expectation, ReportLayout};
-use crate::plan::Cell;
+use crate::matrix_file::{Expectation, ReportLayout, Spec};
+use crate::plan::{Cell, Plan};
 
 /// Version of the run-store layout; bumped on incompatible changes.
 pub const STORE_VERSION: u32 = 1;
@@ -44,12 +44,35 @@ pub struct RunManifest {
     pub classify: Vec<crate::matrix_file::ClassifyRule>,
     pub report: ReportLayout,
     pub shard: Option<String>,
+    /// What chose the cells (`--affected-by`), when something did.
+    pub selected_by: Option<SelectedBy>,
     pub cells: Vec<Cell>,
     /// The build stages the cells start from (`build:`).
     pub builds: Vec<crate::plan::Build>,
 }
 
 impl RunManifest {
+    /// The manifest a run of `plan` (of `spec`) writes, without its run id
+    /// and selection (the runner and `--affected-by` set those).
+    pub fn planned(spec: &Spec, plan: &Plan) -> RunManifest {
+        RunManifest {
+            store_version: STORE_VERSION,
+            run_id: String::new(),
+            rocmatrix_version: env!("CARGO_PKG_VERSION").to_string(),
+            name: plan.name.clone(),
+            matrix_file: spec.file.display().to_string(),
+            matrix_hash: spec.source_hash.clone(),
+            keys: plan.keys.clone(),
+            expect: spec.expect.clone(),
+            classify: spec.classify.clone(),
+            report: spec.report.clone(),
+            shard: plan.shard.map(|s| s.to_string()),
+            selected_by: None,
+            cells: plan.cells.clone(),
+            builds: plan.builds.clone(),
+        }
+    }
+
     /// Reads `plan.json` at `path` ([`super::read::MAX_PLAN`] at most),
     /// once its `store_version` is [`STORE_VERSION`].
     pub fn load(path: &Path) -> Result<RunManifest, StoreError> {
@@ -64,6 +87,7 @@ impl RunManifest {
     }
 }
 
+pub use super::schema::{SelectedBy, SelectedCell};
 pub use crate::outcome::RunStatus;
 
 /// `cells/<cell-id>/cell.json`.

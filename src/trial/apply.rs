@@ -78,6 +78,7 @@ pub fn patched(
     Ok(RunManifest {
         cells: tried,
         builds,
+        selected_by: None,
         ..manifest.clone()
     })
 }
@@ -293,6 +294,7 @@ mod tests {
             classify: Vec::new(),
             report: spec.report.clone(),
             shard: None,
+            selected_by: None,
             cells: plan.cells,
             builds: plan.builds,
         }

@@ -5,7 +5,8 @@
 //! two cells that installed it, the source package `expat` the cells of
 //! each of its binaries, the `sources:` entry every cell until the lock
 //! shows the commit, the patch its one cell; unknown names are exit 2; and
-//! `run --affected-by` runs only what it selects.
+//! `run --affected-by` runs only what it selects, and its run store and
+//! reports say what selected them.
 
 use std::path::{Path, PathBuf};
 
@@ -227,6 +228,20 @@ fn run_runs_only_the_affected(m: &Path, out: &Path, lock: &serde_json::Value) {
             .unwrap();
     let cells = plan["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 1, "{plan}");
+    // The run keeps what selected it, and its reports say so.
+    let selected = &plan["selected_by"];
+    assert_eq!(selected["changes"], serde_json::json!(["expat"]), "{plan}");
+    assert_eq!(selected["of"], 3, "{plan}");
+    assert_eq!(selected["cells"][0]["id"], "tool", "{plan}");
+    let report = o.run_store().join("report");
+    let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
+    let line = "1 of 3 cells, selected by --affected-by expat (lock of ";
+    assert!(summary.contains(line), "{summary}");
+    assert!(summary.contains("- **tool**: installs expat "), "{summary}");
+    let index = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(index.contains(line), "{index}");
+    let results = std::fs::read_to_string(report.join("results.json")).unwrap();
+    assert!(results.contains("\"selected_by\""), "{results}");
     // The version the lock has: nothing new, nothing to run.
     let tool = lock["cells"]["tool"]["environment"].as_str().unwrap();
     let version = lock["environments"][tool]["packages"]["expat"]

@@ -39,6 +39,8 @@ pub struct PlanFile {
     pub report: spec::ReportLayout,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_by: Option<SelectedBy>,
     pub cells: Vec<plan::Cell>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub builds: Vec<plan::Build>,
@@ -58,6 +60,7 @@ impl From<&RunManifest> for PlanFile {
             classify: m.classify.iter().map(Into::into).collect(),
             report: (&m.report).into(),
             shard: m.shard.clone(),
+            selected_by: m.selected_by.clone(),
             cells: m.cells.iter().map(Into::into).collect(),
             builds: m.builds.iter().map(Into::into).collect(),
         }
@@ -78,10 +81,34 @@ impl From<PlanFile> for RunManifest {
             classify: f.classify.into_iter().map(Into::into).collect(),
             report: f.report.into(),
             shard: f.shard,
+            selected_by: f.selected_by,
             cells: f.cells.into_iter().map(Into::into).collect(),
             builds: f.builds.into_iter().map(Into::into).collect(),
         }
     }
+}
+
+/// What chose a run's cells out of its matrix's (`run --affected-by`):
+/// the changes, and why each cell was chosen. A plain record, so the
+/// schema type is the domain type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectedBy {
+    /// The changes as given: `src:rocblas`, `file:patches/fix.patch`.
+    pub changes: Vec<String>,
+    /// The runs whose locks said what each cell installed and built.
+    pub locks: Vec<String>,
+    /// How many cells the matrix had to choose from.
+    pub of: usize,
+    /// The chosen cells, in plan order.
+    pub cells: Vec<SelectedCell>,
+}
+
+/// One chosen cell and its reasons (`installs librocblas4 … (src:rocblas)`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SelectedCell {
+    /// The cell's id.
+    pub id: String,
+    pub reasons: Vec<String>,
 }
 
 /// A [`RunManifest`] field of another file (a cluster's `array.json`)
