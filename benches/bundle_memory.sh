@@ -6,7 +6,12 @@
 #   rocmatrix bundles librocsparse.so.1.0          (experimental, 7.2.4: compressed bundles)
 #   rocmatrix bundles librocsparse.so.0.1          (trixie, 5.7.1: one plain bundle)
 #   rocmatrix bundles librocblas.so.5.*            (experimental, 7.2.4)
+#   rocmatrix bundles libMIOpen.so.1.*             (experimental, 7.2.4)
 #   rocmatrix coverage NEW --against OLD --gfx …   (the two unpacked packages)
+#
+# then, "after" alone, `bundles --verify` of the first (every compressed
+# bundle decompressed whole, its size and hash checked: the zstd window's
+# cost, which a plain listing no longer pays).
 #
 # for the scanner before the streaming change and after it, the median of
 # ROUNDS rounds each, the two binaries interleaved, page cache warm. The two
@@ -93,18 +98,21 @@ fetch() {
 new_root=$(fetch experimental librocsparse1)
 old_root=$(fetch trixie librocsparse0)
 blas_root=$(fetch experimental librocblas5)
+miopen_root=$(fetch experimental libmiopen1)
 new_lib=$(find "$new_root" -name 'librocsparse.so.*' -type f | head -1)
 old_lib=$(find "$old_root" -name 'librocsparse.so.*' -type f | head -1)
 blas_lib=$(find "$blas_root" -name 'librocblas.so.*' -type f | head -1)
+miopen_lib=$(find "$miopen_root" -name 'libMIOpen.so.*' -type f | head -1)
 echo "before: $before" >&2
 echo "after:  $after" >&2
-ls -l "$new_lib" "$old_lib" "$blas_lib" >&2
-cat "$new_lib" "$old_lib" "$blas_lib" >/dev/null # warm the page cache
+ls -l "$new_lib" "$old_lib" "$blas_lib" "$miopen_lib" >&2
+cat "$new_lib" "$old_lib" "$blas_lib" "$miopen_lib" >/dev/null # warm the page cache
 
 commands=(
     "bundles $new_lib"
     "bundles $old_lib"
     "bundles $blas_lib"
+    "bundles $miopen_lib"
     "coverage $new_root --against $old_root --gfx gfx90a,gfx942,gfx1030,gfx1100"
 )
 work=$(mktemp -d)
@@ -145,3 +153,8 @@ for c in "${!commands[@]}"; do
     fi
 done
 echo "(median of $rounds rounds, interleaved; $(nproc) cores; cache $cache)"
+/usr/bin/time -v -o "$work/time" "$after" bundles --verify "$new_lib" >"$work/out-verify" 2>&1 || true
+cmp -s "$work/out-verify" "$work/out-0-after" && same="output identical to the listing" || same="output DIFFERS"
+awk -F': ' -v same="$same" '/Maximum resident set size/ { rss = $2 }
+    /Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i] }
+    END { printf "after, bundles --verify (each compressed bundle decompressed whole, hash checked): %.1f MiB, %.2f s, %s\n", rss / 1024, s, same }' "$work/time"

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rocmatrix::bundle::scan_file;
+use rocmatrix::bundle::{scan_file, Check};
 
 fn image_root() -> Result<PathBuf, String> {
     if let Some(arg) = std::env::args().skip(1).find(|a| !a.starts_with('-')) {
@@ -107,7 +107,7 @@ fn main() {
         with_code = 0;
         targets = 0;
         for p in &libs {
-            if let Ok(Some(r)) = scan_file(p) {
+            if let Ok(Some(r)) = scan_file(p, Check::Table) {
                 let n = r.targets().len();
                 if n > 0 {
                     with_code += 1;

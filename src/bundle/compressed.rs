@@ -3,6 +3,15 @@
 //! header); v2: u32 total size, u32 uncompressed size, u64 hash (24 bytes);
 //! v3: u64 total size, u64 uncompressed size, u64 hash (32 bytes). The hash
 //! is the low 8 bytes of the MD5 of the uncompressed plain bundle.
+//!
+//! Reading a bundle's entry table needs only the start of its plain
+//! bundle, but its size and hash can be checked only by decompressing it
+//! whole, and a zstd frame's window (128 MiB in rocSPARSE 7.x) is then
+//! resident. So a v2/v3 bundle, whose header frames its length, is read
+//! as far as its table ([`Check::Table`], as clang itself lists bundles:
+//! it checks the hash only with `-verbose`); [`Check::Whole`] (`--verify`)
+//! decompresses it to the end. A v1 bundle is always read whole: only the
+//! end of its stream says where it ends.
 
 use std::cell::Cell;
 use std::io::Read;
@@ -99,13 +108,25 @@ fn low_u64(digest: &[u8]) -> u64 {
 pub fn decompress(buf: &[u8], h: &Header) -> Result<(Vec<u8>, u64), FormatError> {
     let mut out = Vec::new();
     match stream(buf, 0, buf.len() as u64, h, &mut |chunk| {
-        out.extend_from_slice(chunk)
+        out.extend_from_slice(chunk);
+        Flow::Continue(())
     }) {
         Ok(len) => Ok((out, len)),
         Err(ReadError::Format(e)) => Err(e),
         // A slice cannot fail to read; kept as an error, not a panic.
         Err(ReadError::Io(e)) => Err(FormatError::new(0, e.to_string())),
     }
+}
+
+/// How far [`inspect`] reads a compressed bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Check {
+    /// As far as its entry table (a v1 bundle whole): its header's sizes
+    /// are taken as they are.
+    #[default]
+    Table,
+    /// Whole: its decompressed size and hash checked.
+    Whole,
 }
 
 /// What [`inspect`] learns of a compressed bundle without keeping it.
@@ -118,15 +139,18 @@ pub struct Inspected {
 }
 
 /// Decompresses the bundle at `src[start..]` (`avail` bytes there belong to
-/// the region it sits in) as a stream: the size and hash are checked as by
-/// [`decompress`], but only the start of the plain bundle, up to the end of
-/// its entry table, is kept.
+/// the region it sits in) as a stream, keeping only the start of the plain
+/// bundle, up to the end of its entry table. With [`Check::Whole`] (or a
+/// v1 bundle) it reads on to the end, the size and hash checked as by
+/// [`decompress`]; else it stops once the table is read.
 pub fn inspect<S: Source + ?Sized>(
     src: &S,
     start: u64,
     avail: u64,
     h: &Header,
+    check: Check,
 ) -> Result<Inspected, ReadError> {
+    let stop_at_table = check == Check::Table && h.total_size.is_some();
     let want = h.uncompressed_size;
     let mut head = Vec::new();
     // Keep bytes while the entry table may go on past them; try to parse it
@@ -135,15 +159,19 @@ pub fn inspect<S: Source + ?Sized>(
     let mut keeping = true;
     let len = stream(src, start, avail, h, &mut |chunk| {
         if !keeping {
-            return;
+            return Flow::Continue(());
         }
         head.extend_from_slice(chunk);
         if head.len() < next_try {
-            return;
+            return Flow::Continue(());
         }
         match plain::parse_prefix(&head, want) {
             Err(Partial::Need(n)) => next_try = n.max(head.len().saturating_mul(2)),
             _ => keeping = false,
+        }
+        match keeping || !stop_at_table {
+            true => Flow::Continue(()),
+            false => Flow::Break(()),
         }
     })?;
     let bundle = match plain::parse_prefix(&head, want) {
@@ -156,14 +184,16 @@ pub fn inspect<S: Source + ?Sized>(
 
 /// Decompresses the bundle at `src[start..start + avail]` into `sink`, chunk
 /// by chunk, checking the sizes, the expansion ratio and the hash; returns
-/// the bytes the compressed bundle occupies. Offsets in errors are relative
-/// to `start`.
+/// the bytes the compressed bundle occupies. A sink that breaks stops it
+/// there, unchecked (only a bundle whose header has its total size may be
+/// stopped: the length is the header's). Offsets in errors are relative to
+/// `start`.
 fn stream<S: Source + ?Sized>(
     src: &S,
     start: u64,
     avail: u64,
     h: &Header,
-    sink: &mut dyn FnMut(&[u8]),
+    sink: &mut dyn FnMut(&[u8]) -> Flow,
 ) -> Result<u64, ReadError> {
     let payload_end = match h.total_size {
         Some(total) => {
@@ -200,6 +230,7 @@ fn stream<S: Source + ?Sized>(
         len: 0,
         md5: Md5::new(),
         sink,
+        stopped: false,
     };
     // The check above divides by the payload as the header frames it, which
     // may be mostly padding; while decompressing, the output must also stay
@@ -219,6 +250,9 @@ fn stream<S: Source + ?Sized>(
     };
     if let Some(e) = input.take_error() {
         return Err(ReadError::Io(e));
+    }
+    if let (true, Ok(_), Some(total)) = (out.stopped, &result, h.total_size) {
+        return Ok(total);
     }
     let consumed = result.map_err(|e| {
         e.or_else(|e| {
@@ -249,11 +283,16 @@ fn stream<S: Source + ?Sized>(
     })
 }
 
+/// Whether a sink of [`stream`] wants more.
+type Flow = std::ops::ControlFlow<()>;
+
 /// The decompressed stream: counted, hashed and handed on.
 struct Out<'a> {
     len: u64,
     md5: Md5,
-    sink: &'a mut dyn FnMut(&[u8]),
+    sink: &'a mut dyn FnMut(&[u8]) -> Flow,
+    /// Whether the sink broke off the stream.
+    stopped: bool,
 }
 
 /// A decompression error: from the decoder, or our ratio check.
@@ -292,7 +331,10 @@ fn expand(
         }
         out.len += n as u64;
         out.md5.update(&chunk[..n]);
-        (out.sink)(&chunk[..n]);
+        if (out.sink)(&chunk[..n]).is_break() {
+            out.stopped = true;
+            return Ok(());
+        }
         let allowed = used.get().saturating_mul(MAX_RATIO).max(1 << 20);
         if out.len > allowed {
             return Err(Expand::Format(FormatError::new(
@@ -383,6 +425,29 @@ mod tests {
             .unwrap_err()
             .message
             .contains("hash mismatch"));
+    }
+
+    #[test]
+    fn the_table_is_read_without_the_rest_only_where_the_header_frames_it() {
+        for version in [1, 2, 3] {
+            let mut c = write(&sample(), version, Method::Zstd);
+            let n = c.len() as u64;
+            let hash_at = [12, 16, 24][version as usize - 1];
+            c[hash_at] ^= 1;
+            let h = header(&c).unwrap().unwrap();
+            let table = inspect(&c[..], 0, n, &h, Check::Table);
+            let whole = inspect(&c[..], 0, n, &h, Check::Whole);
+            assert!(matches!(&whole, Err(ReadError::Format(e)) if e.message.contains("hash")));
+            match version {
+                // v1 has no total size: only its stream's end says its length.
+                1 => assert!(table.is_err(), "v1 is read whole"),
+                _ => {
+                    let found = table.unwrap();
+                    assert_eq!(found.len, n);
+                    assert_eq!(found.bundle.unwrap().entries.len(), 2);
+                }
+            }
+        }
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! Clang offload bundles: which gfx targets a file really carries code for.
 //!
 //! Reads plain bundles (`__CLANG_OFFLOAD_BUNDLE__`), compressed ones (`CCOB`
-//! v1/v2/v3, zlib or zstd, hash checked), several bundles in one region, the
+//! v1/v2/v3, zlib or zstd; read as far as the entry table, or whole with
+//! the size and hash checked: [`compressed::Check`]), several bundles in one region, the
 //! `.hip_fatbin` section of ELF shared libraries and executables, and bare
 //! AMDGPU code objects (target from `e_flags`). Every length and offset is
 //! checked: garbage is an error naming the file and offset, never a panic.
 //! Files are read by positioned reads in bounded pieces ([`source`],
 //! [`region`]), never whole: a compressed bundle is decompressed as a stream
-//! (its size and hash checked) keeping only its entry table.
+//! keeping only its entry table.
 //! [`coverage`] turns what files carry into a library × gfx table.
 
 pub mod compressed;
@@ -21,6 +22,7 @@ pub mod source;
 
 use std::path::PathBuf;
 
+pub use compressed::Check;
 pub use coverage::{coverage, CoverageCell, CoverageRow, CoverageVerdict};
 pub use id::BundleId;
 pub use scan::{

@@ -1,13 +1,14 @@
 //! The bundles of one region of a file (a `.hip_fatbin` section, or a whole
 //! bundle file), read in bounded pieces: the bundle magics are searched for
 //! in a sliding window, a plain bundle's entry table is read by itself, and a
-//! compressed bundle is decompressed as a stream keeping only its table.
+//! compressed bundle is decompressed as a stream keeping only its table
+//! (and, unless it is to be checked whole, only as far as its table).
 //! Memory stays at the window, one entry table and the decoder's state,
 //! whatever the size of the region.
 
 use memchr::memmem;
 
-use super::compressed;
+use super::compressed::{self, Check};
 use super::plain::{self, Partial, PlainBundle};
 use super::scan::{Bundle, Compression, Entry};
 use super::source::{read_vec, ReadError, Source};
@@ -91,12 +92,13 @@ impl<'s, S: Source + ?Sized> Magics<'s, S> {
     }
 }
 
-/// Scans every bundle in `src[base..base + len]`; offsets in errors are
-/// file offsets.
+/// Scans every bundle in `src[base..base + len]`, compressed ones read as
+/// far as `check` says; offsets in errors are file offsets.
 pub fn scan_region<S: Source + ?Sized>(
     src: &S,
     base: u64,
     len: u64,
+    check: Check,
 ) -> Result<Vec<Bundle>, ReadError> {
     let end = base + len;
     let at_file = |start: u64, e: FormatError| FormatError {
@@ -123,8 +125,8 @@ pub fn scan_region<S: Source + ?Sized>(
                 pos = start + compressed::MAGIC.len() as u64;
                 continue;
             };
-            let found =
-                compressed::inspect(src, start, avail, &h).map_err(|e| at(e, start, &at_file))?;
+            let found = compressed::inspect(src, start, avail, &h, check)
+                .map_err(|e| at(e, start, &at_file))?;
             let b = found.bundle.map_err(|e| {
                 at_file(
                     start,

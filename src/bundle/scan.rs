@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::compressed::{self, Method};
+use super::compressed::{self, Check, Method};
 use super::id::BundleId;
 use super::region::scan_region;
 use super::source::{read_vec, FileSource, ReadError, Source};
@@ -169,9 +169,10 @@ pub fn recognised(head: &[u8]) -> bool {
 
 /// Scans a file's bytes. `Ok(None)` for files without offload structure
 /// (not ELF64, not a bundle); host ELF files without `.hip_fatbin` give a
-/// report with no bundles.
+/// report with no bundles. Compressed bundles are checked whole: the
+/// bytes are in memory already.
 pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Option<FileReport>, BundleError> {
-    scan_source(path, data)
+    scan_source(path, data, Check::Whole)
 }
 
 /// Scans what `src` holds, by positioned reads: the ELF header and section
@@ -180,6 +181,7 @@ pub fn scan_bytes(path: &Path, data: &[u8]) -> Result<Option<FileReport>, Bundle
 pub fn scan_source<S: Source + ?Sized>(
     path: &Path,
     src: &S,
+    check: Check,
 ) -> Result<Option<FileReport>, BundleError> {
     let err = |e: ReadError| match e {
         ReadError::Format(error) => BundleError::Format {
@@ -221,12 +223,12 @@ pub fn scan_source<S: Source + ?Sized>(
                 )
                 .into()));
             }
-            bundles.extend(scan_region(src, s.offset, s.size).map_err(err)?);
+            bundles.extend(scan_region(src, s.offset, s.size, check).map_err(err)?);
         }
         return Ok(report(FileKind::HostElf, bundles, None));
     }
     if head.starts_with(plain::MAGIC) || head.starts_with(compressed::MAGIC) {
-        let bundles = scan_region(src, 0, src.size()).map_err(err)?;
+        let bundles = scan_region(src, 0, src.size(), check).map_err(err)?;
         return Ok(report(FileKind::Bundle, bundles, None));
     }
     Ok(None)
@@ -234,7 +236,7 @@ pub fn scan_source<S: Source + ?Sized>(
 
 /// Scans one file if its first bytes are recognised, reading it by
 /// positioned reads in bounded pieces (never whole).
-pub fn scan_file(path: &Path) -> Result<Option<FileReport>, BundleError> {
+pub fn scan_file(path: &Path, check: Check) -> Result<Option<FileReport>, BundleError> {
     let io = |source| BundleError::Io {
         path: path.to_path_buf(),
         source,
@@ -245,21 +247,21 @@ pub fn scan_file(path: &Path) -> Result<Option<FileReport>, BundleError> {
     if !recognised(&head) {
         return Ok(None);
     }
-    scan_source(path, &src)
+    scan_source(path, &src, check)
 }
 
 /// Scans files and directories (walked recursively, symlinks not followed,
 /// in name order). Every regular file is tried; one result per recognised
 /// file, errors included so one bad file does not hide the others.
-pub fn scan_paths(paths: &[PathBuf]) -> Vec<Result<FileReport, BundleError>> {
+pub fn scan_paths(paths: &[PathBuf], check: Check) -> Vec<Result<FileReport, BundleError>> {
     let mut out = Vec::new();
     for p in paths {
-        walk(p, true, &mut out);
+        walk(p, true, check, &mut out);
     }
     out
 }
 
-fn walk(path: &Path, explicit: bool, out: &mut Vec<Result<FileReport, BundleError>>) {
+fn walk(path: &Path, explicit: bool, check: Check, out: &mut Vec<Result<FileReport, BundleError>>) {
     let meta = if explicit {
         fs::metadata(path)
     } else {
@@ -288,10 +290,10 @@ fn walk(path: &Path, explicit: bool, out: &mut Vec<Result<FileReport, BundleErro
         };
         children.sort();
         for c in children {
-            walk(&c, false, out);
+            walk(&c, false, check, out);
         }
     } else if meta.is_file() {
-        match scan_file(path) {
+        match scan_file(path, check) {
             Ok(Some(r)) => out.push(Ok(r)),
             Ok(None) => {}
             Err(e) => out.push(Err(e)),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::bundle::{scan_paths, BundleError, FileReport};
+use crate::bundle::{scan_paths, BundleError, Check, FileReport};
 use crate::error::{Error, ExitCode};
 
 #[derive(Debug, Args)]
@@ -20,15 +20,28 @@ pub struct BundlesArgs {
     /// Also list host files without device code.
     #[arg(long)]
     pub all: bool,
+    /// Decompress each compressed bundle whole, checking its size and hash
+    /// (a zstd window of up to 128 MiB resident); by default it is read as
+    /// far as its entry table, as clang lists bundles.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+/// How far compressed bundles are read: whole with `--verify`.
+pub(crate) fn check(verify: bool) -> Check {
+    match verify {
+        true => Check::Whole,
+        false => Check::Table,
+    }
 }
 
 /// Scans, printing errors to stderr; returns the reports and the exit code
 /// the errors call for (2 for malformed files, 3 for unreadable ones).
-pub(crate) fn scan(paths: &[PathBuf]) -> (Vec<FileReport>, ExitCode) {
+pub(crate) fn scan(paths: &[PathBuf], check: Check) -> (Vec<FileReport>, ExitCode) {
     give_freed_memory_back();
     let mut reports = Vec::new();
     let mut code = ExitCode::Success;
-    for r in scan_paths(paths) {
+    for r in scan_paths(paths, check) {
         match r {
             Ok(r) => reports.push(r),
             Err(e) => {
@@ -59,7 +72,7 @@ fn give_freed_memory_back() {
 }
 
 pub fn run(args: BundlesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
-    let (reports, code) = scan(&args.paths);
+    let (reports, code) = scan(&args.paths, check(args.verify));
     let shown: Vec<&FileReport> = reports
         .iter()
         .filter(|r| args.all || r.has_offload_code())
@@ -113,6 +126,7 @@ mod tests {
             paths: vec![PathBuf::from("/bin/ls")],
             json,
             all,
+            verify: false,
         };
         let mut out = Vec::new();
         assert_eq!(run(args, &mut out).unwrap(), ExitCode::Success);

@@ -40,6 +40,10 @@ pub struct CoverageArgs {
     /// lost; lost targets that --gfx names are marked as regressions.
     #[arg(long, value_name = "PATH")]
     pub against: Option<PathBuf>,
+    /// Decompress compressed bundles whole, checking their sizes and
+    /// hashes (`bundles --verify`).
+    #[arg(long)]
+    pub verify: bool,
 }
 
 fn parse_target(s: &str) -> Result<TargetId, super::BadArg> {
@@ -75,7 +79,8 @@ pub fn run(
     let mut rows: Vec<CoverageRow> = Vec::new();
     let mut code = ExitCode::Success;
     for p in &args.paths {
-        let (reports, c) = super::bundles::scan(std::slice::from_ref(p));
+        let (reports, c) =
+            super::bundles::scan(std::slice::from_ref(p), super::bundles::check(args.verify));
         if c != ExitCode::Success {
             code = c;
         }
@@ -85,7 +90,10 @@ pub fn run(
     }
     let changes = match &args.against {
         Some(old) => {
-            let (reports, c) = super::bundles::scan(std::slice::from_ref(old));
+            let (reports, c) = super::bundles::scan(
+                std::slice::from_ref(old),
+                super::bundles::check(args.verify),
+            );
             if c != ExitCode::Success {
                 code = c;
             }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use super::RunError;
-use crate::bundle::{coverage, scan_paths};
+use crate::bundle::{coverage, scan_paths, Check};
 use crate::engine::Engine;
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
@@ -71,7 +71,7 @@ pub async fn scan_environment(
     let (rows, unreadable) = super::blocking("scanning libraries", move || {
         let mut reports = Vec::new();
         let mut unreadable = Vec::new();
-        for r in scan_paths(std::slice::from_ref(&root)) {
+        for r in scan_paths(std::slice::from_ref(&root), Check::Table) {
             match r {
                 Ok(r) => reports.push(r),
                 Err(e) => unreadable.push(e.to_string().replace(&root.display().to_string(), "")),

@@ -811,7 +811,14 @@ fn ccob_bomb() -> Vec<u8> {
 fn hostile_bundles_ccob_bomb_fake_header_and_truncated_elf() {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("bomb.ccob"), ccob_bomb()).unwrap();
+    // Read as far as its table, the bomb has none; read whole, it is refused
+    // as the bomb it is.
     bounded(d.path(), &["bundles", "bomb.ccob"]).expect(
+        "CCOB 4 MiB -> 4 GiB, its table",
+        2,
+        &["bomb.ccob: at offset 0x", "decompressed bundle:"],
+    );
+    bounded(d.path(), &["bundles", "--verify", "bomb.ccob"]).expect(
         "CCOB 4 MiB -> 4 GiB",
         2,
         &[
