@@ -124,7 +124,7 @@ pub async fn run(setup: &Setup<'_>, point: usize, reuse: bool) -> Result<Ran, Bi
     let listener: Arc<dyn crate::run::events::Listener> =
         Arc::from(progress::listener(setup.progress, 1));
     let request = RunRequest {
-        source: RunSource::New(Box::new(RunManifest::planned(&setup.spec, &plan))),
+        source: RunSource::New(Box::new(RunManifest::planned(setup.spec, &plan))),
         out: setup.dir.clone(),
         options,
         listeners: vec![listener],
