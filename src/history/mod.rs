@@ -74,6 +74,27 @@ impl History {
         }
     }
 
+    /// Opens the history at `location` for reading only: nothing is
+    /// created, migrated or written (`rocmatrix serve`).
+    pub fn open_read_only(location: &Location) -> Result<History, HistoryError> {
+        let opened: Result<Box<dyn Backend>, DbError> = match location {
+            Location::Off => return Err(HistoryError::Off),
+            Location::Sqlite(path) => {
+                sqlite::Sqlite::open_read_only(path).map(|b| Box::new(b) as _)
+            }
+            Location::Postgres(url) => {
+                postgres::Postgres::open_read_only(url).map(|b| Box::new(b) as _)
+            }
+        };
+        match opened {
+            Ok(backend) => Ok(History {
+                backend,
+                location: location.clone(),
+            }),
+            Err(message) => Err(error(location, &message.0)),
+        }
+    }
+
     pub fn location(&self) -> &Location {
         &self.location
     }

@@ -38,6 +38,29 @@ impl Postgres {
     }
 }
 
+impl Postgres {
+    /// Connects for reading only (`rocmatrix serve`): every transaction of
+    /// the session read-only, nothing created or migrated; a schema other
+    /// than this rocmatrix's is refused.
+    pub fn open_read_only(url: &str) -> Result<Postgres, DbError> {
+        let mut config: postgres::Config = url.parse().map_err(unopened)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(5));
+        }
+        let mut client = config.connect(NoTls).map_err(unopened)?;
+        client
+            .batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            .map_err(DbError::of)?;
+        let found: i64 = client
+            .query_opt(sql::VERSION, &[])
+            .map_err(DbError::of)?
+            .and_then(|r| r.get::<_, String>(0).parse().ok())
+            .unwrap_or(0);
+        schema::check_read_only(found).map_err(DbError)?;
+        Ok(Postgres { client })
+    }
+}
+
 /// Why the history could not be opened, in the server's words
 /// (`database "nodb" does not exist`) or with the cause under the driver's
 /// (`error connecting to server: Connection refused (os error 111)`):

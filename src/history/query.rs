@@ -45,3 +45,14 @@ impl History {
             .map_err(|m| error(&location, &m.0))
     }
 }
+
+impl History {
+    /// The recorded cells of the runs `ids` (`rocmatrix serve`'s pages read
+    /// a window of runs, never every cell).
+    pub fn cells_of_runs(&mut self, ids: &[String]) -> Result<Vec<StoredCell>, HistoryError> {
+        let location = self.location.clone();
+        self.backend
+            .cells_of_runs(ids)
+            .map_err(|m| error(&location, &m.0))
+    }
+}

@@ -44,6 +44,30 @@ impl Sqlite {
         }
     }
 
+    /// Opens the database at `path` for reading only (`rocmatrix serve`):
+    /// opened read-only and `query_only`, never created or migrated; a
+    /// schema other than this rocmatrix's is refused.
+    pub fn open_read_only(path: &Path) -> Result<Sqlite, DbError> {
+        use rusqlite::OpenFlags;
+        if !path.is_file() {
+            return Err(DbError("no such file".into()));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(DbError::of)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(DbError::of)?;
+        conn.pragma_update(None, "query_only", true)
+            .map_err(DbError::of)?;
+        let found: i64 = conn
+            .query_row(sql::VERSION, [], |r| r.get::<_, String>(0))
+            .optional()
+            .map_err(DbError::of)?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        schema::check_read_only(found).map_err(DbError)?;
+        Ok(Sqlite { conn })
+    }
+
     fn setup(path: &Path) -> Result<Sqlite, DbError> {
         let mut conn = Connection::open(path).map_err(DbError::of)?;
         conn.busy_timeout(BUSY).map_err(DbError::of)?;
