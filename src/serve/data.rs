@@ -55,6 +55,7 @@ pub fn of(src: &mut Source<'_>, page: &Page, n: usize) -> Result<Value, Problem>
         Page::Hosts => hosts(src.history, n)?,
     };
     v["history"] = json!(src.history.location().to_string());
+    v["n"] = json!(n);
     Ok(v)
 }
 

@@ -182,6 +182,9 @@ mod tests {
         );
         assert!(!html.contains(hostile), "{html}");
         let page = problem("<b>", "<script>");
-        assert!(page.contains("&lt;b&gt;") && page.contains("&lt;script&gt;"), "{page}");
+        assert!(
+            page.contains("&lt;b&gt;") && page.contains("&lt;script&gt;"),
+            "{page}"
+        );
     }
 }
