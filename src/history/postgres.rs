@@ -56,7 +56,9 @@ impl Postgres {
             .map_err(DbError::of)?
             .and_then(|r| r.get::<_, String>(0).parse().ok())
             .unwrap_or(0);
-        schema::check_read_only(found).map_err(DbError)?;
+        if let Some(why) = schema::refuse_read_only(found) {
+            return Err(DbError(why));
+        }
         Ok(Postgres { client })
     }
 }

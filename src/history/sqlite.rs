@@ -64,7 +64,9 @@ impl Sqlite {
             .map_err(DbError::of)?
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
-        schema::check_read_only(found).map_err(DbError)?;
+        if let Some(why) = schema::refuse_read_only(found) {
+            return Err(DbError(why));
+        }
         Ok(Sqlite { conn })
     }
 
