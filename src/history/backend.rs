@@ -79,6 +79,8 @@ pub trait Backend {
     fn record(&mut self, r: &RunRecord) -> Result<bool, DbError>;
     /// Whether the run `run` is recorded.
     fn has_run(&mut self, run: &str) -> Result<bool, DbError>;
+    /// How many runs are recorded, and the latest one's recording time.
+    fn stamp(&mut self) -> Result<(i64, i64), DbError>;
     /// Every run, by start time.
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError>;
     /// The runs of one matrix, by start time.

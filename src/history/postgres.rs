@@ -233,6 +233,14 @@ impl Backend for Postgres {
         Ok(rows.iter().map(run_row).collect())
     }
 
+    fn stamp(&mut self) -> Result<(i64, i64), DbError> {
+        let row = self
+            .client
+            .query_one(sql::STAMP, &[])
+            .map_err(DbError::of)?;
+        Ok((row.get(0), row.get(1)))
+    }
+
     fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
         let row = self
             .client

@@ -47,6 +47,14 @@ impl History {
 }
 
 impl History {
+    /// What changes when a run is recorded: how many runs there are and
+    /// when the latest was recorded (`rocmatrix serve` keeps its pages
+    /// until it changes).
+    pub fn stamp(&mut self) -> Result<(i64, i64), HistoryError> {
+        let location = self.location.clone();
+        self.backend.stamp().map_err(|m| error(&location, &m.0))
+    }
+
     /// The recorded cells of the runs `ids` (`rocmatrix serve`'s pages read
     /// a window of runs, never every cell).
     pub fn cells_of_runs(&mut self, ids: &[String]) -> Result<Vec<StoredCell>, HistoryError> {

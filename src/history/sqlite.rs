@@ -237,6 +237,12 @@ impl Backend for Sqlite {
         rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
+    fn stamp(&mut self) -> Result<(i64, i64), DbError> {
+        self.conn
+            .query_row(sql::STAMP, [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(DbError::of)
+    }
+
     fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
         self.conn
             .query_row(sql::HAS_RUN, params![run], |r| r.get(0))

@@ -1,7 +1,9 @@
 //! hyper's HTTP/1 server under the pages: one task a connection; a page's
-//! work — opening the history read-only, its queries, rendering — on a
-//! blocking thread, at most [`AT_ONCE`] at a time so that memory stays
-//! bounded however many clients ask. Only `GET` and `HEAD` are answered.
+//! work — opening the history read-only, its stamp, its queries, rendering
+//! — on a blocking thread, at most [`AT_ONCE`] at a time, and of those only
+//! one working a page out (the others answer from the cache or wait), so
+//! that memory stays bounded however many clients ask. Only `GET` and
+//! `HEAD` are answered.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use super::cache::Cache;
 use super::data::{self, Problem, Source};
 use super::route::{self, Page, Route};
 use super::{files, pages, Options};
@@ -30,6 +33,9 @@ const MAX_TARGET: usize = 8 * 1024;
 struct State {
     opts: Arc<Options>,
     work: Semaphore,
+    /// Held while a page is worked out from the history.
+    one: std::sync::Mutex<()>,
+    cache: Cache,
 }
 
 /// Accepts connections for ever.
@@ -37,6 +43,8 @@ pub async fn serve(listener: TcpListener, opts: Arc<Options>) {
     let state = Arc::new(State {
         opts,
         work: Semaphore::new(AT_ONCE),
+        one: std::sync::Mutex::new(()),
+        cache: Cache::default(),
     });
     let mut connections = tokio::task::JoinSet::new();
     loop {
@@ -60,7 +68,11 @@ pub async fn serve(listener: TcpListener, opts: Arc<Options>) {
 }
 
 /// An answer: status, content type, body.
-type Answer = (StatusCode, &'static str, Vec<u8>);
+type Answer = (StatusCode, &'static str, Bytes);
+
+fn text(status: StatusCode, body: &'static str) -> Answer {
+    (status, "text/plain", Bytes::from_static(body.as_bytes()))
+}
 
 const HTML: &str = "text/html; charset=utf-8";
 const JSON: &str = "application/json";
@@ -71,11 +83,7 @@ async fn handle(
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let head = req.method() == Method::HEAD;
     let (status, ty, body) = if req.method() != Method::GET && !head {
-        (
-            StatusCode::METHOD_NOT_ALLOWED,
-            "text/plain",
-            b"read-only: GET only\n".to_vec(),
-        )
+        text(StatusCode::METHOD_NOT_ALLOWED, "read-only: GET only\n")
     } else {
         let target = req
             .uri()
@@ -83,20 +91,12 @@ async fn handle(
             .map(|p| p.as_str())
             .unwrap_or("/");
         if target.len() > MAX_TARGET {
-            (
-                StatusCode::URI_TOO_LONG,
-                "text/plain",
-                b"too long\n".to_vec(),
-            )
+            text(StatusCode::URI_TOO_LONG, "too long\n")
         } else {
             answer(&state, target.to_string()).await
         }
     };
-    let mut resp = Response::new(Full::new(if head {
-        Bytes::new()
-    } else {
-        Bytes::from(body)
-    }));
+    let mut resp = Response::new(Full::new(if head { Bytes::new() } else { body }));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static(ty));
@@ -118,82 +118,110 @@ async fn handle(
 async fn answer(state: &Arc<State>, target: String) -> Answer {
     let route = route::parse(&target);
     let Ok(_permit) = state.work.acquire().await else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "text/plain",
-            b"stopping\n".to_vec(),
-        );
+        return text(StatusCode::SERVICE_UNAVAILABLE, "stopping\n");
     };
-    let opts = state.opts.clone();
-    let work = tokio::task::spawn_blocking(move || blocking(&opts, route, &target));
+    let state = state.clone();
+    let work = tokio::task::spawn_blocking(move || blocking(&state, route, &target));
     match work.await {
         Ok(a) => a,
         Err(e) => (
             StatusCode::INTERNAL_SERVER_ERROR,
             HTML,
-            pages::problem("this page failed", &e.to_string()).into_bytes(),
+            pages::problem("this page failed", &e.to_string()).into(),
         ),
     }
 }
 
 /// The answer to `route`, worked out on a blocking thread.
-fn blocking(opts: &Options, route: Route, target: &str) -> Answer {
-    let runs = opts.out.join("runs");
+fn blocking(state: &State, route: Route, target: &str) -> Answer {
+    let runs = state.opts.out.join("runs");
     match route {
         Route::Style => (
             StatusCode::OK,
             "text/css; charset=utf-8",
-            pages::STYLE.as_bytes().to_vec(),
+            Bytes::from_static(pages::STYLE.as_bytes()),
         ),
         Route::NotFound => not_found("no such page", false),
         Route::File(rel) => match files::read(&runs, &rel) {
-            Some((bytes, ty)) => (StatusCode::OK, ty, bytes),
+            Some((bytes, ty)) => (StatusCode::OK, ty, bytes.into()),
             None => not_found("no such file in the run stores", false),
         },
         Route::Page { page, json, n } => {
-            let got = History::open_read_only(&opts.history)
-                .map_err(Problem::History)
-                .and_then(|mut history| {
-                    let mut src = Source {
-                        history: &mut history,
-                        runs: &runs,
-                        out: &opts.out,
-                    };
-                    data::of(&mut src, &page, n)
-                });
-            page_answer(&page, json, target, got, opts)
+            let asked = Asked {
+                page: &page,
+                json,
+                target,
+            };
+            page_of(state, &asked, &runs, n)
         }
     }
+}
+
+/// A page asked for.
+struct Asked<'a> {
+    page: &'a Page,
+    json: bool,
+    target: &'a str,
+}
+
+/// A page, from the cache while the history's stamp is the one it was
+/// kept at, else worked out (one at a time) and kept.
+fn page_of(state: &State, asked: &Asked<'_>, runs: &std::path::Path, n: usize) -> Answer {
+    let opts = &state.opts;
+    let opened = History::open_read_only(&opts.history).and_then(|mut h| {
+        let stamp = h.stamp()?;
+        Ok((h, stamp))
+    });
+    let (mut history, stamp) = match opened {
+        Ok(o) => o,
+        Err(e) => return page_answer(asked, Err(Problem::History(e)), opts),
+    };
+    if let Some((ty, body)) = state.cache.get(asked.target, stamp) {
+        return (StatusCode::OK, ty, body);
+    }
+    // One page at a time; another request may have made it meanwhile.
+    let _one = state.one.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((ty, body)) = state.cache.get(asked.target, stamp) {
+        return (StatusCode::OK, ty, body);
+    }
+    let mut src = Source {
+        history: &mut history,
+        runs,
+        out: &opts.out,
+    };
+    let got = data::of(&mut src, asked.page, n);
+    let answer = page_answer(asked, got, opts);
+    if answer.0 == StatusCode::OK {
+        state
+            .cache
+            .put(asked.target, stamp, (answer.1, answer.2.clone()));
+    }
+    answer
 }
 
 fn not_found(what: &str, json: bool) -> Answer {
     if json {
         let v = serde_json::json!({"error": what});
-        (StatusCode::NOT_FOUND, JSON, v.to_string().into_bytes())
+        (StatusCode::NOT_FOUND, JSON, v.to_string().into())
     } else {
-        (
-            StatusCode::NOT_FOUND,
-            HTML,
-            pages::problem("not found", what).into_bytes(),
-        )
+        let page = pages::problem("not found", what);
+        (StatusCode::NOT_FOUND, HTML, page.into())
     }
 }
 
 fn page_answer(
-    page: &Page,
-    json: bool,
-    target: &str,
+    asked: &Asked<'_>,
     got: Result<serde_json::Value, Problem>,
     opts: &Options,
 ) -> Answer {
     let (status, title, why) = match got {
         Ok(mut v) => {
-            if json {
+            if asked.json {
                 let text = serde_json::to_string_pretty(&v).unwrap_or_default();
-                return (StatusCode::OK, JSON, text.into_bytes());
+                return (StatusCode::OK, JSON, text.into());
             }
-            v["self_path"] = serde_json::json!(target);
-            let name = match page {
+            v["self_path"] = serde_json::json!(asked.target);
+            let name = match asked.page {
                 Page::Matrices => "matrices.html",
                 Page::Matrix { .. } => "matrix.html",
                 Page::Test { .. } => "test.html",
@@ -201,7 +229,7 @@ fn page_answer(
                 Page::Runs { .. } => "runs.html",
                 Page::Hosts => "hosts.html",
             };
-            return (StatusCode::OK, HTML, pages::render(name, &v).into_bytes());
+            return (StatusCode::OK, HTML, pages::render(name, &v).into());
         }
         Err(Problem::NotFound(why)) => (StatusCode::NOT_FOUND, "not found", why),
         // The error's text names the history with its password scrubbed.
@@ -211,10 +239,10 @@ fn page_answer(
             opts.history.scrub(&e.to_string()),
         ),
     };
-    if json {
+    if asked.json {
         let v = serde_json::json!({"error": title, "why": why});
-        (status, JSON, v.to_string().into_bytes())
+        (status, JSON, v.to_string().into())
     } else {
-        (status, HTML, pages::problem(title, &why).into_bytes())
+        (status, HTML, pages::problem(title, &why).into())
     }
 }

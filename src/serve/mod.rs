@@ -13,7 +13,9 @@
 //! - [`files`]: a run store's own files (its `report/index.html`), kept
 //!   inside `runs/` (no `..`, no absolute path, no symlink out);
 //! - [`http`]: hyper's HTTP/1 server: one task a connection, the history's
-//!   work on blocking threads, a few at a time.
+//!   work on blocking threads, a few at a time, one page worked out at a
+//!   time;
+//! - [`cache`]: pages kept until a run is recorded.
 //!
 //! Safe by construction: the history is opened read-only for every request
 //! (SQLite `query_only` and read-only, PostgreSQL in read-only
@@ -22,6 +24,7 @@
 //! shown (`history::Location`'s display); the server listens on loopback
 //! unless `--listen` names another address. docs/serve.md.
 
+mod cache;
 pub mod data;
 pub mod files;
 mod http;
