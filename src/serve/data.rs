@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use super::route::{encode, Page, MAX_ROWS};
 use crate::history::backend::{RunRow, StoredCell, StoredTest};
+use crate::history::past::Kind;
 use crate::history::verdict::HistoryVerdict;
 use crate::history::{self, record, History, HistoryError};
 use crate::outcome::{CellVerdict, TestStatus};
@@ -200,7 +201,15 @@ fn matrix(src: &mut Source<'_>, name: &str, n: usize) -> Result<Value, Problem> 
         )));
     };
     let cells = by_run(src.history.cells_of_runs(&ids)?);
-    let counted = counts(src.history.rows_of_runs(&ids)?);
+    let rows = src.history.rows_of_runs(&ids)?;
+    // Each failing test's signature in the last run, for its triage line.
+    let signature_of: HashMap<(String, String), String> = rows
+        .iter()
+        .filter(|t| t.run == latest.run && !t.signature.is_empty())
+        .map(|t| ((t.cell.clone(), t.test.clone()), t.signature.clone()))
+        .collect();
+    let counted = counts(rows);
+    let triages = triages_of(src.runs, &runs);
     let per_run: Vec<Value> = runs
         .iter()
         .map(|r| {
@@ -220,9 +229,13 @@ fn matrix(src: &mut Source<'_>, name: &str, n: usize) -> Result<Value, Problem> 
         .iter()
         .take(MAX_ROWS)
         .map(|((cell, test), p)| {
+            let triage = signature_of
+                .get(&(cell.clone(), test.clone()))
+                .filter(|_| matches!(p.kind, Kind::New | Kind::FailingSince))
+                .and_then(|sig| triages.iter().find_map(|t| t.line_of(sig)));
             json!({"cell": cell, "test": test, "kind": p.kind.word(), "words": p.words,
                    "changed": p.changed, "strip": marks_of(&p.strip),
-                   "link": test_link(test, name)})
+                   "triage": triage, "link": test_link(test, name)})
         })
         .collect();
     let store = super::files::store_of(src.runs, &latest.run);
@@ -238,6 +251,16 @@ fn matrix(src: &mut Source<'_>, name: &str, n: usize) -> Result<Value, Problem> 
         "failing": failing,
         "failing_total": past.tests.len(),
     }))
+}
+
+/// The triages made in the run stores of `runs` (`run --triage`,
+/// `triage`), newest first: where a regression's range is found.
+fn triages_of(stores: &Path, runs: &[RunRow]) -> Vec<crate::triage::store::Triage> {
+    runs.iter()
+        .rev()
+        .filter_map(|r| super::files::store_of(stores, &r.run))
+        .filter_map(|s| crate::triage::store::load(&stores.join(s)).ok().flatten())
+        .collect()
 }
 
 /// A strip of marks as (mark, css) pairs.

@@ -302,9 +302,38 @@ fn pages_hold_the_clis_words(server: &Server, out: &Path, history: Option<&str>)
 #[test]
 fn serve_pages_over_sqlite_hold_the_clis_words() {
     let root = tempfile::tempdir().unwrap();
-    four_runs(root.path());
+    let runs = four_runs(root.path());
+    // A triage of the run Gpu.Adds broke in, with its range.
+    let db = rusqlite::Connection::open(root.path().join("history.sqlite")).unwrap();
+    let sig: String = db
+        .query_row(
+            "SELECT signature FROM tests WHERE test = 'Gpu.Adds' AND run = ?1",
+            [id(3)],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!sig.is_empty());
+    let line = "started between rocm 6.4.1 and 6.4.2 (2 commits: abc1234..def5678)";
+    let triage = serde_json::json!({
+        "triage_version": 1, "rocmatrix_version": "0.1.0", "run": id(3),
+        "items": [{"change": "new", "signature": {"id": sig, "text": "wrong sum", "message": "wrong sum"},
+                   "cell": "sm_90", "searches": [], "state": "found", "line": line}],
+        "started": "2026-11-23T11:14:00Z"
+    });
+    std::fs::write(runs[2].join("triage.json"), triage.to_string()).unwrap();
     let server = Server::start(root.path(), None);
     pages_hold_the_clis_words(&server, root.path(), None);
+    let matrix = server.json(&format!("/api/matrix?name={MATRIX}"));
+    let adds = matrix["failing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["test"] == "Gpu.Adds")
+        .unwrap();
+    assert_eq!(adds["triage"], line, "{matrix:#}");
+    assert!(server
+        .ok(&format!("/matrix?name={MATRIX}"))
+        .contains("triage: started between rocm 6.4.1"));
     // A run recorded after the server started is there without a restart.
     let run5 = root
         .path()
