@@ -357,6 +357,13 @@ mod tests {
         // Reopening a database of this version migrates nothing.
         drop(h);
         assert_eq!(History::open(&loc).unwrap().runs().unwrap().len(), 5);
+        // Opened read-only (`serve`), it reads and never writes.
+        let mut ro = History::open_read_only(&loc).unwrap();
+        assert_eq!(ro.runs().unwrap().len(), 5);
+        assert_eq!(ro.stamp().unwrap().0, 5);
+        let e = ro.record(&run(9, &plan[0])).unwrap_err().to_string();
+        assert!(e.contains("readonly"), "{e}");
+        assert!(History::open_read_only(&Location::Sqlite(dir.path().join("none"))).is_err());
     }
 
     #[test]

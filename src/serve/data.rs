@@ -303,10 +303,12 @@ fn test(src: &mut Source<'_>, name: &str, matrix: &str) -> Result<Value, Problem
             "which test? (/test?name=classname.name)".into(),
         ));
     }
-    let runs = src.history.runs()?;
-    let found: Vec<_> = src
-        .history
-        .follow(Some(name))?
+    // `history show`'s reading (`History::follow` of the test), with the
+    // runs its indices refer to read in the same call.
+    let followed = src.history.follow_in(history::Scope::Test(name))?;
+    let runs = followed.runs;
+    let found: Vec<_> = followed
+        .tests
         .into_iter()
         .filter(|t| matrix.is_empty() || t.matrix == matrix)
         .collect();
