@@ -191,6 +191,7 @@ fn page_of(state: &State, asked: &Asked<'_>, runs: &std::path::Path, n: usize) -
     };
     let got = data::of(&mut src, asked.page, n);
     let answer = page_answer(asked, got, opts);
+    give_back_free_memory();
     if answer.0 == StatusCode::OK {
         state
             .cache
@@ -244,5 +245,19 @@ fn page_answer(
         (status, JSON, v.to_string().into())
     } else {
         (status, HTML, pages::problem(title, &why).into())
+    }
+}
+
+/// Hands the memory a page's work freed back to the system. Pages are
+/// worked out on whichever blocking thread is free, and glibc keeps each
+/// thread's freed memory in that thread's arena: without this, the
+/// server's resident memory grows to the sum of every arena's largest page
+/// (182 MiB under 8 clients over the bench history, one page at most 76).
+fn give_back_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator's own
+    // arenas to the system; it touches no memory in use.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
