@@ -141,7 +141,7 @@ fn blocking(state: &State, route: Route, target: &str) -> Answer {
             "text/css; charset=utf-8",
             Bytes::from_static(pages::STYLE.as_bytes()),
         ),
-        Route::NotFound => not_found("no such page", false),
+        Route::NotFound => not_found("no such page", target.starts_with(route::API)),
         Route::File(rel) => match files::read(&runs, &rel) {
             Some((bytes, ty)) => (StatusCode::OK, ty, bytes.into()),
             None => not_found("no such file in the run stores", false),

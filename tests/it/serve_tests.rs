@@ -497,6 +497,9 @@ fn serve_a_corrupt_or_unreachable_history_is_a_page_and_the_rest_still_answers()
     );
     assert!(!body.contains("hunter2"), "{body}");
     assert!(server.ok("/store/r1/report/index.html").contains("kept"));
+    let (status, body) = server.get("/api/nothing");
+    assert_eq!(status, 404);
+    assert!(body.starts_with('{'), "{body}");
     // Nothing but GET and HEAD.
     let mut s = TcpStream::connect(&server.addr).unwrap();
     write!(
