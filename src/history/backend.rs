@@ -89,6 +89,8 @@ pub trait Backend {
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
     /// The non-passing rows that `which` selects.
     fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError>;
+    /// How many tests a set of passing tests holds.
+    fn passset_len(&mut self, digest: &str) -> Result<usize, DbError>;
     /// The identity hashes of a set of passing tests.
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError>;
     /// The cells of these runs.

@@ -312,6 +312,14 @@ impl Backend for Postgres {
             .collect())
     }
 
+    fn passset_len(&mut self, digest: &str) -> Result<usize, DbError> {
+        let row = self
+            .client
+            .query_opt(sql::PASSSET_LEN, &[&digest])
+            .map_err(DbError::of)?;
+        Ok(row.map_or(0, |r| r.get::<_, i32>(0)) as usize / 8)
+    }
+
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {
         let row = self
             .client

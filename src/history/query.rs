@@ -55,6 +55,15 @@ impl History {
         self.backend.stamp().map_err(|m| error(&location, &m.0))
     }
 
+    /// How many tests passed in a cell whose passing set is `digest`
+    /// (`StoredCell::passed`), without reading the set.
+    pub fn passed_count(&mut self, digest: &str) -> Result<usize, HistoryError> {
+        let location = self.location.clone();
+        self.backend
+            .passset_len(digest)
+            .map_err(|m| error(&location, &m.0))
+    }
+
     /// The recorded cells of the runs `ids` (`rocmatrix serve`'s pages read
     /// a window of runs, never every cell).
     pub fn cells_of_runs(&mut self, ids: &[String]) -> Result<Vec<StoredCell>, HistoryError> {

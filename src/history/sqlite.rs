@@ -343,6 +343,15 @@ impl Backend for Sqlite {
         Ok(all)
     }
 
+    fn passset_len(&mut self, digest: &str) -> Result<usize, DbError> {
+        let bytes: Option<i64> = self
+            .conn
+            .query_row(sql::PASSSET_LEN, params![digest], |r| r.get(0))
+            .optional()
+            .map_err(DbError::of)?;
+        Ok(bytes.unwrap_or(0) as usize / 8)
+    }
+
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {
         let bytes: Option<Vec<u8>> = self
             .conn

@@ -210,6 +210,7 @@ fn matrix(src: &mut Source<'_>, name: &str, n: usize) -> Result<Value, Problem> 
         .collect();
     let counted = counts(rows);
     let triages = triages_of(src.runs, &runs);
+    let passed = passed_of(src.history, &runs, &cells)?;
     let per_run: Vec<Value> = runs
         .iter()
         .map(|r| {
@@ -219,6 +220,7 @@ fn matrix(src: &mut Source<'_>, name: &str, n: usize) -> Result<Value, Problem> 
             json!({"run": r.run, "date": record::time_of(r.started_ms),
                    "verdict": run_verdict(cs.iter()), "cells": cs.len(),
                    "failing_cells": cs.iter().filter(|c| c.outcome == Some(CellVerdict::Failing)).count(),
+                   "passed": passed.get(&r.run).copied().unwrap_or(0),
                    "failed": failed, "flaky": flaky, "xfail": xfail, "skipped": skipped})
         })
         .collect();
@@ -251,6 +253,28 @@ fn matrix(src: &mut Source<'_>, name: &str, n: usize) -> Result<Value, Problem> 
         "failing": failing,
         "failing_total": past.tests.len(),
     }))
+}
+
+/// Per run, how many tests passed in its cells (each passing set's size,
+/// read once per set).
+fn passed_of(
+    h: &mut History,
+    runs: &[RunRow],
+    cells: &HashMap<String, Vec<StoredCell>>,
+) -> Result<HashMap<String, usize>, HistoryError> {
+    let mut size: HashMap<&str, usize> = HashMap::new();
+    let mut out = HashMap::new();
+    for r in runs {
+        let mut sum = 0;
+        for c in cells.get(&r.run).into_iter().flatten() {
+            if !size.contains_key(c.passed.as_str()) {
+                size.insert(&c.passed, h.passed_count(&c.passed)?);
+            }
+            sum += size[c.passed.as_str()];
+        }
+        out.insert(r.run.clone(), sum);
+    }
+    Ok(out)
 }
 
 /// The triages made in the run stores of `runs` (`run --triage`,

@@ -54,43 +54,50 @@ pub fn sparkline(trend: &[Value]) -> String {
     s
 }
 
-/// The runs' failed and flaky tests as stacked bars, with an axis of
-/// counts and a legend.
+/// Each run's tests as a bar of their shares: failed (red) at the bottom,
+/// flaky (passed on a rerun, orange) above, passed (green) on top; the
+/// counts in each bar's title, and the failed count above the bar.
 pub fn counts_plot(runs: &[Value]) -> String {
     let (w, h, left, bottom) = (640.0, 180.0, 40.0, 20.0);
-    let top = runs
-        .iter()
-        .map(|r| num(r, "failed") + num(r, "flaky"))
-        .fold(1.0_f64, f64::max);
     let step = (w - left) / runs.len().max(1) as f64;
-    let y = |v: f64| (h - bottom) * (1.0 - v / top);
+    let tall = h - bottom - 14.0;
     let mut s = format!(
-        r##"<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><text x="0" y="12" font-size="11">{top}</text><text x="0" y="{}" font-size="11">0</text><line x1="{left}" y1="{}" x2="{w}" y2="{}" stroke="#999"/>"##,
-        h - bottom,
-        h - bottom,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" class="plot" viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img"><text x="0" y="24" font-size="11">100%</text><text x="0" y="{}" font-size="11">0</text>"##,
         h - bottom
     );
     for (i, r) in runs.iter().enumerate() {
         let x = left + i as f64 * step;
-        let (failed, flaky) = (num(r, "failed"), num(r, "flaky"));
+        let bar = (step - 2.0).max(1.0);
+        let (passed, failed, flaky) = (num(r, "passed"), num(r, "failed"), num(r, "flaky"));
+        let total = (passed + failed + flaky).max(1.0);
         let title = format!(
-            "{}: {failed} failed, {flaky} flaky, {} of {} cells failing",
+            "{}: {passed} passed, {failed} failed, {flaky} flaky, {} of {} cells failing",
             esc(r["run"].as_str().unwrap_or("")),
             num(r, "failing_cells"),
             num(r, "cells")
         );
-        s.push_str(&format!(
-            r##"<g><title>{title}</title><rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#c62828"/><rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#ef6c00"/></g>"##,
-            y(failed),
-            (step - 2.0).max(1.0),
-            h - bottom - y(failed),
-            y(failed + flaky),
-            (step - 2.0).max(1.0),
-            y(failed) - y(failed + flaky),
-        ));
+        let mut y = h - bottom;
+        s.push_str(&format!("<g><title>{title}</title>"));
+        for (count, fill) in [(failed, "#c62828"), (flaky, "#ef6c00"), (passed, "#66bb6a")] {
+            let part = tall * count / total;
+            // A failure is never too thin to see.
+            let part = if count > 0.0 { part.max(2.0) } else { 0.0 };
+            y -= part;
+            s.push_str(&format!(
+                r#"<rect x="{x:.1}" y="{y:.1}" width="{bar:.1}" height="{part:.1}" fill="{fill}"/>"#
+            ));
+        }
+        if step >= 18.0 {
+            s.push_str(&format!(
+                r##"<text x="{:.1}" y="{:.1}" font-size="10" text-anchor="middle" fill="#c62828">{failed}</text>"##,
+                x + bar / 2.0,
+                (y - 3.0).max(10.0)
+            ));
+        }
+        s.push_str("</g>");
     }
     s.push_str(&format!(
-        r##"<text x="{left}" y="{}" font-size="11"><tspan fill="#c62828">■ failed</tspan> <tspan fill="#ef6c00">■ flaky (passed on a rerun)</tspan>, oldest run first</text></svg>"##,
+        r##"<text x="{left}" y="{}" font-size="11"><tspan fill="#c62828">■ failed</tspan> <tspan fill="#ef6c00">■ flaky (passed on a rerun)</tspan> <tspan fill="#66bb6a">■ passed</tspan>, oldest run first</text></svg>"##,
         h - 4.0
     ));
     s
@@ -103,10 +110,13 @@ mod tests {
     #[test]
     fn serve_plots_escape_run_ids() {
         let runs = [
-            serde_json::json!({"run": "<x>", "failed": 3, "flaky": 1, "cells": 2, "failing_cells": 1}),
+            serde_json::json!({"run": "<x>", "passed": 5, "failed": 3, "flaky": 1, "cells": 2, "failing_cells": 1}),
         ];
         let svg = counts_plot(&runs);
-        assert!(svg.contains("&lt;x&gt;: 3 failed, 1 flaky"), "{svg}");
+        assert!(
+            svg.contains("&lt;x&gt;: 5 passed, 3 failed, 1 flaky"),
+            "{svg}"
+        );
         assert!(!svg.contains("<x>"));
         assert!(sparkline(&[]).starts_with("<svg"));
     }

@@ -247,6 +247,13 @@ fn pages_hold_the_clis_words(server: &Server, out: &Path, history: Option<&str>)
         "{html}"
     );
     assert!(html.contains("<svg"), "the plot");
+    // The last run's counts: 11 googletest cases in sm_90, 5 failing.
+    let last = &matrix["per_run"][3];
+    assert_eq!(
+        (last["passed"].as_u64(), last["failed"].as_u64()),
+        (Some(6), Some(5)),
+        "{last:#}"
+    );
 
     // The flaky tests: `history flaky`'s, with where.
     let flaky_cli = cli_json(out, history, &["flaky"]);
