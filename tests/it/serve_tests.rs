@@ -562,17 +562,22 @@ fn serve_pages_load_in_headless_chromium() {
     };
     let base = format!("http://{}", server.addr);
     let pages = [
-        ("serve-matrix.png", format!("{base}/matrix?name={MATRIX}")),
+        (
+            "serve-matrix.png",
+            1400,
+            format!("{base}/matrix?name={MATRIX}"),
+        ),
         (
             "serve-test.png",
+            500,
             format!("{base}/test?name={}", enc("Gpu.SeesOneDevice")),
         ),
     ];
-    for (png, url) in &pages {
+    for (png, height, url) in &pages {
         let path = shots.join(png);
         let o = chrome(&[
             format!("--screenshot={}", path.display()),
-            "--window-size=1280,900".into(),
+            format!("--window-size=1280,{height}"),
             url.clone(),
         ]);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
