@@ -36,6 +36,7 @@ pub mod reproduce;
 pub mod results;
 pub mod run;
 pub mod safe_read;
+pub mod serve;
 pub mod source;
 pub mod step;
 pub mod stop;

@@ -17,6 +17,7 @@ mod plan;
 pub mod report;
 mod repro;
 mod run;
+mod serve;
 mod shell;
 mod slurm_run;
 mod triage;
@@ -96,6 +97,8 @@ pub enum Command {
     History(history::HistoryArgs),
     /// Propose (or write) the matrix file's `expect:` and `flaky:` changes its history calls for.
     Expect(expect::ExpectArgs),
+    /// A read-only web server over the history: matrices, tests, flaky tests, runs, hosts; JSON under /api.
+    Serve(serve::ServeArgs),
 }
 
 /// What every command gets from `main`: the process's one tokio runtime and
@@ -142,6 +145,7 @@ impl Cli {
             Command::Diff(a) => diff::run(a, out),
             Command::History(a) => history::run(a, out),
             Command::Expect(a) => expect::run(a, out),
+            Command::Serve(a) => serve::run(a, &cx, out),
         }
     }
 }

@@ -79,6 +79,8 @@ pub trait Backend {
     fn record(&mut self, r: &RunRecord) -> Result<bool, DbError>;
     /// Whether the run `run` is recorded.
     fn has_run(&mut self, run: &str) -> Result<bool, DbError>;
+    /// How many runs are recorded, and the latest one's recording time.
+    fn stamp(&mut self) -> Result<(i64, i64), DbError>;
     /// Every run, by start time.
     fn runs(&mut self) -> Result<Vec<RunRow>, DbError>;
     /// The runs of one matrix, by start time.
@@ -87,6 +89,8 @@ pub trait Backend {
     fn cells(&mut self) -> Result<Vec<StoredCell>, DbError>;
     /// The non-passing rows that `which` selects.
     fn tests(&mut self, which: Rows<'_>) -> Result<Vec<StoredTest>, DbError>;
+    /// How many tests a set of passing tests holds.
+    fn passset_len(&mut self, digest: &str) -> Result<usize, DbError>;
     /// The identity hashes of a set of passing tests.
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError>;
     /// The cells of these runs.

@@ -74,6 +74,27 @@ impl History {
         }
     }
 
+    /// Opens the history at `location` for reading only: nothing is
+    /// created, migrated or written (`rocmatrix serve`).
+    pub fn open_read_only(location: &Location) -> Result<History, HistoryError> {
+        let opened: Result<Box<dyn Backend>, DbError> = match location {
+            Location::Off => return Err(HistoryError::Off),
+            Location::Sqlite(path) => {
+                sqlite::Sqlite::open_read_only(path).map(|b| Box::new(b) as _)
+            }
+            Location::Postgres(url) => {
+                postgres::Postgres::open_read_only(url).map(|b| Box::new(b) as _)
+            }
+        };
+        match opened {
+            Ok(backend) => Ok(History {
+                backend,
+                location: location.clone(),
+            }),
+            Err(message) => Err(error(location, &message.0)),
+        }
+    }
+
     pub fn location(&self) -> &Location {
         &self.location
     }
@@ -336,6 +357,13 @@ mod tests {
         // Reopening a database of this version migrates nothing.
         drop(h);
         assert_eq!(History::open(&loc).unwrap().runs().unwrap().len(), 5);
+        // Opened read-only (`serve`), it reads and never writes.
+        let mut ro = History::open_read_only(&loc).unwrap();
+        assert_eq!(ro.runs().unwrap().len(), 5);
+        assert_eq!(ro.stamp().unwrap().0, 5);
+        let e = ro.record(&run(9, &plan[0])).unwrap_err().to_string();
+        assert!(e.contains("readonly"), "{e}");
+        assert!(History::open_read_only(&Location::Sqlite(dir.path().join("none"))).is_err());
     }
 
     #[test]

@@ -194,6 +194,29 @@ pub fn record_and_read(rec: &Recorder, results: &Results) -> Past {
     }
 }
 
+/// What the history says about a recorded run `run` of matrix `name`, as
+/// its report shows it (the same window, words, changes and strips), read
+/// from the history alone: its failing tests are its recorded rows
+/// (`rocmatrix serve`'s matrix page).
+pub fn read_recorded(history: &mut History, run: &str, name: &str) -> Result<Past, HistoryError> {
+    let rows = history.rows_of_runs(&[run.to_string()])?;
+    let failing = rows
+        .iter()
+        .filter(|t| t.outcome.is_some_and(|o| o.is_failure()))
+        .map(|t| FailingTest {
+            cell: &t.cell,
+            test: t.test.clone(),
+            hash: t.hash,
+        })
+        .collect();
+    let reported = Reported {
+        run: run.to_string(),
+        name,
+        failing,
+    };
+    read(history, &reported, false)
+}
+
 /// The reported run as reading it back needs it.
 struct Reported<'a> {
     run: String,

@@ -38,6 +38,31 @@ impl Postgres {
     }
 }
 
+impl Postgres {
+    /// Connects for reading only (`rocmatrix serve`): every transaction of
+    /// the session read-only, nothing created or migrated; a schema other
+    /// than this rocmatrix's is refused.
+    pub fn open_read_only(url: &str) -> Result<Postgres, DbError> {
+        let mut config: postgres::Config = url.parse().map_err(unopened)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(5));
+        }
+        let mut client = config.connect(NoTls).map_err(unopened)?;
+        client
+            .batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            .map_err(DbError::of)?;
+        let found: i64 = client
+            .query_opt(sql::VERSION, &[])
+            .map_err(DbError::of)?
+            .and_then(|r| r.get::<_, String>(0).parse().ok())
+            .unwrap_or(0);
+        if let Some(why) = schema::refuse_read_only(found) {
+            return Err(DbError(why));
+        }
+        Ok(Postgres { client })
+    }
+}
+
 /// Why the history could not be opened, in the server's words
 /// (`database "nodb" does not exist`) or with the cause under the driver's
 /// (`error connecting to server: Connection refused (os error 111)`):
@@ -208,6 +233,14 @@ impl Backend for Postgres {
         Ok(rows.iter().map(run_row).collect())
     }
 
+    fn stamp(&mut self) -> Result<(i64, i64), DbError> {
+        let row = self
+            .client
+            .query_one(sql::STAMP, &[])
+            .map_err(DbError::of)?;
+        Ok((row.get(0), row.get(1)))
+    }
+
     fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
         let row = self
             .client
@@ -277,6 +310,14 @@ impl Backend for Postgres {
                 message: r.get(7),
             })
             .collect())
+    }
+
+    fn passset_len(&mut self, digest: &str) -> Result<usize, DbError> {
+        let row = self
+            .client
+            .query_opt(sql::PASSSET_LEN, &[&digest])
+            .map_err(DbError::of)?;
+        Ok(row.map_or(0, |r| r.get::<_, i32>(0)) as usize / 8)
     }
 
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {

@@ -45,3 +45,31 @@ impl History {
             .map_err(|m| error(&location, &m.0))
     }
 }
+
+impl History {
+    /// What changes when a run is recorded: how many runs there are and
+    /// when the latest was recorded (`rocmatrix serve` keeps its pages
+    /// until it changes).
+    pub fn stamp(&mut self) -> Result<(i64, i64), HistoryError> {
+        let location = self.location.clone();
+        self.backend.stamp().map_err(|m| error(&location, &m.0))
+    }
+
+    /// How many tests passed in a cell whose passing set is `digest`
+    /// (`StoredCell::passed`), without reading the set.
+    pub fn passed_count(&mut self, digest: &str) -> Result<usize, HistoryError> {
+        let location = self.location.clone();
+        self.backend
+            .passset_len(digest)
+            .map_err(|m| error(&location, &m.0))
+    }
+
+    /// The recorded cells of the runs `ids` (`rocmatrix serve`'s pages read
+    /// a window of runs, never every cell).
+    pub fn cells_of_runs(&mut self, ids: &[String]) -> Result<Vec<StoredCell>, HistoryError> {
+        let location = self.location.clone();
+        self.backend
+            .cells_of_runs(ids)
+            .map_err(|m| error(&location, &m.0))
+    }
+}

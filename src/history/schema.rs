@@ -91,3 +91,17 @@ pub fn refuse_newer(found: i64) -> Option<String> {
         )
     })
 }
+
+/// Why a database of schema `found` cannot be read without migrating it
+/// (a reader never writes): it must be this rocmatrix's.
+pub fn refuse_read_only(found: i64) -> Option<String> {
+    if let Some(why) = refuse_newer(found) {
+        return Some(why);
+    }
+    (found < VERSION).then(|| {
+        format!(
+            "its schema is version {found}, older than the version {VERSION} this rocmatrix \
+             reads; record one run into it (or `rocmatrix history import`) to migrate it"
+        )
+    })
+}

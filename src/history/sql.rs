@@ -15,6 +15,11 @@ pub const CELLS: &str = "SELECT run, cell, axes, outcome, inputs, passed, host F
 pub const TESTS: &str =
     "SELECT run, cell, test, hash, outcome, reruns, signature, message FROM tests";
 pub const HAS_RUN: &str = "SELECT EXISTS (SELECT 1 FROM runs WHERE run = $1)";
+/// How many runs are recorded and when the latest was: what changes when
+/// a run is recorded (`rocmatrix serve` keeps pages until it does).
+pub const STAMP: &str = "SELECT count(*), coalesce(max(recorded_ms), 0) FROM runs";
+/// How many bytes a set of passing tests takes (8 a test).
+pub const PASSSET_LEN: &str = "SELECT length(hashes) FROM passsets WHERE digest = $1";
 pub const PASSSET: &str = "SELECT hashes FROM passsets WHERE digest = $1";
 
 /// A run; nothing when it is recorded already (the caller stops there).

@@ -44,6 +44,32 @@ impl Sqlite {
         }
     }
 
+    /// Opens the database at `path` for reading only (`rocmatrix serve`):
+    /// opened read-only and `query_only`, never created or migrated; a
+    /// schema other than this rocmatrix's is refused.
+    pub fn open_read_only(path: &Path) -> Result<Sqlite, DbError> {
+        use rusqlite::OpenFlags;
+        if !path.is_file() {
+            return Err(DbError("no such file".into()));
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(DbError::of)?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(DbError::of)?;
+        conn.pragma_update(None, "query_only", true)
+            .map_err(DbError::of)?;
+        let found: i64 = conn
+            .query_row(sql::VERSION, [], |r| r.get::<_, String>(0))
+            .optional()
+            .map_err(DbError::of)?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if let Some(why) = schema::refuse_read_only(found) {
+            return Err(DbError(why));
+        }
+        Ok(Sqlite { conn })
+    }
+
     fn setup(path: &Path) -> Result<Sqlite, DbError> {
         let mut conn = Connection::open(path).map_err(DbError::of)?;
         conn.busy_timeout(BUSY).map_err(DbError::of)?;
@@ -211,6 +237,12 @@ impl Backend for Sqlite {
         rows.collect::<Result<_, _>>().map_err(DbError::of)
     }
 
+    fn stamp(&mut self) -> Result<(i64, i64), DbError> {
+        self.conn
+            .query_row(sql::STAMP, [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(DbError::of)
+    }
+
     fn has_run(&mut self, run: &str) -> Result<bool, DbError> {
         self.conn
             .query_row(sql::HAS_RUN, params![run], |r| r.get(0))
@@ -309,6 +341,15 @@ impl Backend for Sqlite {
             }
         }
         Ok(all)
+    }
+
+    fn passset_len(&mut self, digest: &str) -> Result<usize, DbError> {
+        let bytes: Option<i64> = self
+            .conn
+            .query_row(sql::PASSSET_LEN, params![digest], |r| r.get(0))
+            .optional()
+            .map_err(DbError::of)?;
+        Ok(bytes.unwrap_or(0) as usize / 8)
     }
 
     fn passset(&mut self, digest: &str) -> Result<Vec<u64>, DbError> {

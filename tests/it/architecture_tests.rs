@@ -62,6 +62,7 @@ const FLOORS: &[(&str, u32)] = &[
     ("history", 7),
     ("expect", 7),
     ("finish", 7),
+    ("serve", 7),
     ("cli", 8),
     ("error", 8),
 ];

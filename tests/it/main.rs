@@ -43,6 +43,7 @@ mod report_tests;
 mod report_tools;
 mod repro_tests;
 mod run_tests;
+mod serve_tests;
 mod signature_tests;
 mod slurm_tests;
 mod source_tests;
