@@ -168,6 +168,18 @@ pub struct Case {
 }
 
 impl Case {
+    /// A passing case with no names, keeping this one's name buffers.
+    pub fn recycled(self) -> Case {
+        let (mut classname, mut name) = (self.classname, self.name);
+        classname.clear();
+        name.clear();
+        Case {
+            classname,
+            name,
+            ..Case::new()
+        }
+    }
+
     /// A passing case with no names (yet).
     pub fn new() -> Case {
         Case {
@@ -197,8 +209,9 @@ impl Default for Case {
 pub trait Visitor {
     /// A `<testsuite>` opened; `path` is the names of the open suites joined by `/`.
     fn suite_start(&mut self, _path: &str, _timestamp: Option<&str>) {}
-    /// A complete test case inside the suite `suite`.
-    fn case(&mut self, suite: &str, case: Case);
+    /// A complete test case inside the suite `suite`. The visitor may keep
+    /// it (`std::mem::take`); the reader reuses what is left for the next.
+    fn case(&mut self, suite: &str, case: &mut Case);
     /// The suite `path` closed.
     fn suite_end(&mut self, _path: &str) {}
 }
@@ -396,9 +409,21 @@ mod tests {
     #[derive(Default)]
     struct Collect(Vec<(String, Case)>);
     impl Visitor for Collect {
-        fn case(&mut self, suite: &str, case: Case) {
-            self.0.push((suite.to_string(), case));
+        fn case(&mut self, suite: &str, case: &mut Case) {
+            // A copy: the reader reuses what it is left for the next case.
+            self.0.push((suite.to_string(), case.clone()));
         }
+    }
+
+    #[test]
+    fn a_case_keeps_nothing_of_the_one_before() {
+        let (cases, _) = parse(
+            r#"<testsuite name="s"><testcase classname="A" name="x" time="1" file="f.c"><failure message="m">t</failure></testcase><testcase name="y" time="1"/></testsuite>"#,
+        );
+        let y = &cases[1].1;
+        assert_eq!((y.classname.as_str(), y.name.as_str()), ("", "y"));
+        assert_eq!((y.outcome, y.file.as_deref()), (Outcome::Passed, None));
+        assert!(y.message.is_empty() && y.text.is_empty());
     }
 
     fn parse(xml: &str) -> (Vec<(String, Case)>, ReadReport) {

@@ -137,8 +137,8 @@ impl CellCollector<'_, '_> {
         c.time = time;
         if !self.rules.tests.is_empty() {
             // A rule may expect it to fail (an xpass, kept with its details).
-            let case = c.clone();
-            self.case(suite, case);
+            let mut case = c.clone();
+            self.case(suite, &mut case);
             return;
         }
         self.counts.add(TestStatus::Passed);
@@ -204,7 +204,8 @@ impl Visitor for CellCollector<'_, '_> {
         self.sink.suite_end(path);
     }
 
-    fn case(&mut self, suite: &str, mut case: Case) {
+    fn case(&mut self, suite: &str, case: &mut Case) {
+        let mut case = std::mem::take(case);
         let (mut status, expected, listed) = self.by_the_lists(suite, &mut case);
         let mut classified = None;
         if status.is_failure() {
@@ -463,7 +464,7 @@ fn judge_file(cc: &mut CellCollector, events: &mut FileEvents<'_>) -> junit::Rea
                 time,
                 hash,
             ),
-            Some(Ev::Case(c)) => cc.case(&suite, *c),
+            Some(Ev::Case(mut c)) => cc.case(&suite, &mut c),
             Some(Ev::FileDone(r)) => return r,
             None => {
                 return junit::ReadReport {

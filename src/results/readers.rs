@@ -22,7 +22,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use super::junit::{self, Case, Limits, Outcome, Visitor};
-use super::model::test_hash;
+use super::model::TestHashPrefix;
 use super::source::Source;
 
 /// Batches waiting per file.
@@ -91,6 +91,8 @@ struct Batcher {
     batch: Batch,
     bytes: usize,
     suite: Option<String>,
+    /// The hash prefix of the last plain case's suite and class.
+    prefix: Option<(String, TestHashPrefix)>,
     closed: bool,
 }
 
@@ -113,6 +115,19 @@ impl Batcher {
         self.closed = self.tx.send(batch).is_err();
     }
 
+    /// The hash prefix of `suite` and `classname`, made again only when
+    /// they change (the suite is this file's current one).
+    fn hash_prefix(&mut self, suite: &str, classname: &str) -> TestHashPrefix {
+        match &self.prefix {
+            Some((class, prefix)) if class == classname => *prefix,
+            _ => {
+                let prefix = TestHashPrefix::new(suite, classname);
+                self.prefix = Some((classname.to_string(), prefix));
+                prefix
+            }
+        }
+    }
+
     fn span(&mut self, s: &str) -> Span {
         let start = self.batch.text.len();
         self.batch.text.push_str(s);
@@ -132,13 +147,16 @@ impl Visitor for Batcher {
         self.push(Ev::SuiteEnd(path.to_string()), 0);
     }
 
-    fn case(&mut self, suite: &str, case: Case) {
+    fn case(&mut self, suite: &str, case: &mut Case) {
         if self.suite.as_deref() != Some(suite) {
             self.suite = Some(suite.to_string());
+            self.prefix = None;
             self.push(Ev::Suite(suite.to_string()), 0);
         }
-        if is_plain(&case) {
-            let hash = test_hash(suite, &case.classname, &case.name);
+        if is_plain(case) {
+            let hash = self
+                .hash_prefix(suite, &case.classname)
+                .with_name(&case.name);
             let name = self.span(&case.name);
             let classname = self.span(&case.classname);
             let bytes = case.name.len() + case.classname.len();
@@ -160,7 +178,7 @@ impl Visitor for Batcher {
             + case.text.text.len()
             + case.system_out.text.len()
             + case.system_err.text.len();
-        self.push(Ev::Case(Box::new(case)), bytes);
+        self.push(Ev::Case(Box::new(std::mem::take(case))), bytes);
     }
 }
 
@@ -233,6 +251,7 @@ fn worker(queue: &Queue, files: &[(&Path, &str)], limits: Limits) {
             batch: Batch::new(),
             bytes: 0,
             suite: None,
+            prefix: None,
             closed: false,
         };
         let report = match open_junit(dir, rel) {
@@ -413,7 +432,11 @@ mod tests {
                             "<testcase classname=\"k&amp;\" name=\"t{i}\" time=\"0.1\"/>"
                         ));
                         want.push(format!("s{f}:k&.t{i}:Passed"));
-                        hashes.push(test_hash(&format!("s{f}"), "k&", &format!("t{i}")));
+                        hashes.push(super::super::model::test_hash(
+                            &format!("s{f}"),
+                            "k&",
+                            &format!("t{i}"),
+                        ));
                     }
                 }
                 xml.push_str("</testsuite>");

@@ -179,7 +179,7 @@ proptest! {
 
 struct Bound(usize);
 impl Visitor for Bound {
-    fn case(&mut self, suite: &str, case: Case) {
+    fn case(&mut self, suite: &str, case: &mut Case) {
         let l = Limits::default();
         assert!(suite.len() <= 1 << 20);
         assert!(case.message.len() <= l.message);

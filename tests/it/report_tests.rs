@@ -251,7 +251,7 @@ fn reader_streams_a_large_document_with_bounded_texts() {
     }
     struct Count(u64, usize);
     impl junit::Visitor for Count {
-        fn case(&mut self, _: &str, c: junit::Case) {
+        fn case(&mut self, _: &str, c: &mut junit::Case) {
             self.0 += 1;
             self.1 = self.1.max(c.system_out.text.len());
         }
