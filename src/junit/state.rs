@@ -79,8 +79,6 @@ impl<'v> State<'v> {
     }
 
     /// Handles a start (or empty) tag; false stops reading (not JUnit).
-    /// One piece: one match over the element names, each arm reading its
-    /// element's attributes in the one pass the reader's hot path makes.
     pub(super) fn start(&mut self, e: &BytesStart, empty: bool) -> bool {
         let local = e.local_name();
         let name = local.as_ref();
@@ -115,72 +113,80 @@ impl<'v> State<'v> {
             return true;
         }
         match name {
-            b"testsuite" => {
-                let mut suite_name = String::new();
-                let mut timestamp = None;
-                for a in attributes(e) {
-                    match a.key.local_name().as_ref() {
-                        b"name" => suite_name = self.value(&a.value),
-                        b"timestamp" => timestamp = Some(self.value(&a.value)),
-                        _ => {}
-                    }
-                }
-                if suite_name.is_empty() {
-                    self.odd("testsuite without a name");
-                }
-                self.suites.push(self.suite_path.len());
-                if self.suites.len() > 1 {
-                    self.suite_path.push('/');
-                }
-                self.suite_path.push_str(&suite_name);
-                self.visitor
-                    .suite_start(&self.suite_path, timestamp.as_deref());
-                if empty {
-                    self.pop_suite();
-                }
-            }
-            b"testcase" => {
-                let mut case = std::mem::take(&mut self.spare).recycled();
-                let mut have_time = false;
-                let mut notrun = false;
-                for a in attributes(e) {
-                    match a.key.local_name().as_ref() {
-                        b"name" => self.value_into(&a.value, &mut case.name),
-                        b"classname" | b"class" => self.value_into(&a.value, &mut case.classname),
-                        b"time" => {
-                            have_time = true;
-                            case.time = self.time(&a.value);
-                        }
-                        b"file" => case.file = Some(self.value(&a.value)),
-                        // GoogleTest: status="notrun" result="suppressed" for DISABLED_ tests.
-                        b"status" if a.value.as_ref() == b"notrun" => notrun = true,
-                        b"result" if a.value.as_ref() == b"suppressed" => notrun = true,
-                        _ => {}
-                    }
-                }
-                if !have_time {
-                    self.odd("testcase without time");
-                }
-                if case.name.is_empty() {
-                    self.odd("testcase without a name");
-                }
-                if notrun {
-                    case.outcome = Outcome::Skipped;
-                }
-                self.outcome_set = false;
-                self.case_depth = 0;
-                self.target = Target::Ignore;
-                if empty {
-                    self.visitor.case(&self.suite_path, &mut case);
-                    self.spare = case;
-                    self.report.cases += 1;
-                } else {
-                    self.case = Some(case);
-                }
-            }
+            b"testsuite" => self.suite_start(e, empty),
+            b"testcase" => self.case_start(e, empty),
             _ => {}
         }
         true
+    }
+
+    /// A `<testsuite>` opened (and closed again when `empty`): its name
+    /// joins the suite path.
+    fn suite_start(&mut self, e: &BytesStart, empty: bool) {
+        let mut suite_name = String::new();
+        let mut timestamp = None;
+        for a in attributes(e) {
+            match a.key.local_name().as_ref() {
+                b"name" => suite_name = self.value(&a.value),
+                b"timestamp" => timestamp = Some(self.value(&a.value)),
+                _ => {}
+            }
+        }
+        if suite_name.is_empty() {
+            self.odd("testsuite without a name");
+        }
+        self.suites.push(self.suite_path.len());
+        if self.suites.len() > 1 {
+            self.suite_path.push('/');
+        }
+        self.suite_path.push_str(&suite_name);
+        self.visitor
+            .suite_start(&self.suite_path, timestamp.as_deref());
+        if empty {
+            self.pop_suite();
+        }
+    }
+
+    /// A `<testcase>` opened: its names, time and not-run marks in one pass
+    /// over its attributes; an empty one goes to the visitor at once.
+    fn case_start(&mut self, e: &BytesStart, empty: bool) {
+        let mut case = std::mem::take(&mut self.spare).recycled();
+        let mut have_time = false;
+        let mut notrun = false;
+        for a in attributes(e) {
+            match a.key.local_name().as_ref() {
+                b"name" => self.value_into(&a.value, &mut case.name),
+                b"classname" | b"class" => self.value_into(&a.value, &mut case.classname),
+                b"time" => {
+                    have_time = true;
+                    case.time = self.time(&a.value);
+                }
+                b"file" => case.file = Some(self.value(&a.value)),
+                // GoogleTest: status="notrun" result="suppressed" for DISABLED_ tests.
+                b"status" if a.value.as_ref() == b"notrun" => notrun = true,
+                b"result" if a.value.as_ref() == b"suppressed" => notrun = true,
+                _ => {}
+            }
+        }
+        if !have_time {
+            self.odd("testcase without time");
+        }
+        if case.name.is_empty() {
+            self.odd("testcase without a name");
+        }
+        if notrun {
+            case.outcome = Outcome::Skipped;
+        }
+        self.outcome_set = false;
+        self.case_depth = 0;
+        self.target = Target::Ignore;
+        if empty {
+            self.visitor.case(&self.suite_path, &mut case);
+            self.spare = case;
+            self.report.cases += 1;
+        } else {
+            self.case = Some(case);
+        }
     }
 
     /// A direct child of `<testcase>`: records the outcome, returns where its text goes.
