@@ -129,6 +129,16 @@ pub enum Check {
     Whole,
 }
 
+impl Check {
+    /// [`Check::Whole`] when `verify` (`--verify`), else [`Check::Table`].
+    pub fn verifying(verify: bool) -> Check {
+        match verify {
+            true => Check::Whole,
+            false => Check::Table,
+        }
+    }
+}
+
 /// What [`inspect`] learns of a compressed bundle without keeping it.
 #[derive(Debug)]
 pub struct Inspected {

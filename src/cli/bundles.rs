@@ -27,14 +27,6 @@ pub struct BundlesArgs {
     pub verify: bool,
 }
 
-/// How far compressed bundles are read: whole with `--verify`.
-pub(crate) fn check(verify: bool) -> Check {
-    match verify {
-        true => Check::Whole,
-        false => Check::Table,
-    }
-}
-
 /// Scans, printing errors to stderr; returns the reports and the exit code
 /// the errors call for (2 for malformed files, 3 for unreadable ones).
 pub(crate) fn scan(paths: &[PathBuf], check: Check) -> (Vec<FileReport>, ExitCode) {
@@ -72,7 +64,7 @@ fn give_freed_memory_back() {
 }
 
 pub fn run(args: BundlesArgs, out: &mut dyn Write) -> Result<ExitCode, Error> {
-    let (reports, code) = scan(&args.paths, check(args.verify));
+    let (reports, code) = scan(&args.paths, Check::verifying(args.verify));
     let shown: Vec<&FileReport> = reports
         .iter()
         .filter(|r| args.all || r.has_offload_code())

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::PolicyArg;
-use crate::bundle::{coverage, CoverageRow, CoverageVerdict};
+use crate::bundle::{coverage, Check, CoverageRow, CoverageVerdict};
 use crate::error::{Error, ExitCode};
 use crate::gpu::compat::policy_name;
 use crate::gpu::TargetId;
@@ -40,8 +40,7 @@ pub struct CoverageArgs {
     /// lost; lost targets that --gfx names are marked as regressions.
     #[arg(long, value_name = "PATH")]
     pub against: Option<PathBuf>,
-    /// Decompress compressed bundles whole, checking their sizes and
-    /// hashes (`bundles --verify`).
+    /// Check compressed bundles whole (`bundles --verify`).
     #[arg(long)]
     pub verify: bool,
 }
@@ -80,7 +79,7 @@ pub fn run(
     let mut code = ExitCode::Success;
     for p in &args.paths {
         let (reports, c) =
-            super::bundles::scan(std::slice::from_ref(p), super::bundles::check(args.verify));
+            super::bundles::scan(std::slice::from_ref(p), Check::verifying(args.verify));
         if c != ExitCode::Success {
             code = c;
         }
@@ -90,10 +89,8 @@ pub fn run(
     }
     let changes = match &args.against {
         Some(old) => {
-            let (reports, c) = super::bundles::scan(
-                std::slice::from_ref(old),
-                super::bundles::check(args.verify),
-            );
+            let (reports, c) =
+                super::bundles::scan(std::slice::from_ref(old), Check::verifying(args.verify));
             if c != ExitCode::Success {
                 code = c;
             }
