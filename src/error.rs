@@ -326,6 +326,9 @@ pub enum Error {
     /// not this matrix's.
     #[error(transparent)]
     Affected(#[from] crate::affected::AffectedError),
+    /// `serve` could not start: no history, or its address cannot be had.
+    #[error(transparent)]
+    Serve(#[from] crate::serve::ServeError),
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -361,6 +364,8 @@ impl Error {
             Error::Cluster(_) => ExitCode::Infrastructure,
             Error::Affected(e) if e.is_usage() => ExitCode::Usage,
             Error::Affected(_) => ExitCode::Infrastructure,
+            Error::Serve(e) if e.is_usage() => ExitCode::Usage,
+            Error::Serve(_) => ExitCode::Infrastructure,
         }
     }
 

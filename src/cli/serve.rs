@@ -40,6 +40,6 @@ pub fn run(args: ServeArgs, cx: &super::Context, out: &mut dyn Write) -> Result<
             &format!("serving http://{addr}/ (history {history})\n"),
         );
     };
-    crate::serve::run(cx.runtime, opts, &mut ready).map_err(|e| Error::Usage(e.to_string()))?;
+    crate::serve::run(cx.runtime, opts, &mut ready)?;
     Ok(ExitCode::Success)
 }

@@ -62,6 +62,18 @@ pub enum ServeError {
     Off,
 }
 
+impl ServeError {
+    /// Whether the command line asked for what cannot be: no history, or an
+    /// address this host does not have or lets no one take. An address in
+    /// use is the machine's state, not the command's.
+    pub fn is_usage(&self) -> bool {
+        match self {
+            ServeError::Off => true,
+            ServeError::Listen { source, .. } => source.kind() != std::io::ErrorKind::AddrInUse,
+        }
+    }
+}
+
 /// Listens on `opts.listen` and serves until the process is stopped;
 /// `ready` is told the address once listening (a `:0` port resolved).
 pub fn run(

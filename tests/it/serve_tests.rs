@@ -525,6 +525,25 @@ fn serve_listens_on_loopback_by_default() {
     assert!(o.stdout().contains("127.0.0.1:8080"), "{}", o.context());
 }
 
+/// An address another process holds is the machine's state (exit 3); an
+/// address this host does not have is the command line's (exit 2). Either
+/// way `serve` says which address and stops.
+#[test]
+fn serve_an_address_in_use_or_not_here_is_said_with_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    for (listen, code) in [(addr.as_str(), 3), ("192.0.2.1:8080", 2)] {
+        let o = Rocmatrix::new()
+            .args(["serve", "--listen", listen])
+            .out(dir.path())
+            .run();
+        assert_eq!(o.code(), code, "{listen}: {}", o.context());
+        let says = format!("cannot listen on {listen}");
+        assert!(o.stderr().contains(&says), "{}", o.context());
+    }
+}
+
 /// Headless Chromium loads the matrix page and a test page: the hostile
 /// name is text in the DOM it built, and each page makes a screenshot
 /// (written to `$SERVE_SCREENSHOTS` when set: docs/serve.md's).
