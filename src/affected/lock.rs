@@ -5,6 +5,7 @@
 //! the first lock that has it, so a run of a few cells does not hide what
 //! an earlier run of the whole matrix said of the others.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::AffectedError;
@@ -23,6 +24,9 @@ const MAX_MERGED: usize = 64;
 pub struct FoundLock {
     pub runs: Vec<PathBuf>,
     pub lock: Lock,
+    /// Cell → package → version its autopkgtests installed when they ran
+    /// (`crate::store::test_installs`), from the first run that has any.
+    pub tests: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl FoundLock {
@@ -48,6 +52,7 @@ impl FoundLock {
             }
             None => {
                 *found = Some(FoundLock {
+                    tests: tests_of(&run, &lock),
                     runs: vec![run],
                     lock,
                 })
@@ -63,6 +68,9 @@ impl FoundLock {
             self.lock.cells.len(),
             self.lock.builds.len(),
         );
+        for (cell, installed) in tests_of(&run, &lock) {
+            self.tests.entry(cell).or_insert(installed);
+        }
         for (k, v) in lock.environments {
             self.lock.environments.entry(k).or_insert(v);
         }
@@ -83,6 +91,15 @@ impl FoundLock {
         }
         added
     }
+}
+
+/// What the autopkgtests of each cell of run `run` (its lock's cells)
+/// installed when they ran; cells whose tests installed nothing are left out.
+fn tests_of(run: &Path, lock: &Lock) -> BTreeMap<String, BTreeMap<String, String>> {
+    (lock.cells.keys())
+        .map(|c| (c.clone(), crate::store::test_installs::of_cell(run, c)))
+        .filter(|(_, installed)| !installed.is_empty())
+        .collect()
 }
 
 /// The merged locks of `runs` (run directories, or run ids under `out`),

@@ -20,6 +20,13 @@ pub enum Reason {
     },
     /// It uses the file.
     Uses { file: String, how: String },
+    /// Its autopkgtests installed the package when they ran (their
+    /// `Depends:`, which no lock lists: `crate::store::test_installs`).
+    TestInstalls {
+        package: String,
+        version: String,
+        source: String,
+    },
     /// An `autopkgtest:` step of it runs the source package's own tests
     /// (which install what they need when they run: no lock lists it).
     Tests { source: String, step: String },
@@ -63,6 +70,17 @@ impl std::fmt::Display for Reason {
                 Ok(())
             }
             Reason::Uses { file, how } => write!(f, "uses file:{file} ({how})"),
+            Reason::TestInstalls {
+                package,
+                version,
+                source,
+            } => {
+                write!(f, "its autopkgtests installed {package} {version} ")?;
+                if package.split(':').next() != Some(source.as_str()) {
+                    write!(f, "(src:{source}) ")?;
+                }
+                write!(f, "when they ran")
+            }
             Reason::Tests { source, step } => {
                 write!(f, "runs the autopkgtests of src:{source} (step {step})")
             }

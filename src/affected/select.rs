@@ -29,6 +29,9 @@ pub fn select(
                 .clone(),
             false => Vec::new(),
         };
+        if changes.iter().any(Change::is_package) {
+            reasons.extend(test_installs(cell, &changes, (lock, index)));
+        }
         reasons.extend(sources(plan, cell, &changes, lock));
         reasons.extend(autopkgtests(cell, &changes));
         for file in &files {
@@ -144,8 +147,14 @@ fn unknown_package(c: &Change, l: &FoundLock) -> Option<String> {
     let run = l.describe();
     match c {
         Change::Package { name, .. } => {
-            let known = envs().any(|e| e.packages.keys().any(|p| p == name || bare(p) == name));
-            (!known).then(|| format!("no environment {run} describes installed a package so named"))
+            let named = |p: &String| p == name || bare(p) == name;
+            let known = envs().any(|e| e.packages.keys().any(named))
+                || l.tests.values().any(|t| t.keys().any(named));
+            (!known).then(|| {
+                format!(
+                    "no environment {run} describes installed a package so named, nor did a test"
+                )
+            })
         }
         Change::SourcePackage { name, .. } => {
             let built =
@@ -236,6 +245,56 @@ fn packages(
                 version: version.clone(),
                 source: source.to_string(),
                 asked: asked.contains(bare(pkg)),
+            });
+        }
+    }
+    out
+}
+
+/// The package changes' reasons among what the cell's autopkgtests
+/// installed when they ran (in no lock): a package by its name, a source
+/// package by the index or by any environment of the lock that installed
+/// the same binary. A source's version is compared with the binary's,
+/// which is the same but for binary-only uploads.
+fn test_installs(
+    cell: &Cell,
+    changes: &[Change],
+    (lock, index): (Option<&FoundLock>, Option<&Index>),
+) -> Vec<Reason> {
+    let Some(l) = lock else {
+        return Vec::new();
+    };
+    let env = l.lock.environments.get(&cell.environment_hash);
+    let installed = l.tests.get(&cell.id).into_iter().flatten();
+    let mut out = Vec::new();
+    for (pkg, version) in installed {
+        if env.is_some_and(|e| e.packages.contains_key(pkg)) {
+            continue; // its environment's reason says it
+        }
+        let lock_source = (l.lock.environments.values())
+            .find_map(|e| {
+                e.packages
+                    .contains_key(pkg)
+                    .then(|| e.source_of(pkg))
+                    .flatten()
+            })
+            .map(|(s, _)| s.to_string());
+        let source = changes.iter().find_map(|c| match c {
+            Change::Package { name, version: v } => ((pkg == name || bare(pkg) == name)
+                && v.as_ref() != Some(version))
+            .then(|| lock_source.clone().unwrap_or_else(|| bare(pkg).to_string())),
+            Change::SourcePackage { name, version: v } => {
+                let built = lock_source.as_deref() == Some(name.as_str())
+                    || index.is_some_and(|i| i.builds(name, bare(pkg)));
+                (built && v.as_ref() != Some(version)).then(|| name.clone())
+            }
+            _ => None,
+        });
+        if let Some(source) = source {
+            out.push(Reason::TestInstalls {
+                package: pkg.clone(),
+                version: version.clone(),
+                source,
             });
         }
     }

@@ -118,6 +118,7 @@ fn fixture() -> (tempfile::TempDir, Plan, FoundLock) {
     let found = FoundLock {
         runs: vec!["runs/r1".into()],
         lock,
+        tests: BTreeMap::new(),
     };
     (dir, plan, found)
 }
@@ -335,4 +336,58 @@ steps:
     // Neither the lock nor a step knows it: still an error.
     let changes = change::parse_all(&["src:rocsparse".to_string()]).unwrap();
     assert!(select(&plan, changes, (Some(&lock), None), dir.path()).is_err());
+}
+
+/// The kept flagship run: the sid hipsolver and rocsolver cells' tests
+/// installed librocblas4 6.4.4-4 when they ran (autopkgtest's own lists);
+/// no lock has it. The binary selects exactly those six cells; the source,
+/// through an index that says rocblas builds it, selects them beside the
+/// cells running rocblas's own tests.
+#[test]
+fn what_a_cells_autopkgtests_installed_selects_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let spec = Spec::load(&root.join("matrix/debian-autopkgtest.yaml")).unwrap();
+    let plan = Plan::build(&spec, 10_000).unwrap();
+    let run = root.join("tests/fixtures/debian-autopkgtest/run");
+    let found = lock::named(&[run], root, &spec.name).unwrap();
+    let dir = root.join("matrix");
+    let pick = |change: &str, index: Option<&index::Index>| {
+        let changes = change::parse_all(&[change.to_string()]).unwrap();
+        select(&plan, changes, (Some(&found), index), &dir).unwrap()
+    };
+    let by_tests = |s: &Selection| -> Vec<String> {
+        let installed =
+            |a: &&Affected| (a.reasons.iter()).any(|r| matches!(r, Reason::TestInstalls { .. }));
+        s.cells
+            .iter()
+            .filter(installed)
+            .map(|a| a.cell.clone())
+            .collect()
+    };
+    let s = pick("librocblas4", None);
+    let mut want: Vec<String> = ["hipsolver", "rocsolver"]
+        .iter()
+        .flat_map(|p| ["gfx1030", "gfx1100", "gfx90a"].map(|g| format!("sid.{g}.{p}")))
+        .collect();
+    want.sort();
+    let mut got = by_tests(&s);
+    got.sort();
+    assert_eq!(got, want);
+    assert_eq!(s.cells.len(), 6, "{}", s.lines());
+    assert!(
+        s.lines().contains(
+            "sid.gfx1030.rocsolver: its autopkgtests installed librocblas4 6.4.4-4 when they ran"
+        ),
+        "{}",
+        s.lines()
+    );
+    // The version it ran with selects nothing of it.
+    assert!(by_tests(&pick("librocblas4=6.4.4-4", None)).is_empty());
+    let index = index::Index::parse("Package: librocblas4\nSource: rocblas\nVersion: 6.4.4-4\n\n");
+    let s = pick("src:rocblas", Some(&index));
+    assert_eq!(by_tests(&s).len(), 6, "{}", s.lines());
+    assert_eq!(s.cells.len(), 12, "{}", s.lines());
+    assert!(s
+        .lines()
+        .contains("installed librocblas4 6.4.4-4 (src:rocblas) when they ran"));
 }

@@ -38,7 +38,7 @@ const WORK_ROOT: &str = "/rocmatrix/autopkgtest";
 
 /// The directory of the cell (on the host) that holds each step's
 /// autopkgtest output directory, `autopkgtest/NN-step/`.
-pub const CELL_DIR: &str = "autopkgtest";
+pub const CELL_DIR: &str = crate::store::test_installs::AUTOPKGTEST;
 
 /// How much of autopkgtest's console output reaches the step log (all of
 /// it is in `log` of its output directory).

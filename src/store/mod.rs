@@ -21,6 +21,7 @@ pub mod read;
 pub mod record;
 pub mod roots;
 pub mod schema;
+pub mod test_installs;
 pub mod trial;
 pub mod usage;
 
