@@ -7,28 +7,21 @@ use std::path::PathBuf;
 use clap::Args;
 
 use crate::error::{Error, ExitCode};
-use crate::history::Location;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Parent of `runs/`: the run stores served, and the default history.sqlite.
     #[arg(long, default_value = crate::store::DEFAULT_OUT, value_name = "DIR")]
     pub out: PathBuf,
-    /// The history: an SQLite file or a PostgreSQL URL (default: history.sqlite under --out).
-    #[arg(
-        long,
-        env = "ROCMATRIX_HISTORY",
-        value_name = "PATH|URL",
-        hide_env_values = true
-    )]
-    pub history: Option<String>,
+    #[command(flatten)]
+    pub history: super::history::HistoryOption,
     /// The address to listen on; only loopback unless another address is given.
     #[arg(long, default_value = crate::serve::DEFAULT_LISTEN, value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
 }
 
 pub fn run(args: ServeArgs, cx: &super::Context, out: &mut dyn Write) -> Result<ExitCode, Error> {
-    let history = Location::resolve(args.history.as_deref(), &args.out);
+    let history = args.history.location(&args.out);
     let opts = crate::serve::Options {
         listen: args.listen,
         history: history.clone(),
