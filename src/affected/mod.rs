@@ -28,7 +28,7 @@ pub use lock::FoundLock;
 pub use reason::Reason;
 pub use select::select;
 
-use crate::store::record::{SelectedBy, SelectedCell};
+use crate::store::record::{locks_note, SelectedBy, SelectedCell};
 
 /// Why a list of changes cannot select cells.
 #[derive(Debug, thiserror::Error)]
@@ -129,11 +129,8 @@ impl Selection {
             };
             out.push_str(&format!("{}: {}{more}\n", a.cell, shown.join("; ")));
         }
-        let lock = match self.locks.as_slice() {
-            [] => " (no lock)".to_string(),
-            [run] => format!(" (lock of {})", run.display()),
-            [run, more @ ..] => format!(" (locks of {} and {} more)", run.display(), more.len()),
-        };
+        let locks: Vec<String> = self.locks.iter().map(|p| p.display().to_string()).collect();
+        let lock = locks_note(&locks);
         match self.cells.len() {
             0 => out.push_str(&format!(
                 "no cell is affected by {}: 0 of {} cells{lock}\n",

@@ -103,11 +103,7 @@ pub struct SelectedView {
 /// [`SelectedView`] of the run's `--affected-by` selection.
 fn selected_view(results: &Results) -> Option<SelectedView> {
     let s = results.selected_by.as_ref()?;
-    let lock = match s.locks.as_slice() {
-        [] => " (no lock)".to_string(),
-        [run] => format!(" (lock of {run})"),
-        [run, more @ ..] => format!(" (locks of {run} and {} more)", more.len()),
-    };
+    let lock = crate::store::record::locks_note(&s.locks);
     Some(SelectedView {
         line: format!(
             "{} of {} cells, selected by --affected-by {}{lock}",

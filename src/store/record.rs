@@ -87,7 +87,7 @@ impl RunManifest {
     }
 }
 
-pub use super::schema::{SelectedBy, SelectedCell};
+pub use super::schema::{locks_note, SelectedBy, SelectedCell};
 pub use crate::outcome::RunStatus;
 
 /// `cells/<cell-id>/cell.json`.

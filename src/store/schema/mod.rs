@@ -103,6 +103,16 @@ pub struct SelectedBy {
     pub cells: Vec<SelectedCell>,
 }
 
+/// Which runs' locks a selection read, as its lines end:
+/// ` (lock of RUN)`, ` (locks of RUN and 2 more)`, ` (no lock)`.
+pub fn locks_note(locks: &[String]) -> String {
+    match locks {
+        [] => " (no lock)".to_string(),
+        [run] => format!(" (lock of {run})"),
+        [run, more @ ..] => format!(" (locks of {run} and {} more)", more.len()),
+    }
+}
+
 /// One chosen cell and its reasons (`installs librocblas4 … (src:rocblas)`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SelectedCell {
