@@ -272,12 +272,7 @@ fn test_installs(
             continue; // its environment's reason says it
         }
         let lock_source = (l.lock.environments.values())
-            .find_map(|e| {
-                e.packages
-                    .contains_key(pkg)
-                    .then(|| e.source_of(pkg))
-                    .flatten()
-            })
+            .find_map(|e| e.source_of(pkg))
             .map(|(s, _)| s.to_string());
         let source = changes.iter().find_map(|c| match c {
             Change::Package { name, version: v } => ((pkg == name || bare(pkg) == name)

@@ -119,11 +119,10 @@ pub fn decompress(buf: &[u8], h: &Header) -> Result<(Vec<u8>, u64), FormatError>
 }
 
 /// How far [`inspect`] reads a compressed bundle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
     /// As far as its entry table (a v1 bundle whole): its header's sizes
     /// are taken as they are.
-    #[default]
     Table,
     /// Whole: its decompressed size and hash checked.
     Whole,
